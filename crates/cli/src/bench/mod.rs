@@ -1,0 +1,21 @@
+//! `sqlite-uring bench …`
+
+use clap::Subcommand;
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// The 16 classic SQLite speed tests over memory / unix / io_uring and rollback / WAL.
+    Speed,
+    /// IO models: 1 GiB in 4 KiB writes through blocking write, pwrite threads, io_uring.
+    Io,
+    /// Files stored in SQLite: blob sizes, commit batching, zstd, backends.
+    Blobs,
+}
+
+pub fn run(command: BenchCommand) -> anyhow::Result<()> {
+    match command {
+        BenchCommand::Speed | BenchCommand::Io | BenchCommand::Blobs => {
+            anyhow::bail!("not implemented yet")
+        }
+    }
+}

@@ -1,0 +1,37 @@
+//! `sqlite-uring`: probe io_uring and benchmark SQLite storage honestly.
+
+use clap::{Parser, Subcommand};
+
+mod bench;
+mod probe_cmd;
+
+#[derive(Parser)]
+#[command(name = "sqlite-uring", version, about = "io_uring VFS for SQLite: probe and benchmarks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Say whether io_uring works here, why not if not, and which ring features the VFS uses.
+    Probe,
+    /// Benchmarks: `speed` (SQLite's 16 speed tests), `io` (IO models), `blobs` (files in SQLite).
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Probe => probe_cmd::run(),
+        Command::Bench(command) => bench::run(command),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

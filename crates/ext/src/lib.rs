@@ -1,0 +1,1 @@
+//! Loadable-extension entry points: see sqlite_uring::register_with_api_routines.

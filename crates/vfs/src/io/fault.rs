@@ -1,0 +1,1 @@
+pub struct FaultPlan; pub struct FaultRule; pub enum FaultKind {} pub enum OpKind {}

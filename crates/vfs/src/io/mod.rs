@@ -1,0 +1,3 @@
+pub(crate) mod uring;
+#[cfg(feature = "fault-injection")]
+pub(crate) mod fault;

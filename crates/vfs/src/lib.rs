@@ -1,0 +1,35 @@
+//! `sqlite-uring`: a SQLite VFS for Linux whose file I/O goes through io_uring.
+//!
+//! Two shapes share this crate:
+//! * the loadable extension (`crates/ext`, `libsqlite_uring.so`) calls
+//!   [`register_with_api_routines`] with the `sqlite3_api_routines` SQLite hands it;
+//! * Rust programs that link SQLite (rusqlite with `bundled`) call [`register`], which
+//!   uses the SQLite symbols linked into the program.
+//!
+//! After registration, open a database with the VFS name (default `io_uring`):
+//! `Connection::open_with_flags_and_vfs(path, flags, "io_uring")`.
+//!
+//! The module map and invariants are in `docs/ARCHITECTURE.md`.
+
+mod api;
+mod config;
+mod entry;
+mod error;
+mod ffi;
+mod file;
+mod io;
+mod lock;
+mod mmap;
+mod probe;
+mod shm;
+mod stats;
+mod vfs;
+
+pub use config::{Backend, Options, SyncMode};
+pub use error::Error;
+pub use probe::{probe, ProbeReport};
+pub use stats::IoStats;
+pub use vfs::{register, register_with_api_routines, reset_vfs_stats, vfs_stats, Registration};
+
+#[cfg(feature = "fault-injection")]
+pub use io::fault::{FaultKind, FaultPlan, FaultRule, OpKind};
