@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod probe_cmd;
+mod report;
 
 #[derive(Parser)]
 #[command(name = "sqlite-uring", version, about = "io_uring VFS for SQLite: probe and benchmarks")]

@@ -1,0 +1,326 @@
+//! Statistics with hyperfine's conventions.
+//!
+//! * σ is the *sample* standard deviation (n − 1); it is `None` for a single run rather
+//!   than a misleading 0.
+//! * The relative speed of a command against a baseline is `ratio = mean / mean_baseline`
+//!   with `error = ratio · sqrt((σ/mean)² + (σ_baseline/mean_baseline)²)` (independent
+//!   errors, propagated to first order, exactly as hyperfine prints `1.23 ± 0.04`).
+//! * Outliers use the modified Z-score `(x − median) / (1.4826 · MAD)` with hyperfine's
+//!   threshold of 14: robust to the outliers it looks for, unlike a mean/σ test.
+
+use serde::{Deserialize, Serialize};
+
+/// |modified Z-score| above which a sample is an outlier (hyperfine's value).
+pub const OUTLIER_THRESHOLD: f64 = 14.0;
+
+/// σ/mean above which the runs are too noisy to compare small differences.
+pub const HIGH_VARIANCE_THRESHOLD: f64 = 0.10;
+
+/// Scale that makes the MAD a consistent estimator of σ for normal data.
+const MAD_TO_SIGMA: f64 = 1.4826;
+
+/// Summary of the measured runs of one command, in the unit of the samples (seconds here).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub runs: usize,
+    pub mean: f64,
+    /// Sample standard deviation; `None` with fewer than two runs.
+    pub stddev: Option<f64>,
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Summary {
+    /// Summarises `samples`; `None` when there are none or one is not finite (a clock bug
+    /// must not become a plausible number).
+    pub fn from_samples(samples: &[f64]) -> Option<Summary> {
+        if samples.is_empty() || samples.iter().any(|x| !x.is_finite()) {
+            return None;
+        }
+        let runs = samples.len();
+        let mean = samples.iter().sum::<f64>() / runs as f64;
+        let stddev = (runs >= 2).then(|| {
+            let squares: f64 = samples.iter().map(|x| (x - mean).powi(2)).sum();
+            (squares / (runs - 1) as f64).sqrt()
+        });
+        Some(Summary {
+            runs,
+            mean,
+            stddev,
+            median: median(samples),
+            min: samples.iter().copied().fold(f64::INFINITY, f64::min),
+            max: samples.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        })
+    }
+
+    /// σ/mean, `None` with one run or a zero mean.
+    pub fn coefficient_of_variation(&self) -> Option<f64> {
+        let stddev = self.stddev?;
+        (self.mean > 0.0).then(|| stddev / self.mean)
+    }
+
+    /// This summary relative to `baseline`, e.g. `1.85 ± 0.07` = 1.85 times slower.
+    pub fn relative_to(&self, baseline: &Summary) -> Option<Relative> {
+        Relative::of(self, baseline)
+    }
+}
+
+/// `ratio ± error` of one mean against a baseline mean (> 1: slower than the baseline).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Relative {
+    pub ratio: f64,
+    /// Propagated one-σ error; `None` when either side has a single run.
+    pub error: Option<f64>,
+}
+
+impl Relative {
+    /// `None` when the baseline mean is 0 (nothing to divide by).
+    pub fn of(summary: &Summary, baseline: &Summary) -> Option<Relative> {
+        if baseline.mean <= 0.0 {
+            return None;
+        }
+        let ratio = summary.mean / baseline.mean;
+        let error = match (summary.stddev, baseline.stddev) {
+            (Some(s), Some(b)) if summary.mean > 0.0 => {
+                Some(ratio * ((s / summary.mean).powi(2) + (b / baseline.mean).powi(2)).sqrt())
+            }
+            (Some(_), Some(_)) => Some(0.0),
+            _ => None,
+        };
+        Some(Relative { ratio, error })
+    }
+
+    /// `1.00`, `2.31 ± 0.12`: the form of hyperfine's "Relative" column.
+    pub fn display(&self) -> String {
+        match self.error {
+            Some(error) => format!("{:.2} ± {:.2}", self.ratio, error),
+            None => format!("{:.2}", self.ratio),
+        }
+    }
+}
+
+/// Median of unsorted samples (mean of the two middle values for an even count).
+pub fn median(samples: &[f64]) -> f64 {
+    if samples.is_empty() {
+        return f64::NAN;
+    }
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let mid = sorted.len() / 2;
+    if sorted.len() % 2 == 1 {
+        sorted[mid]
+    } else {
+        (sorted[mid - 1] + sorted[mid]) / 2.0
+    }
+}
+
+/// Modified Z-score of every sample. When the MAD is 0 (most samples equal), any sample
+/// off the median gets a huge score, as in hyperfine: it really is an outlier then.
+pub fn modified_z_scores(samples: &[f64]) -> Vec<f64> {
+    if samples.is_empty() {
+        return Vec::new();
+    }
+    let center = median(samples);
+    let deviations: Vec<f64> = samples.iter().map(|x| (x - center).abs()).collect();
+    let mad = median(&deviations);
+    let mad = if mad > 0.0 { mad } else { f64::EPSILON };
+    samples
+        .iter()
+        .map(|x| (x - center) / (MAD_TO_SIGMA * mad))
+        .collect()
+}
+
+/// Indices of the samples whose |modified Z-score| exceeds [`OUTLIER_THRESHOLD`].
+pub fn outlier_indices(samples: &[f64]) -> Vec<usize> {
+    // With fewer than 3 samples the median is not robust, so nothing is an outlier.
+    if samples.len() < 3 {
+        return Vec::new();
+    }
+    modified_z_scores(samples)
+        .iter()
+        .enumerate()
+        .filter(|(_, z)| z.abs() > OUTLIER_THRESHOLD)
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Something that makes a measurement less trustworthy, with what to do about it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Warning {
+    /// The first run was an outlier on the slow side: caches were cold.
+    ColdFirstRun,
+    /// Some runs (not only the first) were statistical outliers.
+    Outliers { count: usize },
+    /// σ/mean above [`HIGH_VARIANCE_THRESHOLD`] (in percent, rounded).
+    HighVariance { percent: u32 },
+    /// Only one run: no σ, no error on the relative speed.
+    SingleRun,
+}
+
+impl Warning {
+    /// One line for the terminal: the problem and the remedy.
+    pub fn message(&self) -> String {
+        match self {
+            Warning::ColdFirstRun => "the first run was much slower than the rest (cold caches); \
+                 use --warmup 1 or more"
+                .to_string(),
+            Warning::Outliers { count } => format!(
+                "{count} statistical outlier(s) (modified Z-score > {OUTLIER_THRESHOLD}); \
+                 other programs or disk activity may have interfered: rerun on a quiet system"
+            ),
+            Warning::HighVariance { percent } => format!(
+                "high variance: σ is {percent}% of the mean; differences smaller than that \
+                 mean nothing: use more --runs or a quieter system"
+            ),
+            Warning::SingleRun => {
+                "only one run: no σ and no error estimate; use --runs 3 or more".to_string()
+            }
+        }
+    }
+}
+
+/// The warnings hyperfine would print for these samples (in run order).
+pub fn warnings(samples: &[f64]) -> Vec<Warning> {
+    let mut found = Vec::new();
+    if samples.len() == 1 {
+        found.push(Warning::SingleRun);
+    }
+    let outliers = outlier_indices(samples);
+    let scores = modified_z_scores(samples);
+    let cold_first = outliers.first() == Some(&0) && scores[0] > 0.0;
+    if cold_first {
+        found.push(Warning::ColdFirstRun);
+    }
+    let others = outliers.len() - usize::from(cold_first);
+    if others > 0 {
+        found.push(Warning::Outliers { count: others });
+    }
+    if let Some(cv) = Summary::from_samples(samples).and_then(|s| s.coefficient_of_variation()) {
+        if cv > HIGH_VARIANCE_THRESHOLD {
+            found.push(Warning::HighVariance {
+                percent: (cv * 100.0).round() as u32,
+            });
+        }
+    }
+    found
+}
+
+/// Human form of a duration in seconds with a unit chosen for 3–4 significant digits.
+pub fn format_seconds(seconds: f64) -> String {
+    if !seconds.is_finite() {
+        return "n/a".to_string();
+    }
+    let abs = seconds.abs();
+    if abs >= 1.0 {
+        format!("{seconds:.3} s")
+    } else if abs >= 1e-3 {
+        format!("{:.2} ms", seconds * 1e3)
+    } else {
+        format!("{:.1} µs", seconds * 1e6)
+    }
+}
+
+/// `12.3 ms ± 0.4 ms`, or just the mean with a single run.
+pub fn format_mean_stddev(summary: &Summary) -> String {
+    match summary.stddev {
+        Some(stddev) => format!(
+            "{} ± {}",
+            format_seconds(summary.mean),
+            format_seconds(stddev)
+        ),
+        None => format_seconds(summary.mean),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-12
+    }
+
+    #[test]
+    fn summary_of_known_samples() {
+        // mean 5, squared deviations 9+1+1+9+0 = 20 → sample variance 5.
+        let s = Summary::from_samples(&[2.0, 4.0, 6.0, 8.0, 5.0]).unwrap();
+        assert_eq!(s.runs, 5);
+        assert!(close(s.mean, 5.0));
+        assert!(close(s.stddev.unwrap(), 5f64.sqrt()));
+        assert!(close(s.median, 5.0));
+        assert!(close(s.min, 2.0));
+        assert!(close(s.max, 8.0));
+    }
+
+    #[test]
+    fn even_count_median_and_single_run() {
+        assert!(close(median(&[4.0, 1.0, 3.0, 2.0]), 2.5));
+        let s = Summary::from_samples(&[0.25]).unwrap();
+        assert_eq!(s.stddev, None);
+        assert_eq!(warnings(&[0.25]), vec![Warning::SingleRun]);
+        assert!(Summary::from_samples(&[]).is_none());
+        assert!(Summary::from_samples(&[1.0, f64::NAN]).is_none());
+    }
+
+    #[test]
+    fn relative_with_propagated_error() {
+        let base = Summary::from_samples(&[1.0, 3.0]).unwrap(); // mean 2, σ √2
+        let other = Summary::from_samples(&[3.0, 5.0]).unwrap(); // mean 4, σ √2
+        let rel = other.relative_to(&base).unwrap();
+        assert!(close(rel.ratio, 2.0));
+        let expected = 2.0 * ((2f64.sqrt() / 4.0).powi(2) + (2f64.sqrt() / 2.0).powi(2)).sqrt();
+        assert!(close(rel.error.unwrap(), expected));
+        assert_eq!(rel.display(), format!("2.00 ± {expected:.2}"));
+        let itself = base.relative_to(&base).unwrap();
+        assert!(close(itself.ratio, 1.0));
+    }
+
+    #[test]
+    fn relative_without_sigma_or_baseline() {
+        let one = Summary::from_samples(&[2.0]).unwrap();
+        let two = Summary::from_samples(&[1.0, 1.0]).unwrap();
+        assert_eq!(one.relative_to(&two).unwrap().error, None);
+        let zero = Summary::from_samples(&[0.0, 0.0]).unwrap();
+        assert!(one.relative_to(&zero).is_none());
+    }
+
+    #[test]
+    fn outliers_and_cold_first_run() {
+        let steady = [1.00, 1.01, 0.99, 1.02, 0.98, 1.00, 1.01];
+        assert!(outlier_indices(&steady).is_empty());
+        assert!(warnings(&steady).is_empty());
+
+        let mut cold = steady.to_vec();
+        cold[0] = 5.0;
+        assert_eq!(outlier_indices(&cold), vec![0]);
+        let found = warnings(&cold);
+        assert!(found.contains(&Warning::ColdFirstRun), "{found:?}");
+        assert!(found
+            .iter()
+            .any(|w| matches!(w, Warning::HighVariance { .. })));
+
+        let mut late = steady.to_vec();
+        late[4] = 5.0;
+        assert_eq!(outlier_indices(&late), vec![4]);
+        assert!(warnings(&late).contains(&Warning::Outliers { count: 1 }));
+        assert!(!warnings(&late).contains(&Warning::ColdFirstRun));
+    }
+
+    #[test]
+    fn high_variance_without_outliers() {
+        let noisy = [1.0, 1.5, 2.0, 1.2, 1.8];
+        assert!(outlier_indices(&noisy).is_empty());
+        assert!(matches!(
+            warnings(&noisy)[..],
+            [Warning::HighVariance { .. }]
+        ));
+    }
+
+    #[test]
+    fn seconds_are_formatted_with_units() {
+        assert_eq!(format_seconds(1.5), "1.500 s");
+        assert_eq!(format_seconds(0.0123), "12.30 ms");
+        assert_eq!(format_seconds(0.0000123), "12.3 µs");
+    }
+}
