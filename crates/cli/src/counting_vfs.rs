@@ -114,10 +114,6 @@ impl CountingVfs {
         &self.name
     }
 
-    pub fn parent_name(&self) -> &str {
-        &self.parent_name
-    }
-
     pub fn counts(&self) -> CallCounts {
         self.counters.snapshot()
     }

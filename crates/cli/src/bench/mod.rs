@@ -2,10 +2,12 @@
 
 use clap::Subcommand;
 
+pub mod speed;
+
 #[derive(Subcommand)]
 pub enum BenchCommand {
     /// The 16 classic SQLite speed tests over memory / unix / io_uring and rollback / WAL.
-    Speed,
+    Speed(Box<speed::SpeedArgs>),
     /// IO models: 1 GiB in 4 KiB writes through blocking write, pwrite threads, io_uring.
     Io,
     /// Files stored in SQLite: blob sizes, commit batching, zstd, backends.
@@ -14,7 +16,8 @@ pub enum BenchCommand {
 
 pub fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
-        BenchCommand::Speed | BenchCommand::Io | BenchCommand::Blobs => {
+        BenchCommand::Speed(args) => speed::run(*args),
+        BenchCommand::Io | BenchCommand::Blobs => {
             anyhow::bail!("not implemented yet")
         }
     }

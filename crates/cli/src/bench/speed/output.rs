@@ -1,0 +1,333 @@
+//! Results of `bench speed`: terminal tables, exports and the chart.
+
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use serde::{Deserialize, Serialize};
+
+use super::targets::IoCounts;
+use super::workload::Checksum;
+use crate::report::chart::{BarChart, Series};
+use crate::report::stats::{format_mean_stddev, format_seconds, Relative, Summary, Warning};
+
+/// The measured runs of one target in one journal mode for one test.
+#[derive(Clone, Debug)]
+pub struct ComboResult {
+    /// `memory`, `unix (wal)`, …
+    pub label: String,
+    pub target: String,
+    pub vfs: String,
+    /// Journal mode in effect (`memory` for `:memory:`).
+    pub journal: String,
+    pub summary: Summary,
+    pub checksum: Checksum,
+    /// VFS calls per measured run (mean over runs); `None` where nothing is counted.
+    pub io: Option<IoCounts>,
+    pub warnings: Vec<Warning>,
+    /// Index of the result this one is compared to (itself for the baseline).
+    pub baseline: Option<usize>,
+}
+
+impl ComboResult {
+    pub fn relative(&self, all: &[ComboResult]) -> Option<Relative> {
+        let baseline = &all[self.baseline?];
+        self.summary.relative_to(&baseline.summary)
+    }
+}
+
+/// Everything measured for one test.
+#[derive(Clone, Debug)]
+pub struct TestResult {
+    pub number: u32,
+    pub name: &'static str,
+    pub combos: Vec<ComboResult>,
+    /// Comparisons that are not like for like (differing sync counts).
+    pub unfair: Vec<String>,
+}
+
+/// Settings shared by every record, for the exports.
+#[derive(Clone, Debug)]
+pub struct RunInfo {
+    pub synchronous: String,
+    pub mode: String,
+    pub scale: f64,
+}
+
+/// One JSON/CSV record: one test × target × journal mode. Flat, so CSV can hold it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SpeedRecord {
+    pub test: u32,
+    pub name: String,
+    pub target: String,
+    pub vfs: String,
+    pub journal: String,
+    pub synchronous: String,
+    pub mode: String,
+    pub scale: f64,
+    pub runs: usize,
+    pub mean_s: f64,
+    pub median_s: f64,
+    pub stddev_s: Option<f64>,
+    pub min_s: f64,
+    pub max_s: f64,
+    /// Label of the result this one is compared to.
+    pub baseline: Option<String>,
+    /// mean / baseline mean (> 1: slower than the baseline).
+    pub relative: Option<f64>,
+    pub relative_error: Option<f64>,
+    pub checksum: String,
+    pub read_calls: Option<u64>,
+    pub write_calls: Option<u64>,
+    pub sync_calls: Option<u64>,
+    pub truncate_calls: Option<u64>,
+    pub bytes_read: Option<u64>,
+    pub bytes_written: Option<u64>,
+    pub fsyncs: Option<u64>,
+    pub kernel_entries: Option<u64>,
+    /// Warnings joined with "; ".
+    pub warnings: String,
+}
+
+pub fn records(results: &[TestResult], info: &RunInfo) -> Vec<SpeedRecord> {
+    let mut out = Vec::new();
+    for test in results {
+        for combo in &test.combos {
+            let relative = combo.relative(&test.combos);
+            let io = combo.io;
+            out.push(SpeedRecord {
+                test: test.number,
+                name: test.name.to_string(),
+                target: combo.target.clone(),
+                vfs: combo.vfs.clone(),
+                journal: combo.journal.clone(),
+                synchronous: info.synchronous.clone(),
+                mode: info.mode.clone(),
+                scale: info.scale,
+                runs: combo.summary.runs,
+                mean_s: combo.summary.mean,
+                median_s: combo.summary.median,
+                stddev_s: combo.summary.stddev,
+                min_s: combo.summary.min,
+                max_s: combo.summary.max,
+                baseline: combo.baseline.map(|i| test.combos[i].label.clone()),
+                relative: relative.map(|r| r.ratio),
+                relative_error: relative.and_then(|r| r.error),
+                checksum: combo.checksum.hex(),
+                read_calls: io.map(|c| c.read_calls),
+                write_calls: io.map(|c| c.write_calls),
+                sync_calls: io.map(|c| c.sync_calls),
+                truncate_calls: io.map(|c| c.truncate_calls),
+                bytes_read: io.map(|c| c.bytes_read),
+                bytes_written: io.map(|c| c.bytes_written),
+                fsyncs: io.and_then(|c| c.fsyncs),
+                kernel_entries: io.and_then(|c| c.kernel_entries),
+                warnings: combo
+                    .warnings
+                    .iter()
+                    .map(Warning::message)
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            });
+        }
+    }
+    out
+}
+
+const HEADERS: [&str; 7] = [
+    "Command",
+    "Mean ± σ",
+    "Min",
+    "Max",
+    "Relative",
+    "VFS reads / writes / syncs",
+    "Kernel entries",
+];
+
+fn io_cell(io: Option<IoCounts>) -> String {
+    match io {
+        None => "–".into(),
+        Some(c) => format!(
+            "{} / {} / {} ({} read, {} written)",
+            c.read_calls,
+            c.write_calls,
+            c.sync_calls,
+            bytes(c.bytes_read),
+            bytes(c.bytes_written)
+        ),
+    }
+}
+
+fn bytes(n: u64) -> String {
+    match n {
+        n if n >= 10 << 20 => format!("{} MiB", n >> 20),
+        n if n >= 10 << 10 => format!("{} KiB", n >> 10),
+        n => format!("{n} B"),
+    }
+}
+
+/// One row of cells per result, shared by the terminal and Markdown tables.
+fn rows(test: &TestResult) -> Vec<Vec<String>> {
+    test.combos
+        .iter()
+        .map(|combo| {
+            let relative = match (combo.baseline, combo.relative(&test.combos)) {
+                (Some(b), Some(r)) if test.combos[b].label != combo.label => {
+                    format!("{} (vs {})", r.display(), test.combos[b].label)
+                }
+                (Some(_), Some(_)) => "1.00 (baseline)".into(),
+                _ => "–".into(),
+            };
+            vec![
+                combo.label.clone(),
+                format_mean_stddev(&combo.summary),
+                format_seconds(combo.summary.min),
+                format_seconds(combo.summary.max),
+                relative,
+                io_cell(combo.io),
+                combo
+                    .io
+                    .and_then(|c| c.kernel_entries)
+                    .map_or_else(|| "–".into(), |k| k.to_string()),
+            ]
+        })
+        .collect()
+}
+
+/// Warnings and unfairness notes printed under a test's table.
+pub fn notes(test: &TestResult) -> Vec<String> {
+    let mut notes: Vec<String> = test.unfair.iter().map(|u| format!("UNFAIR: {u}")).collect();
+    for combo in &test.combos {
+        for warning in &combo.warnings {
+            notes.push(format!("warning: {}: {}", combo.label, warning.message()));
+        }
+    }
+    notes
+}
+
+pub fn terminal_table(test: &TestResult) -> Table {
+    let mut table = Table::new();
+    table.load_style(UTF8_FULL_CONDENSED).set_header(HEADERS);
+    for row in rows(test) {
+        let cells: Vec<Cell> = row
+            .into_iter()
+            .enumerate()
+            .map(|(i, text)| {
+                let cell = Cell::new(text);
+                if i == 0 {
+                    cell
+                } else {
+                    cell.set_alignment(CellAlignment::Right)
+                }
+            })
+            .collect();
+        table.add_row(cells);
+    }
+    table
+}
+
+pub fn title(test: &TestResult) -> String {
+    format!("Test {}: {}", test.number, test.name)
+}
+
+/// Geometric mean over tests of each result's relative time: one number per
+/// target × journal that does not let one long test dominate.
+pub fn geometric_means(results: &[TestResult]) -> Vec<(String, f64, usize)> {
+    let mut labels: Vec<String> = Vec::new();
+    for test in results {
+        for combo in &test.combos {
+            if !labels.contains(&combo.label) {
+                labels.push(combo.label.clone());
+            }
+        }
+    }
+    labels
+        .into_iter()
+        .filter_map(|label| {
+            let ratios: Vec<f64> = results
+                .iter()
+                .filter_map(|test| {
+                    let combo = test.combos.iter().find(|c| c.label == label)?;
+                    combo
+                        .relative(&test.combos)
+                        .map(|r| r.ratio)
+                        .filter(|r| *r > 0.0)
+                })
+                .collect();
+            (!ratios.is_empty()).then(|| {
+                let mean_log = ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64;
+                (label, mean_log.exp(), ratios.len())
+            })
+        })
+        .collect()
+}
+
+pub fn markdown(header: &[String], results: &[TestResult]) -> String {
+    let mut out = String::from("# sqlite-uring bench speed\n\n");
+    for line in header {
+        out.push_str(&format!("- {line}\n"));
+    }
+    for test in results {
+        out.push_str(&format!("\n## {}\n\n", title(test)));
+        out.push_str(&crate::report::export::markdown_table(
+            &HEADERS,
+            &rows(test),
+        ));
+        let notes = notes(test);
+        if !notes.is_empty() {
+            out.push('\n');
+            for note in notes {
+                out.push_str(&format!("- {note}\n"));
+            }
+        }
+    }
+    out.push_str("\n## Geometric mean of relative time over the tests\n\n");
+    let summary: Vec<Vec<String>> = geometric_means(results)
+        .into_iter()
+        .map(|(label, mean, n)| vec![label, format!("{mean:.3}"), n.to_string()])
+        .collect();
+    out.push_str(&crate::report::export::markdown_table(
+        &["Command", "Geometric mean of Relative", "Tests"],
+        &summary,
+    ));
+    out
+}
+
+/// Relative time per test (categories) and result (series); the baselines are the
+/// dashed line at 1.0 rather than bars.
+pub fn chart(results: &[TestResult], baseline_name: &str) -> BarChart {
+    let mut labels: Vec<String> = Vec::new();
+    for test in results {
+        for combo in &test.combos {
+            let is_baseline = combo
+                .baseline
+                .is_some_and(|b| test.combos[b].label == combo.label);
+            if !is_baseline && !labels.contains(&combo.label) {
+                labels.push(combo.label.clone());
+            }
+        }
+    }
+    let series = labels
+        .into_iter()
+        .map(|label| {
+            let relatives: Vec<Option<Relative>> = results
+                .iter()
+                .map(|test| {
+                    let combo = test.combos.iter().find(|c| c.label == label)?;
+                    combo.relative(&test.combos)
+                })
+                .collect();
+            Series {
+                name: label,
+                values: relatives.iter().map(|r| r.map(|r| r.ratio)).collect(),
+                errors: relatives.iter().map(|r| r.and_then(|r| r.error)).collect(),
+            }
+        })
+        .collect();
+    BarChart {
+        title: format!(
+            "bench speed: time relative to {baseline_name} in the same journal mode (lower is faster)"
+        ),
+        y_label: format!("time / {baseline_name} time"),
+        categories: results.iter().map(|t| t.number.to_string()).collect(),
+        series,
+        reference_line: Some(1.0),
+    }
+}
