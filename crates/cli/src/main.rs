@@ -6,7 +6,11 @@ mod bench;
 mod probe_cmd;
 
 #[derive(Parser)]
-#[command(name = "sqlite-uring", version, about = "io_uring VFS for SQLite: probe and benchmarks")]
+#[command(
+    name = "sqlite-uring",
+    version,
+    about = "io_uring VFS for SQLite: probe and benchmarks"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
