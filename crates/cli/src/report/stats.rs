@@ -91,11 +91,18 @@ impl Relative {
         Some(Relative { ratio, error })
     }
 
-    /// `1.00`, `2.31 ± 0.12`: the form of hyperfine's "Relative" column.
+    /// `1.00`, `2.31 ± 0.12`: the form of hyperfine's "Relative" column. Ratios below 0.1
+    /// get more decimals so that a much faster command does not read as `0.00`.
     pub fn display(&self) -> String {
+        let decimals = if self.ratio > 0.0 && self.ratio < 0.1 {
+            // Two significant digits: 0.042, 0.0013, …
+            ((-self.ratio.log10()).floor() as usize + 2).min(6)
+        } else {
+            2
+        };
         match self.error {
-            Some(error) => format!("{:.2} ± {:.2}", self.ratio, error),
-            None => format!("{:.2}", self.ratio),
+            Some(error) => format!("{:.*} ± {:.*}", decimals, self.ratio, decimals, error),
+            None => format!("{:.*}", decimals, self.ratio),
         }
     }
 }
@@ -176,6 +183,18 @@ impl Warning {
             Warning::SingleRun => {
                 "only one run: no σ and no error estimate; use --runs 3 or more".to_string()
             }
+        }
+    }
+}
+
+impl Warning {
+    /// A few words for a table footnote; [`Warning::message`] has the remedy.
+    pub fn short(&self) -> String {
+        match self {
+            Warning::ColdFirstRun => "first run slow (cold cache)".to_string(),
+            Warning::Outliers { count } => format!("{count} outlier(s)"),
+            Warning::HighVariance { percent } => format!("σ = {percent}% of mean"),
+            Warning::SingleRun => "single run, no σ".to_string(),
         }
     }
 }
@@ -272,6 +291,16 @@ mod tests {
         let expected = 2.0 * ((2f64.sqrt() / 4.0).powi(2) + (2f64.sqrt() / 2.0).powi(2)).sqrt();
         assert!(close(rel.error.unwrap(), expected));
         assert_eq!(rel.display(), format!("2.00 ± {expected:.2}"));
+        let fast = Relative {
+            ratio: 0.0042,
+            error: Some(0.0001),
+        };
+        assert_eq!(fast.display(), "0.0042 ± 0.0001");
+        let tenth = Relative {
+            ratio: 0.07,
+            error: None,
+        };
+        assert_eq!(tenth.display(), "0.070");
         let itself = base.relative_to(&base).unwrap();
         assert!(close(itself.ratio, 1.0));
     }

@@ -267,6 +267,14 @@ pub fn run(args: SpeedArgs) -> Result<()> {
     }
     progress.finish_and_clear();
 
+    let remedies = output::warning_remedies(&results);
+    if !remedies.is_empty() {
+        println!("About the warnings:");
+        for remedy in remedies {
+            println!("  - {remedy}");
+        }
+        println!();
+    }
     println!("Geometric mean of Relative over {} test(s):", results.len());
     for (label, mean, count) in output::geometric_means(&results) {
         println!("  {label:<24} {mean:.3}  ({count} tests)");
@@ -546,6 +554,7 @@ mod tests {
 
     #[test]
     fn smoke_run_of_the_whole_suite_at_a_tiny_scale() {
+        let _counters = targets::counters_lock();
         let dir = tempfile::tempdir().unwrap();
         let out = |name: &str| Some(dir.path().join(name));
         let mut args = parse(&[

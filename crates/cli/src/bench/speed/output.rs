@@ -131,28 +131,22 @@ pub fn records(results: &[TestResult], info: &RunInfo) -> Vec<SpeedRecord> {
     out
 }
 
-const HEADERS: [&str; 7] = [
+const HEADERS: [&str; 8] = [
     "Command",
     "Mean ± σ",
     "Min",
     "Max",
     "Relative",
-    "VFS reads / writes / syncs",
+    "xRead / xWrite / xSync",
+    "Written",
     "Kernel entries",
 ];
 
 fn io_cell(io: Option<IoCounts>) -> String {
-    match io {
-        None => "–".into(),
-        Some(c) => format!(
-            "{} / {} / {} ({} read, {} written)",
-            c.read_calls,
-            c.write_calls,
-            c.sync_calls,
-            bytes(c.bytes_read),
-            bytes(c.bytes_written)
-        ),
-    }
+    io.map_or_else(
+        || "–".into(),
+        |c| format!("{} / {} / {}", c.read_calls, c.write_calls, c.sync_calls),
+    )
 }
 
 fn bytes(n: u64) -> String {
@@ -169,9 +163,7 @@ fn rows(test: &TestResult) -> Vec<Vec<String>> {
         .iter()
         .map(|combo| {
             let relative = match (combo.baseline, combo.relative(&test.combos)) {
-                (Some(b), Some(r)) if test.combos[b].label != combo.label => {
-                    format!("{} (vs {})", r.display(), test.combos[b].label)
-                }
+                (Some(b), Some(r)) if test.combos[b].label != combo.label => r.display(),
                 (Some(_), Some(_)) => "1.00 (baseline)".into(),
                 _ => "–".into(),
             };
@@ -184,6 +176,9 @@ fn rows(test: &TestResult) -> Vec<Vec<String>> {
                 io_cell(combo.io),
                 combo
                     .io
+                    .map_or_else(|| "–".into(), |c| bytes(c.bytes_written)),
+                combo
+                    .io
                     .and_then(|c| c.kernel_entries)
                     .map_or_else(|| "–".into(), |k| k.to_string()),
             ]
@@ -191,15 +186,59 @@ fn rows(test: &TestResult) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// Warnings and unfairness notes printed under a test's table.
+/// What each result is compared to, unfairness flags and warnings, under a test's table.
 pub fn notes(test: &TestResult) -> Vec<String> {
-    let mut notes: Vec<String> = test.unfair.iter().map(|u| format!("UNFAIR: {u}")).collect();
-    for combo in &test.combos {
-        for warning in &combo.warnings {
-            notes.push(format!("warning: {}: {}", combo.label, warning.message()));
-        }
+    let mut notes = Vec::new();
+    let cross_journal: Vec<String> = test
+        .combos
+        .iter()
+        .filter_map(|combo| {
+            let baseline = &test.combos[combo.baseline?];
+            (baseline.journal != combo.journal && baseline.label != combo.label)
+                .then(|| format!("{} is relative to {}", combo.label, baseline.label))
+        })
+        .collect();
+    if !cross_journal.is_empty() {
+        notes.push(format!("note: {}", cross_journal.join("; ")));
+    }
+    notes.extend(test.unfair.iter().map(|u| format!("UNFAIR: {u}")));
+    let warned: Vec<String> = test
+        .combos
+        .iter()
+        .filter(|combo| !combo.warnings.is_empty())
+        .map(|combo| {
+            let shorts: Vec<String> = combo.warnings.iter().map(Warning::short).collect();
+            format!("{} ({})", combo.label, shorts.join(", "))
+        })
+        .collect();
+    if !warned.is_empty() {
+        notes.push(format!("warning: {}", warned.join("; ")));
     }
     notes
+}
+
+/// Each kind of warning that occurred, with its remedy, once for the whole suite.
+pub fn warning_remedies(results: &[TestResult]) -> Vec<String> {
+    let mut seen: Vec<String> = Vec::new();
+    for warning in results
+        .iter()
+        .flat_map(|t| &t.combos)
+        .flat_map(|c| &c.warnings)
+    {
+        let message = warning.message();
+        // Messages differ by number only within a kind; keep one per kind.
+        let kind = std::mem::discriminant(warning);
+        let new = !results
+            .iter()
+            .flat_map(|t| &t.combos)
+            .flat_map(|c| &c.warnings)
+            .take_while(|w| !std::ptr::eq(*w, warning))
+            .any(|w| std::mem::discriminant(w) == kind);
+        if new {
+            seen.push(message);
+        }
+    }
+    seen
 }
 
 pub fn terminal_table(test: &TestResult) -> Table {

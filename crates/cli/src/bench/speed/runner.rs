@@ -210,6 +210,7 @@ mod tests {
     /// journal modes and both statement modes, and the checksums differ between tests.
     #[test]
     fn checksums_agree_across_targets_journals_and_modes() {
+        let _counters = super::super::targets::counters_lock();
         let dir = tempfile::tempdir().unwrap();
         let mut names = vec!["memory".to_string(), "unix".to_string()];
         // Once the real VFS is linked, it must agree too; until then it is not available.

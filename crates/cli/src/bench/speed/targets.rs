@@ -382,6 +382,14 @@ fn verify(
     }
 }
 
+/// VFS counters are process-wide, so tests that read them must not run while another
+/// test resets them.
+#[cfg(test)]
+pub(crate) fn counters_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poison| poison.into_inner())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -395,6 +403,7 @@ mod tests {
 
     #[test]
     fn pragmas_are_verified_on_a_real_target() {
+        let _counters = counters_lock();
         let dir = tempfile::tempdir().unwrap();
         let targets = resolve(&["memory".into(), "unix".into()]).unwrap();
         for target in &targets {
