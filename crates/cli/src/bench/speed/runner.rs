@@ -77,7 +77,7 @@ pub fn run_once(
     mode: Mode,
 ) -> Result<RunOutcome> {
     let database = targets::open(target, path, settings)?;
-    let connection = &database.connection;
+    let connection = database.connection();
     run_prologue(connection, &plan.prologue)
         .with_context(|| format!("prologue of test {} on {}", plan.number, target.label))?;
     // The body prepares its own statements; the prologue's cached ones must not help it.

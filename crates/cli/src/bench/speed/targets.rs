@@ -253,12 +253,22 @@ pub struct Settings {
 
 /// A database of one measured run: a fresh file (removed on drop) or `:memory:`.
 pub struct Database {
-    pub connection: Connection,
+    /// Always `Some` until dropped; an Option so that Drop can close it before unlinking.
+    connection: Option<Connection>,
     path: Option<PathBuf>,
+}
+
+impl Database {
+    pub fn connection(&self) -> &Connection {
+        self.connection.as_ref().expect("open until dropped")
+    }
 }
 
 impl Drop for Database {
     fn drop(&mut self) {
+        // Close first: unlinking files SQLite still has open would make its final
+        // checkpoint write into a deleted file.
+        drop(self.connection.take());
         if let Some(path) = &self.path {
             remove_database_files(path);
         }
@@ -279,7 +289,7 @@ fn remove_database_files(path: &Path) {
 pub fn open(target: &Target, path: &Path, settings: Settings) -> Result<Database> {
     let database = match &target.vfs {
         None => Database {
-            connection: Connection::open_in_memory()?,
+            connection: Some(Connection::open_in_memory()?),
             path: None,
         },
         Some(vfs) => {
@@ -296,12 +306,12 @@ pub fn open(target: &Target, path: &Path, settings: Settings) -> Result<Database
                     )
                 })?;
             Database {
-                connection,
+                connection: Some(connection),
                 path: Some(path.to_path_buf()),
             }
         }
     };
-    configure(&database.connection, target, settings)?;
+    configure(database.connection(), target, settings)?;
     Ok(database)
 }
 
