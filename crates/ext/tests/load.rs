@@ -7,7 +7,11 @@ use std::process::{Command, Output, Stdio};
 
 /// `target/<profile>/libsqlite_uring.so`, built by cargo for this test run.
 fn extension() -> PathBuf {
-    let deps = std::env::current_exe().unwrap().parent().unwrap().to_path_buf();
+    let deps = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf();
     let so = deps.parent().unwrap().join("libsqlite_uring.so");
     assert!(so.exists(), "{} was not built", so.display());
     so.with_extension("")
@@ -15,12 +19,23 @@ fn extension() -> PathBuf {
 
 fn sqlite3(script: &str, env: &[(&str, &str)]) -> Output {
     let mut command = Command::new("sqlite3");
-    command.arg("-bail").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    command
+        .arg("-bail")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     for (key, value) in env {
         command.env(key, value);
     }
-    let mut child = command.spawn().expect("Debian's sqlite3 CLI is required (apt-get install sqlite3)");
-    child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
+    let mut child = command
+        .spawn()
+        .expect("Debian's sqlite3 CLI is required (apt-get install sqlite3)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
     child.wait_with_output().unwrap()
 }
 
@@ -56,14 +71,31 @@ PRAGMA integrity_check;
     );
     let output = sqlite3(&script, &[]);
     let stdout = text(&output.stdout);
-    assert!(output.status.success(), "sqlite3 failed:\n{stdout}\n{}", text(&output.stderr));
+    assert!(
+        output.status.success(),
+        "sqlite3 failed:\n{stdout}\n{}",
+        text(&output.stderr)
+    );
     assert_eq!(
         stdout.lines().collect::<Vec<_>>(),
-        ["io_uring", "delete", "5000|31666|2148000", "wal", "0|0|0", "67108864", "1666", "ok"],
+        [
+            "io_uring",
+            "delete",
+            "5000|31666|2148000",
+            "wal",
+            "0|0|0",
+            "67108864",
+            "1666",
+            "ok"
+        ],
         "{stdout}"
     );
     // The stock unix VFS reads what io_uring wrote.
-    let output = Command::new("sqlite3").arg(&db).arg("SELECT count(*) FROM t; PRAGMA integrity_check;").output().unwrap();
+    let output = Command::new("sqlite3")
+        .arg(&db)
+        .arg("SELECT count(*) FROM t; PRAGMA integrity_check;")
+        .output()
+        .unwrap();
     assert_eq!(text(&output.stdout), "5001\nok\n");
 }
 
@@ -83,10 +115,17 @@ PRAGMA io_uring_stats;
     );
     let output = sqlite3(&script, &[]);
     let stdout = text(&output.stdout);
-    assert!(output.status.success(), "{stdout}\n{}", text(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        text(&output.stderr)
+    );
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines[1], "io_uring", "{stdout}");
-    assert!(lines[2].starts_with("{\"vfs\":\"io_uring\",\"engine\":\"io_uring\""), "{stdout}");
+    assert!(
+        lines[2].starts_with("{\"vfs\":\"io_uring\",\"engine\":\"io_uring\""),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -95,7 +134,10 @@ fn unavailable_io_uring_refuses_to_load_unless_fallback_requested() {
     let output = sqlite3(&script, &[("SQLITE_URING_SIMULATE_UNAVAILABLE", "EPERM")]);
     let stderr = text(&output.stderr);
     assert!(!output.status.success(), "load should fail");
-    assert!(stderr.contains("io_uring is unavailable") && stderr.contains("Remedy"), "{stderr}");
+    assert!(
+        stderr.contains("io_uring is unavailable") && stderr.contains("Remedy"),
+        "{stderr}"
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let script = format!(
@@ -103,10 +145,23 @@ fn unavailable_io_uring_refuses_to_load_unless_fallback_requested() {
         extension().display(),
         dir.path().join("fb.db").display()
     );
-    let output = sqlite3(&script, &[("SQLITE_URING_SIMULATE_UNAVAILABLE", "EPERM"), ("SQLITE_URING_FALLBACK", "syscall")]);
+    let output = sqlite3(
+        &script,
+        &[
+            ("SQLITE_URING_SIMULATE_UNAVAILABLE", "EPERM"),
+            ("SQLITE_URING_FALLBACK", "syscall"),
+        ],
+    );
     let stdout = text(&output.stdout);
-    assert!(output.status.success(), "{stdout}\n{}", text(&output.stderr));
-    assert!(stdout.starts_with("7\n") && stdout.contains("\"engine\":\"syscall\""), "{stdout}");
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        text(&output.stderr)
+    );
+    assert!(
+        stdout.starts_with("7\n") && stdout.contains("\"engine\":\"syscall\""),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -136,17 +191,42 @@ print(conn.execute("PRAGMA integrity_check").fetchone()[0])
         .output()
         .expect("Debian's /usr/bin/python3 is required");
     let stdout = text(&output.stdout);
-    assert!(output.status.success(), "{stdout}\n{}", text(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        text(&output.stderr)
+    );
     assert_eq!(stdout, "(1000, 499500)\nwal\nok\n");
 }
 
 #[test]
 fn extension_links_no_sqlite() {
     let so = extension().with_extension("so");
-    let output = Command::new("nm").args(["-D", "--undefined-only"]).arg(&so).output().expect("nm (binutils)");
+    let output = Command::new("nm")
+        .args(["-D", "--undefined-only"])
+        .arg(&so)
+        .output()
+        .expect("nm (binutils)");
     let undefined = text(&output.stdout);
-    assert!(!undefined.contains("sqlite3_"), "the extension must call SQLite only through sqlite3_api_routines:\n{undefined}");
-    let output = Command::new("nm").args(["-D", "--defined-only"]).arg(&so).output().unwrap();
-    let exported: Vec<String> = text(&output.stdout).lines().filter(|l| l.contains("sqlite3")).map(|l| l.rsplit(' ').next().unwrap().to_string()).collect();
-    assert_eq!(exported, ["sqlite3_sqliteuring_default_init", "sqlite3_sqliteuring_init"]);
+    assert!(
+        !undefined.contains("sqlite3_"),
+        "the extension must call SQLite only through sqlite3_api_routines:\n{undefined}"
+    );
+    let output = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(&so)
+        .output()
+        .unwrap();
+    let exported: Vec<String> = text(&output.stdout)
+        .lines()
+        .filter(|l| l.contains("sqlite3"))
+        .map(|l| l.rsplit(' ').next().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        exported,
+        [
+            "sqlite3_sqliteuring_default_init",
+            "sqlite3_sqliteuring_init"
+        ]
+    );
 }
