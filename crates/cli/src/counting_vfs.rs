@@ -210,18 +210,24 @@ pub fn register(
 /// Names of every VFS registered in this process, default first.
 pub fn registered_vfs_names() -> Vec<String> {
     let mut names = Vec::new();
-    // SAFETY: sqlite3_vfs_find(NULL) returns the head of SQLite's VFS list (or NULL);
-    // registered VFS objects are never freed and their names are NUL-terminated. The list
-    // could change concurrently only through sqlite3_vfs_register, which this program
-    // calls from the same thread before listing.
+    // SAFETY: sqlite3_vfs_find(NULL) initialises SQLite and returns the head of its VFS
+    // list (it takes SQLITE_MUTEX_STATIC_MAIN itself, so it is called before we take it:
+    // static mutexes are not recursive). We follow pNext holding that mutex, under which
+    // sqlite3_vfs_register changes the links, so no registration on another thread races
+    // the walk. Static mutexes are never freed (enter/leave accept NULL when SQLite is
+    // built without mutexes); registered VFS objects are never freed, and their names are
+    // NUL-terminated.
     unsafe {
         let mut vfs = ffi::sqlite3_vfs_find(ptr::null());
+        let mutex = ffi::sqlite3_mutex_alloc(ffi::SQLITE_MUTEX_STATIC_MAIN);
+        ffi::sqlite3_mutex_enter(mutex);
         while !vfs.is_null() {
             if !(*vfs).zName.is_null() {
                 names.push(CStr::from_ptr((*vfs).zName).to_string_lossy().into_owned());
             }
             vfs = (*vfs).pNext;
         }
+        ffi::sqlite3_mutex_leave(mutex);
     }
     names
 }
@@ -284,6 +290,12 @@ unsafe extern "C" fn x_open(
     })
 }
 
+/// Calls the parent VFS's method `$method` with the parent VFS object, or returns
+/// `$missing` when the parent does not implement it.
+///
+/// Safety (of every use below): SQLite passes back the object we registered, whose
+/// pAppData is our leaked CountingVfs, and its `parent` is a registered VFS that SQLite
+/// never frees; every other argument is forwarded exactly as SQLite gave it.
 macro_rules! forward_vfs {
     ($state:ident, $method:ident, $missing:expr, |$f:ident| $call:expr) => {{
         let $state = state_of($state);
@@ -299,8 +311,7 @@ unsafe extern "C" fn x_delete(
     name: *const c_char,
     sync_dir: c_int,
 ) -> c_int {
-    // SAFETY (all VFS methods below): `vfs` is ours (SQLite passes back the registered
-    // object) and the parent pointer is a registered VFS; arguments are forwarded as given.
+    // SAFETY: `vfs` is the object we registered (see forward_vfs!).
     guard(ffi::SQLITE_IOERR_DELETE, || unsafe {
         forward_vfs!(vfs, xDelete, ffi::SQLITE_IOERR_DELETE, |f| f(
             vfs.parent, name, sync_dir
@@ -314,6 +325,7 @@ unsafe extern "C" fn x_access(
     flags: c_int,
     out: *mut c_int,
 ) -> c_int {
+    // SAFETY: `vfs` is the object we registered (see forward_vfs!).
     guard(ffi::SQLITE_IOERR_ACCESS, || unsafe {
         forward_vfs!(vfs, xAccess, ffi::SQLITE_IOERR_ACCESS, |f| f(
             vfs.parent, name, flags, out
@@ -327,6 +339,7 @@ unsafe extern "C" fn x_full_pathname(
     n_out: c_int,
     out: *mut c_char,
 ) -> c_int {
+    // SAFETY: `vfs` is the object we registered (see forward_vfs!).
     guard(ffi::SQLITE_CANTOPEN, || unsafe {
         forward_vfs!(vfs, xFullPathname, ffi::SQLITE_CANTOPEN, |f| f(
             vfs.parent, name, n_out, out
@@ -335,12 +348,14 @@ unsafe extern "C" fn x_full_pathname(
 }
 
 unsafe extern "C" fn x_dl_open(vfs: *mut ffi::sqlite3_vfs, name: *const c_char) -> *mut c_void {
+    // SAFETY: `vfs` is the object we registered (see forward_vfs!).
     guard(ptr::null_mut(), || unsafe {
         forward_vfs!(vfs, xDlOpen, ptr::null_mut(), |f| f(vfs.parent, name))
     })
 }
 
 unsafe extern "C" fn x_dl_error(vfs: *mut ffi::sqlite3_vfs, n: c_int, message: *mut c_char) {
+    // SAFETY: `vfs` is the object we registered (see forward_vfs!).
     guard((), || unsafe {
         forward_vfs!(vfs, xDlError, (), |f| f(vfs.parent, n, message))
     })
@@ -353,30 +368,35 @@ unsafe extern "C" fn x_dl_sym(
     handle: *mut c_void,
     symbol: *const c_char,
 ) -> DlSym {
+    // SAFETY: `vfs` is the object we registered (see forward_vfs!).
     guard(None, || unsafe {
         forward_vfs!(vfs, xDlSym, None, |f| f(vfs.parent, handle, symbol))
     })
 }
 
 unsafe extern "C" fn x_dl_close(vfs: *mut ffi::sqlite3_vfs, handle: *mut c_void) {
+    // SAFETY: `vfs` is the object we registered (see forward_vfs!).
     guard((), || unsafe {
         forward_vfs!(vfs, xDlClose, (), |f| f(vfs.parent, handle))
     })
 }
 
 unsafe extern "C" fn x_randomness(vfs: *mut ffi::sqlite3_vfs, n: c_int, out: *mut c_char) -> c_int {
+    // SAFETY: `vfs` is the object we registered (see forward_vfs!).
     guard(0, || unsafe {
         forward_vfs!(vfs, xRandomness, 0, |f| f(vfs.parent, n, out))
     })
 }
 
 unsafe extern "C" fn x_sleep(vfs: *mut ffi::sqlite3_vfs, microseconds: c_int) -> c_int {
+    // SAFETY: `vfs` is the object we registered (see forward_vfs!).
     guard(0, || unsafe {
         forward_vfs!(vfs, xSleep, 0, |f| f(vfs.parent, microseconds))
     })
 }
 
 unsafe extern "C" fn x_current_time(vfs: *mut ffi::sqlite3_vfs, out: *mut f64) -> c_int {
+    // SAFETY: `vfs` is the object we registered (see forward_vfs!).
     guard(ffi::SQLITE_ERROR, || unsafe {
         forward_vfs!(vfs, xCurrentTime, ffi::SQLITE_ERROR, |f| f(vfs.parent, out))
     })
@@ -387,6 +407,7 @@ unsafe extern "C" fn x_get_last_error(
     n: c_int,
     out: *mut c_char,
 ) -> c_int {
+    // SAFETY: `vfs` is the object we registered (see forward_vfs!).
     guard(0, || unsafe {
         forward_vfs!(vfs, xGetLastError, 0, |f| f(vfs.parent, n, out))
     })
@@ -396,6 +417,7 @@ unsafe extern "C" fn x_current_time_int64(
     vfs: *mut ffi::sqlite3_vfs,
     out: *mut ffi::sqlite3_int64,
 ) -> c_int {
+    // SAFETY: `vfs` is the object we registered (see forward_vfs!).
     guard(ffi::SQLITE_ERROR, || unsafe {
         forward_vfs!(vfs, xCurrentTimeInt64, ffi::SQLITE_ERROR, |f| f(
             vfs.parent, out
@@ -408,6 +430,7 @@ unsafe extern "C" fn x_set_system_call(
     name: *const c_char,
     call: ffi::sqlite3_syscall_ptr,
 ) -> c_int {
+    // SAFETY: `vfs` is the object we registered (see forward_vfs!).
     guard(ffi::SQLITE_NOTFOUND, || unsafe {
         forward_vfs!(vfs, xSetSystemCall, ffi::SQLITE_NOTFOUND, |f| f(
             vfs.parent, name, call
@@ -419,6 +442,7 @@ unsafe extern "C" fn x_get_system_call(
     vfs: *mut ffi::sqlite3_vfs,
     name: *const c_char,
 ) -> ffi::sqlite3_syscall_ptr {
+    // SAFETY: `vfs` is the object we registered (see forward_vfs!).
     guard(None, || unsafe {
         forward_vfs!(vfs, xGetSystemCall, None, |f| f(vfs.parent, name))
     })
@@ -428,6 +452,7 @@ unsafe extern "C" fn x_next_system_call(
     vfs: *mut ffi::sqlite3_vfs,
     name: *const c_char,
 ) -> *const c_char {
+    // SAFETY: `vfs` is the object we registered (see forward_vfs!).
     guard(ptr::null(), || unsafe {
         forward_vfs!(vfs, xNextSystemCall, ptr::null(), |f| f(vfs.parent, name))
     })
@@ -485,11 +510,14 @@ macro_rules! forward_file {
     }};
 }
 
+/// # Safety
+/// `file` must be a file opened by [`x_open`] (its `vfs` points to a leaked CountingVfs).
 unsafe fn counters_of(file: *mut ffi::sqlite3_file) -> &'static Counters {
     &(*(*(file as *mut CountedFile)).vfs).counters
 }
 
 unsafe extern "C" fn f_close(file: *mut ffi::sqlite3_file) -> c_int {
+    // SAFETY: SQLite calls this only on a file x_open opened (see forward_file!).
     guard(ffi::SQLITE_IOERR_CLOSE, || unsafe {
         forward_file!(file, xClose, ffi::SQLITE_OK, |real, f| f(real))
     })
@@ -501,6 +529,7 @@ unsafe extern "C" fn f_read(
     amount: c_int,
     offset: i64,
 ) -> c_int {
+    // SAFETY: SQLite calls this only on a file x_open opened (see forward_file!).
     guard(ffi::SQLITE_IOERR_READ, || unsafe {
         let counters = counters_of(file);
         Counters::bump(&counters.read_calls, 1);
@@ -517,6 +546,7 @@ unsafe extern "C" fn f_write(
     amount: c_int,
     offset: i64,
 ) -> c_int {
+    // SAFETY: SQLite calls this only on a file x_open opened (see forward_file!).
     guard(ffi::SQLITE_IOERR_WRITE, || unsafe {
         let counters = counters_of(file);
         Counters::bump(&counters.write_calls, 1);
@@ -528,6 +558,7 @@ unsafe extern "C" fn f_write(
 }
 
 unsafe extern "C" fn f_truncate(file: *mut ffi::sqlite3_file, size: i64) -> c_int {
+    // SAFETY: SQLite calls this only on a file x_open opened (see forward_file!).
     guard(ffi::SQLITE_IOERR_TRUNCATE, || unsafe {
         Counters::bump(&counters_of(file).truncate_calls, 1);
         forward_file!(file, xTruncate, ffi::SQLITE_IOERR_TRUNCATE, |real, f| f(
@@ -537,6 +568,7 @@ unsafe extern "C" fn f_truncate(file: *mut ffi::sqlite3_file, size: i64) -> c_in
 }
 
 unsafe extern "C" fn f_sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
+    // SAFETY: SQLite calls this only on a file x_open opened (see forward_file!).
     guard(ffi::SQLITE_IOERR_FSYNC, || unsafe {
         Counters::bump(&counters_of(file).sync_calls, 1);
         forward_file!(file, xSync, ffi::SQLITE_IOERR_FSYNC, |real, f| f(
@@ -546,6 +578,7 @@ unsafe extern "C" fn f_sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_int
 }
 
 unsafe extern "C" fn f_file_size(file: *mut ffi::sqlite3_file, size: *mut i64) -> c_int {
+    // SAFETY: SQLite calls this only on a file x_open opened (see forward_file!).
     guard(ffi::SQLITE_IOERR_FSTAT, || unsafe {
         forward_file!(file, xFileSize, ffi::SQLITE_IOERR_FSTAT, |real, f| f(
             real, size
@@ -554,6 +587,7 @@ unsafe extern "C" fn f_file_size(file: *mut ffi::sqlite3_file, size: *mut i64) -
 }
 
 unsafe extern "C" fn f_lock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
+    // SAFETY: SQLite calls this only on a file x_open opened (see forward_file!).
     guard(ffi::SQLITE_IOERR_LOCK, || unsafe {
         forward_file!(file, xLock, ffi::SQLITE_IOERR_LOCK, |real, f| f(
             real, level
@@ -562,6 +596,7 @@ unsafe extern "C" fn f_lock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int
 }
 
 unsafe extern "C" fn f_unlock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
+    // SAFETY: SQLite calls this only on a file x_open opened (see forward_file!).
     guard(ffi::SQLITE_IOERR_UNLOCK, || unsafe {
         forward_file!(file, xUnlock, ffi::SQLITE_IOERR_UNLOCK, |real, f| f(
             real, level
@@ -570,6 +605,7 @@ unsafe extern "C" fn f_unlock(file: *mut ffi::sqlite3_file, level: c_int) -> c_i
 }
 
 unsafe extern "C" fn f_check_reserved_lock(file: *mut ffi::sqlite3_file, out: *mut c_int) -> c_int {
+    // SAFETY: SQLite calls this only on a file x_open opened (see forward_file!).
     guard(ffi::SQLITE_IOERR_CHECKRESERVEDLOCK, || unsafe {
         forward_file!(
             file,
@@ -585,6 +621,7 @@ unsafe extern "C" fn f_file_control(
     op: c_int,
     arg: *mut c_void,
 ) -> c_int {
+    // SAFETY: SQLite calls this only on a file x_open opened (see forward_file!).
     guard(ffi::SQLITE_NOTFOUND, || unsafe {
         let behaviour = (*(*(file as *mut CountedFile)).vfs).behaviour;
         if behaviour == Behaviour::AnswersOkToPragmas && op == ffi::SQLITE_FCNTL_PRAGMA {
@@ -598,12 +635,14 @@ unsafe extern "C" fn f_file_control(
 }
 
 unsafe extern "C" fn f_sector_size(file: *mut ffi::sqlite3_file) -> c_int {
+    // SAFETY: SQLite calls this only on a file x_open opened (see forward_file!).
     guard(4096, || unsafe {
         forward_file!(file, xSectorSize, 4096, |real, f| f(real))
     })
 }
 
 unsafe extern "C" fn f_device_characteristics(file: *mut ffi::sqlite3_file) -> c_int {
+    // SAFETY: SQLite calls this only on a file x_open opened (see forward_file!).
     guard(0, || unsafe {
         forward_file!(file, xDeviceCharacteristics, 0, |real, f| f(real))
     })
@@ -616,6 +655,7 @@ unsafe extern "C" fn f_shm_map(
     extend: c_int,
     out: *mut *mut c_void,
 ) -> c_int {
+    // SAFETY: SQLite calls this only on a file x_open opened (see forward_file!).
     guard(ffi::SQLITE_IOERR_SHMMAP, || unsafe {
         forward_file!(file, xShmMap, ffi::SQLITE_IOERR_SHMMAP, |real, f| f(
             real, page, page_size, extend, out
@@ -629,6 +669,7 @@ unsafe extern "C" fn f_shm_lock(
     n: c_int,
     flags: c_int,
 ) -> c_int {
+    // SAFETY: SQLite calls this only on a file x_open opened (see forward_file!).
     guard(ffi::SQLITE_IOERR_SHMLOCK, || unsafe {
         forward_file!(file, xShmLock, ffi::SQLITE_IOERR_SHMLOCK, |real, f| f(
             real, offset, n, flags
@@ -637,12 +678,14 @@ unsafe extern "C" fn f_shm_lock(
 }
 
 unsafe extern "C" fn f_shm_barrier(file: *mut ffi::sqlite3_file) {
+    // SAFETY: SQLite calls this only on a file x_open opened (see forward_file!).
     guard((), || unsafe {
         forward_file!(file, xShmBarrier, (), |real, f| f(real))
     })
 }
 
 unsafe extern "C" fn f_shm_unmap(file: *mut ffi::sqlite3_file, delete: c_int) -> c_int {
+    // SAFETY: SQLite calls this only on a file x_open opened (see forward_file!).
     guard(ffi::SQLITE_IOERR_SHMMAP, || unsafe {
         forward_file!(file, xShmUnmap, ffi::SQLITE_OK, |real, f| f(real, delete))
     })
@@ -654,6 +697,7 @@ unsafe extern "C" fn f_fetch(
     amount: c_int,
     out: *mut *mut c_void,
 ) -> c_int {
+    // SAFETY: SQLite calls this only on a file x_open opened (see forward_file!).
     guard(ffi::SQLITE_IOERR_MMAP, || unsafe {
         // "No mapping" is a valid answer: SQLite then reads through xRead.
         forward_file!(
@@ -673,6 +717,7 @@ unsafe extern "C" fn f_unfetch(
     offset: i64,
     page: *mut c_void,
 ) -> c_int {
+    // SAFETY: SQLite calls this only on a file x_open opened (see forward_file!).
     guard(ffi::SQLITE_IOERR_MMAP, || unsafe {
         forward_file!(file, xUnfetch, ffi::SQLITE_OK, |real, f| f(
             real, offset, page
