@@ -552,6 +552,55 @@ mod tests {
         assert!(message.contains("--export-json"), "{message}");
     }
 
+    fn outcome(checksum: Checksum, syncs: u64) -> RunOutcome {
+        RunOutcome {
+            elapsed_s: 0.01,
+            checksum,
+            io: Some(IoCounts {
+                sync_calls: syncs,
+                ..IoCounts::default()
+            }),
+        }
+    }
+
+    fn file_combos() -> Vec<Combo> {
+        let targets = targets::resolve(&["unix".into(), "unix-none".into()]).unwrap();
+        combos(&targets, &[JournalMode::Wal])
+    }
+
+    #[test]
+    fn a_checksum_mismatch_fails_loudly() {
+        let combos = file_combos();
+        let mut other = Checksum::default();
+        other.text("different");
+        let same = vec![vec![outcome(Checksum::default(), 1)]; 2];
+        assert!(check_checksums(3, &combos, &same).is_ok());
+        let differing = vec![
+            vec![outcome(Checksum::default(), 1)],
+            vec![outcome(other, 1)],
+        ];
+        let message = check_checksums(3, &combos, &differing)
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("CHECKSUM MISMATCH in test 3"), "{message}");
+        assert!(message.contains("unix-none (wal)"), "{message}");
+    }
+
+    #[test]
+    fn differing_sync_counts_are_flagged_unfair() {
+        let combos = file_combos();
+        let runs = vec![
+            vec![outcome(Checksum::default(), 10)],
+            vec![outcome(Checksum::default(), 12)],
+        ];
+        let result = summarise(1, &combos, &runs, "unix", &[JournalMode::Wal]).unwrap();
+        assert_eq!(result.unfair.len(), 1, "{:?}", result.unfair);
+        assert!(result.unfair[0].contains("unix-none (wal) received 12 xSync"));
+        let fair = vec![vec![outcome(Checksum::default(), 10)]; 2];
+        let result = summarise(1, &combos, &fair, "unix", &[JournalMode::Wal]).unwrap();
+        assert!(result.unfair.is_empty());
+    }
+
     #[test]
     fn smoke_run_of_the_whole_suite_at_a_tiny_scale() {
         let _counters = targets::counters_lock();
