@@ -353,6 +353,7 @@ fn summarise(
                 .unwrap_or_else(|| ":memory:".into()),
             journal: combo.journal_name().to_string(),
             summary,
+            cpu_mean_s: runs.iter().map(|o| o.cpu_s).sum::<f64>() / runs.len().max(1) as f64,
             checksum: runs[0].checksum,
             io: mean_io(runs),
             warnings: stats::warnings(&samples),
@@ -555,6 +556,7 @@ mod tests {
     fn outcome(checksum: Checksum, syncs: u64) -> RunOutcome {
         RunOutcome {
             elapsed_s: 0.01,
+            cpu_s: 0.01,
             checksum,
             io: Some(IoCounts {
                 sync_calls: syncs,

@@ -18,6 +18,8 @@ pub struct ComboResult {
     /// Journal mode in effect (`memory` for `:memory:`).
     pub journal: String,
     pub summary: Summary,
+    /// Mean user + system CPU time of the process per run.
+    pub cpu_mean_s: f64,
     pub checksum: Checksum,
     /// VFS calls per measured run (mean over runs); `None` where nothing is counted.
     pub io: Option<IoCounts>,
@@ -68,6 +70,8 @@ pub struct SpeedRecord {
     pub stddev_s: Option<f64>,
     pub min_s: f64,
     pub max_s: f64,
+    /// Mean user + system CPU seconds of the process during the body.
+    pub cpu_mean_s: f64,
     /// Label of the result this one is compared to.
     pub baseline: Option<String>,
     /// mean / baseline mean (> 1: slower than the baseline).
@@ -107,6 +111,7 @@ pub fn records(results: &[TestResult], info: &RunInfo) -> Vec<SpeedRecord> {
                 stddev_s: combo.summary.stddev,
                 min_s: combo.summary.min,
                 max_s: combo.summary.max,
+                cpu_mean_s: combo.cpu_mean_s,
                 baseline: combo.baseline.map(|i| test.combos[i].label.clone()),
                 relative: relative.map(|r| r.ratio),
                 relative_error: relative.and_then(|r| r.error),
@@ -131,12 +136,13 @@ pub fn records(results: &[TestResult], info: &RunInfo) -> Vec<SpeedRecord> {
     out
 }
 
-const HEADERS: [&str; 8] = [
+const HEADERS: [&str; 9] = [
     "Command",
     "Mean ± σ",
     "Min",
     "Max",
     "Relative",
+    "CPU",
     "xRead / xWrite / xSync",
     "Written",
     "Kernel entries",
@@ -173,6 +179,7 @@ fn rows(test: &TestResult) -> Vec<Vec<String>> {
                 format_seconds(combo.summary.min),
                 format_seconds(combo.summary.max),
                 relative,
+                format_seconds(combo.cpu_mean_s),
                 io_cell(combo.io),
                 combo
                     .io

@@ -61,6 +61,10 @@ impl TestPlan {
 #[derive(Clone, Debug)]
 pub struct RunOutcome {
     pub elapsed_s: f64,
+    /// User + system CPU time of the whole process during the body, io_uring's kernel
+    /// worker threads included (they belong to the process): wall time alone would hide
+    /// work moved off the calling thread.
+    pub cpu_s: f64,
     pub checksum: Checksum,
     pub io: Option<IoCounts>,
 }
@@ -85,12 +89,14 @@ pub fn run_once(
 
     let mut checksum = Checksum::default();
     target.counter.reset();
+    let cpu_before_s = process_cpu_s();
     let started = Instant::now();
     let body = match mode {
         Mode::Text => run_text(connection, &plan.body_text, &mut checksum),
         Mode::Prepared => run_prepared(connection, &plan.body, &mut checksum),
     };
     let elapsed_s = started.elapsed().as_secs_f64();
+    let cpu_s = process_cpu_s() - cpu_before_s;
     let io = target.counter.read();
     body.with_context(|| format!("test {} on {}", plan.number, target.label))?;
 
@@ -98,9 +104,24 @@ pub fn run_once(
         .with_context(|| format!("reading back the state after test {}", plan.number))?;
     Ok(RunOutcome {
         elapsed_s,
+        cpu_s,
         checksum,
         io,
     })
+}
+
+/// User + system CPU seconds consumed by this process so far.
+fn process_cpu_s() -> f64 {
+    // SAFETY: rusage is plain old data (zeroes are valid) and getrusage only writes it.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(libc::RUSAGE_SELF, &mut usage) != 0 {
+            return f64::NAN;
+        }
+        usage
+    };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
 fn run_prologue(connection: &Connection, statements: &[Statement]) -> Result<()> {
