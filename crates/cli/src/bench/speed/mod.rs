@@ -425,13 +425,20 @@ fn mean_io(runs: &[RunOutcome]) -> Option<IoCounts> {
 /// SQLite decides when to sync from what the VFS tells it (sector size, device
 /// characteristics); if two VFSes got different numbers of xSync calls for the same work,
 /// their times compare different durability work, not different I/O paths.
+///
+/// Every counted file target is checked against `unix` in the same journal mode (SQLite's
+/// own behaviour is the reference), or against its baseline when `unix` is not measured.
 fn unfair_comparisons(results: &[ComboResult]) -> Vec<String> {
     let mut found = Vec::new();
     for (index, result) in results.iter().enumerate() {
-        let Some(baseline) = result.baseline.filter(|&b| b != index) else {
+        let reference = results
+            .iter()
+            .position(|r| r.target == "unix" && r.journal == result.journal)
+            .or(result.baseline);
+        let Some(reference) = reference.filter(|&r| r != index) else {
             continue;
         };
-        let base = &results[baseline];
+        let base = &results[reference];
         if let (Some(mine), Some(theirs)) = (result.io, base.io) {
             if mine.sync_calls != theirs.sync_calls {
                 found.push(format!(
