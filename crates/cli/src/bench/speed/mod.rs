@@ -153,8 +153,13 @@ pub fn run(args: SpeedArgs) -> Result<()> {
     if args.journal.is_empty() {
         bail!("--journal is empty; name at least one journal mode, e.g. --journal delete,wal");
     }
-    let mut journals = args.journal.clone();
-    journals.dedup();
+    // Keep the user's order (the first journal mode is memory's reference), once each.
+    let mut journals: Vec<JournalMode> = Vec::new();
+    for journal in &args.journal {
+        if !journals.contains(journal) {
+            journals.push(*journal);
+        }
+    }
     let mut tests = if args.tests.is_empty() {
         (1..=16).collect()
     } else {
