@@ -193,6 +193,9 @@ fn rows(test: &TestResult) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// Wall time / CPU time of `:memory:` above which the machine is reported busy.
+const BUSY_WALL_OVER_CPU: f64 = 1.5;
+
 /// What each result is compared to, unfairness flags and warnings, under a test's table.
 pub fn notes(test: &TestResult) -> Vec<String> {
     let mut notes = Vec::new();
@@ -209,6 +212,18 @@ pub fn notes(test: &TestResult) -> Vec<String> {
         notes.push(format!("note: {}", cross_journal.join("; ")));
     }
     notes.extend(test.unfair.iter().map(|u| format!("UNFAIR: {u}")));
+    for combo in test.combos.iter().filter(|c| c.vfs == ":memory:") {
+        // `:memory:` does no I/O, so wall time well above CPU time means it waited for a
+        // CPU: other processes competed, and every timing of this test is inflated.
+        if combo.cpu_mean_s > 0.0 && combo.summary.mean > BUSY_WALL_OVER_CPU * combo.cpu_mean_s {
+            notes.push(format!(
+                "warning: the machine was busy: {} (no I/O) took {:.1}× its CPU time in wall \
+                 time; rerun on a quiet machine",
+                combo.label,
+                combo.summary.mean / combo.cpu_mean_s
+            ));
+        }
+    }
     let warned: Vec<String> = test
         .combos
         .iter()
