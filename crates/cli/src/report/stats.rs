@@ -240,6 +240,32 @@ pub fn format_seconds(seconds: f64) -> String {
     }
 }
 
+/// Human form of a byte count in IEC units: `512 B`, `4.0 KiB`, `1.50 GiB`.
+pub fn format_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    match unit {
+        0 => format!("{bytes} B"),
+        _ if value >= 100.0 => format!("{value:.0} {}", UNITS[unit]),
+        _ if value >= 10.0 => format!("{value:.1} {}", UNITS[unit]),
+        _ => format!("{value:.2} {}", UNITS[unit]),
+    }
+}
+
+/// Throughput, e.g. `512 MiB/s`; `n/a` for a zero or invalid duration.
+pub fn format_rate(bytes: u64, seconds: f64) -> String {
+    if !(seconds.is_finite() && seconds > 0.0) {
+        return "n/a".to_string();
+    }
+    let per_second = (bytes as f64 / seconds).min(u64::MAX as f64) as u64;
+    format!("{}/s", format_bytes(per_second))
+}
+
 /// `12.3 ms ± 0.4 ms`, or just the mean with a single run.
 pub fn format_mean_stddev(summary: &Summary) -> String {
     match summary.stddev {
@@ -351,5 +377,11 @@ mod tests {
         assert_eq!(format_seconds(1.5), "1.500 s");
         assert_eq!(format_seconds(0.0123), "12.30 ms");
         assert_eq!(format_seconds(0.0000123), "12.3 µs");
+        assert_eq!(format_bytes(512), "512 B");
+        assert_eq!(format_bytes(4096), "4.00 KiB");
+        assert_eq!(format_bytes(15 << 20), "15.0 MiB");
+        assert_eq!(format_bytes(3 << 30), "3.00 GiB");
+        assert_eq!(format_rate(1 << 30, 2.0), "512 MiB/s");
+        assert_eq!(format_rate(1, 0.0), "n/a");
     }
 }

@@ -6,7 +6,9 @@ use serde::{Deserialize, Serialize};
 use super::targets::IoCounts;
 use super::workload::Checksum;
 use crate::report::chart::{BarChart, Series};
-use crate::report::stats::{format_mean_stddev, format_seconds, Relative, Summary, Warning};
+use crate::report::stats::{
+    format_bytes, format_mean_stddev, format_seconds, Relative, Summary, Warning,
+};
 
 /// The measured runs of one target in one journal mode for one test.
 #[derive(Clone, Debug)]
@@ -155,14 +157,6 @@ fn io_cell(io: Option<IoCounts>) -> String {
     )
 }
 
-fn bytes(n: u64) -> String {
-    match n {
-        n if n >= 10 << 20 => format!("{} MiB", n >> 20),
-        n if n >= 10 << 10 => format!("{} KiB", n >> 10),
-        n => format!("{n} B"),
-    }
-}
-
 /// One row of cells per result, shared by the terminal and Markdown tables.
 fn rows(test: &TestResult) -> Vec<Vec<String>> {
     test.combos
@@ -183,7 +177,7 @@ fn rows(test: &TestResult) -> Vec<Vec<String>> {
                 io_cell(combo.io),
                 combo
                     .io
-                    .map_or_else(|| "–".into(), |c| bytes(c.bytes_written)),
+                    .map_or_else(|| "–".into(), |c| format_bytes(c.bytes_written)),
                 combo
                     .io
                     .and_then(|c| c.kernel_entries)
