@@ -33,6 +33,13 @@ pub struct ComboResult {
 impl ComboResult {
     pub fn relative(&self, all: &[ComboResult]) -> Option<Relative> {
         let baseline = &all[self.baseline?];
+        if baseline.label == self.label {
+            // The reference itself: exactly 1, with no error of its own (as hyperfine).
+            return Some(Relative {
+                ratio: 1.0,
+                error: None,
+            });
+        }
         self.summary.relative_to(&baseline.summary)
     }
 }
