@@ -146,7 +146,7 @@ impl Ring {
             } => opcode::Write::new(types::Fd(fd), buf, len)
                 .offset(offset)
                 .build(),
-            Op::Sync { fd, data_only } => {
+            Op::Sync { fd, data_only } | Op::SyncAfterWrites { fd, data_only } => {
                 let flags = if data_only {
                     types::FsyncFlags::DATASYNC
                 } else {
@@ -176,6 +176,28 @@ impl Engine for Ring {
             self.ring.completion().is_empty(),
             "ring has stale completions"
         );
+        // Writes directly before a SyncAfterWrites on the same fd are linked to it, so the
+        // sync starts after they complete (and is cancelled if one fails). A chain must
+        // reach the kernel in one submission: batches with chains fit the ring whole.
+        let mut linked = [false; super::MAX_BATCH];
+        let has_chain = ops
+            .iter()
+            .any(|op| matches!(op, Op::SyncAfterWrites { .. }));
+        if has_chain {
+            assert!(ops.len() <= super::MAX_BATCH && super::MAX_BATCH <= RING_ENTRIES as usize);
+            for (index, op) in ops.iter().enumerate() {
+                if let Op::SyncAfterWrites { fd, .. } = *op {
+                    for earlier in (0..index).rev() {
+                        match ops[earlier] {
+                            Op::Write { fd: write_fd, .. } if write_fd == fd => {
+                                linked[earlier] = true
+                            }
+                            _ => break,
+                        }
+                    }
+                }
+            }
+        }
         let mut next = 0usize;
         let mut in_flight = 0usize;
         let mut kernel_entries = 0u64;
@@ -190,7 +212,10 @@ impl Engine for Ring {
                         results[next] = Self::truncate_by_syscall(*fd, *len);
                         kernel_entries += 1;
                     } else {
-                        let entry = Self::entry_for(op).user_data(next as u64);
+                        let mut entry = Self::entry_for(op).user_data(next as u64);
+                        if has_chain && linked[next] {
+                            entry = entry.flags(io_uring::squeue::Flags::IO_LINK);
+                        }
                         // SAFETY: the buffers named by `entry` stay valid until this
                         // function returns (caller contract), and it returns only after
                         // reaping this entry's completion.
