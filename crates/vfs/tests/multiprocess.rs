@@ -781,7 +781,7 @@ fn threads(mode: Mode) {
             let started = Instant::now();
             while writers_left.load(Ordering::SeqCst) > 0 {
                 let read = (|| -> rusqlite::Result<(i64, i64)> {
-                    if reads % 2 == 0 {
+                    if reads & 1 == 0 {
                         conn.query_row(
                             "SELECT n, (SELECT count(*) FROM log) FROM counter",
                             [],
