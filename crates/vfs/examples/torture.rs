@@ -9,6 +9,8 @@
 //! torture bank-write   db=PATH mode=… sync=… count=N seed=S tag=NAME [busy=…] [pace_us=N]
 //! torture bank-read    db=PATH mode=… total=T accounts=A writers=W seed=S
 //! torture crash-writer db=PATH mode=… sync=full
+//!
+//! Every command also takes mmap=BYTES (PRAGMA mmap_size).
 //! ```
 //!
 //! Failures go to stderr with exit status 1; a broken invariant is exit status 2. The
@@ -135,6 +137,11 @@ fn open(args: &Args) -> Result<Connection, Failure> {
     }
     let sync = args.get("sync").unwrap_or("full");
     conn.execute_batch(&format!("PRAGMA synchronous={sync}"))?;
+    if let Ok(bytes) = args.num("mmap") {
+        // Memory-mapped reads (xFetch) see other processes' writes through the page
+        // cache: a stale mapping would show up as a broken invariant.
+        conn.query_row(&format!("PRAGMA mmap_size={bytes}"), [], |_| Ok(()))?;
+    }
     if args.get("busy").unwrap_or("timeout") == "spin" {
         conn.busy_handler(Some(spin_busy_handler))?;
     }

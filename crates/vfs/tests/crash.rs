@@ -21,6 +21,7 @@ use std::process::Output;
 use std::time::Duration;
 
 use common::*;
+use rusqlite::Connection;
 
 const SCHEMA: &str = "
     CREATE TABLE seqs(seq INTEGER PRIMARY KEY, pad BLOB NOT NULL);
@@ -31,6 +32,8 @@ const SCHEMA: &str = "
 const OURS_WRITER_ROUNDS: usize = 25;
 /// Rounds with the stock shell as the writer and our VFS recovering.
 const STOCK_WRITER_ROUNDS: usize = 8;
+/// Rounds per side in the tests with a connection that survives the kills.
+const SURVIVOR_ROUNDS: usize = 8;
 /// Kill delay after the writer's first commit of the round.
 const KILL_AFTER_MS: (u64, u64) = (20, 150);
 
@@ -53,49 +56,135 @@ struct State {
 const STATE_SQL: &str = "SELECT count(*), coalesce(max(seq), 0), \
      (SELECT writes FROM meta), (SELECT last FROM meta) FROM seqs";
 
+/// Parses the stock shell's output of `PRAGMA integrity_check; STATE_SQL`.
+fn parse_stock_state(out: &str) -> State {
+    let lines: Vec<&str> = out.lines().collect();
+    let numbers: Vec<i64> = lines
+        .get(1)
+        .map(|line| line.split('|').filter_map(|f| f.parse().ok()).collect())
+        .unwrap_or_default();
+    assert!(
+        lines.len() == 2 && numbers.len() == 4,
+        "unexpected output of stock sqlite3 reading the state: {out:?}"
+    );
+    State {
+        integrity: lines[0].to_string(),
+        count: numbers[0],
+        max: numbers[1],
+        writes: numbers[2],
+        last: numbers[3],
+    }
+}
+
+fn read_state_ours(conn: &Connection) -> State {
+    let integrity: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap_or_else(|e| panic!("io_uring integrity_check after a crash: {e}"));
+    let (count, max, writes, last) = conn
+        .query_row(STATE_SQL, [], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })
+        .unwrap_or_else(|e| panic!("io_uring read after a crash: {e}"));
+    State {
+        integrity,
+        count,
+        max,
+        writes,
+        last,
+    }
+}
+
 /// Opens the database with `opener` (the first open since the kill, so it performs the
 /// recovery) and reads the state.
 fn recover_and_read(db: &Path, opener: Side) -> State {
     match opener {
-        Side::Stock => {
-            let out = stock_ok(db, &format!("PRAGMA integrity_check;\n{STATE_SQL};"));
-            let lines: Vec<&str> = out.lines().collect();
-            let numbers: Vec<i64> = lines
-                .get(1)
-                .map(|line| line.split('|').filter_map(|f| f.parse().ok()).collect())
-                .unwrap_or_default();
-            assert!(
-                lines.len() == 2 && numbers.len() == 4,
-                "unexpected output of stock sqlite3 after recovery: {out:?}"
-            );
-            State {
-                integrity: lines[0].to_string(),
-                count: numbers[0],
-                max: numbers[1],
-                writes: numbers[2],
-                last: numbers[3],
-            }
-        }
+        Side::Stock => parse_stock_state(&stock_ok(
+            db,
+            &format!("PRAGMA integrity_check;\n{STATE_SQL};"),
+        )),
         Side::Ours => {
             let conn = open_ours(db);
             conn.busy_timeout(Duration::from_secs(10)).unwrap();
-            let integrity: String = conn
-                .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-                .unwrap_or_else(|e| panic!("io_uring integrity_check after a crash: {e}"));
-            let (count, max, writes, last) = conn
-                .query_row(STATE_SQL, [], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-                })
-                .unwrap_or_else(|e| panic!("io_uring read after a crash: {e}"));
-            State {
-                integrity,
-                count,
-                max,
-                writes,
-                last,
-            }
+            read_state_ours(&conn)
         }
     }
+}
+
+/// Checks the state after a kill against what the writer reported.
+fn check_state(state: &State, last_reported: i64, context: &dyn Fn() -> String) {
+    assert_eq!(state.integrity, "ok", "integrity after recovery\n{}", context());
+    assert!(
+        state.max == last_reported || state.max == last_reported + 1,
+        "after recovery the highest sequence number is {}, but the writer reported {} \
+         as committed (at most one more commit may be unreported)\n{}",
+        state.max,
+        last_reported,
+        context()
+    );
+    assert_eq!(
+        (state.count, state.writes, state.last),
+        (state.max, state.max, state.max),
+        "after recovery (count, meta.writes, meta.last) must all equal max(seq) = {}: \
+         rows 1..=max present, each in one transaction with its meta update\n{}",
+        state.max,
+        context()
+    );
+}
+
+/// Spawns a writer of `side` continuing after `committed`, lets it commit at least once,
+/// kills it after a pseudo-random delay, and returns its output (checked: killed, and
+/// reporting consecutive numbers from `committed + 1`) with the last reported number.
+fn run_and_kill(
+    db: &Path,
+    mode: Mode,
+    side: Side,
+    committed: i64,
+    rng: &mut Rng,
+    context: &str,
+) -> (Output, String, i64) {
+    let writer = match side {
+        Side::Ours => spawn_torture(
+            "crash-writer",
+            &[
+                format!("db={}", db.display()),
+                format!("mode={}", mode.pragma()),
+                "sync=full".to_string(),
+            ],
+        ),
+        Side::Stock => {
+            spawn_stock_script(db, &stock_writer_script(committed + 1), "crash writer")
+        }
+    };
+    let what = writer.what.clone();
+    // Let the first commit of the round happen, so every kill lands in a database that
+    // has a transaction in progress or just committed (a pipe handshake).
+    let writer = await_line(writer, |line| {
+        line.strip_prefix("committed|")
+            .unwrap_or(line)
+            .parse::<i64>()
+            .is_ok()
+    });
+    std::thread::sleep(Duration::from_millis(
+        rng.range(KILL_AFTER_MS.0, KILL_AFTER_MS.1),
+    ));
+    let output = writer.kill();
+    assert_eq!(
+        output.status.signal(),
+        Some(libc::SIGKILL),
+        "{context}: the writer should have been running until killed; it was not.\n{}",
+        describe(&what, &output)
+    );
+    let numbers = reported(&output);
+    let expected: Vec<i64> = (committed + 1..=committed + numbers.len() as i64).collect();
+    assert_eq!(
+        numbers,
+        expected,
+        "{context}: the writer must report consecutive sequence numbers continuing from \
+         the previous round\n{}",
+        describe(&what, &output)
+    );
+    let last = committed + numbers.len() as i64;
+    (output, what, last)
 }
 
 /// Sequence numbers in the writer's stdout: complete lines only (the kill may land
@@ -151,57 +240,13 @@ fn crash_rounds(mode: Mode, seed: u64) {
         .chain((0..STOCK_WRITER_ROUNDS).map(|_| (Side::Stock, Side::Ours)));
 
     for (round, (writer_side, opener)) in rounds.enumerate() {
-        let writer = match writer_side {
-            Side::Ours => spawn_torture(
-                "crash-writer",
-                &[
-                    format!("db={}", db.display()),
-                    format!("mode={}", mode.pragma()),
-                    "sync=full".to_string(),
-                ],
-            ),
-            Side::Stock => {
-                spawn_stock_script(&db, &stock_writer_script(committed + 1), "crash writer")
-            }
-        };
-        let what = writer.what.clone();
-        // Let the first commit of the round happen, so every kill lands in a database
-        // that has a transaction in progress or just committed (a pipe handshake).
-        let writer = await_line(writer, |line| {
-            line.strip_prefix("committed|")
-                .unwrap_or(line)
-                .parse::<i64>()
-                .is_ok()
-        });
-        std::thread::sleep(Duration::from_millis(
-            rng.range(KILL_AFTER_MS.0, KILL_AFTER_MS.1),
-        ));
-        let output = writer.kill();
-        let context = || {
-            format!(
-                "{mode:?} round {round} (writer {writer_side:?}, recovery by {opener:?}, \
-                 {committed} rows before the round)\n{}",
-                describe(&what, &output)
-            )
-        };
-        assert_eq!(
-            output.status.signal(),
-            Some(libc::SIGKILL),
-            "the writer should have been running until killed; it was not.\n{}",
-            context()
+        let label = format!(
+            "{mode:?} round {round} (writer {writer_side:?}, recovery by {opener:?}, \
+             {committed} rows before the round)"
         );
-
-        let numbers = reported(&output);
-        let expected_numbers: Vec<i64> =
-            (committed + 1..=committed + numbers.len() as i64).collect();
-        assert_eq!(
-            numbers,
-            expected_numbers,
-            "the writer must report consecutive sequence numbers continuing from the \
-             previous round\n{}",
-            context()
-        );
-        let last_reported = committed + numbers.len() as i64;
+        let (output, what, last_reported) =
+            run_and_kill(&db, mode, writer_side, committed, &mut rng, &label);
+        let context = || format!("{label}\n{}", describe(&what, &output));
 
         let slot = (opener == Side::Ours) as usize;
         if file_len(&journal).is_some_and(|len| len > 0) {
@@ -209,38 +254,14 @@ fn crash_rounds(mode: Mode, seed: u64) {
         }
         if file_len(&wal).is_some_and(|len| len > 32) {
             tally.wal_frames_left[slot] += 1;
-        } else if mode == Mode::Wal && writer_side == Side::Ours {
+        } else if mode == Mode::Wal {
             // A commit returned before the kill, and only a checkpoint by the last
-            // connection (there was none: the writer was killed) removes WAL frames.
-            panic!(
-                "expected WAL frames left by the killed writer\n{}",
-                context()
-            );
+            // connection to close (there was none: the writer was killed) deletes the WAL.
+            panic!("expected WAL frames left by the killed writer\n{}", context());
         }
 
         let state = recover_and_read(&db, opener);
-        assert_eq!(
-            state.integrity,
-            "ok",
-            "integrity after recovery\n{}",
-            context()
-        );
-        assert!(
-            state.max == last_reported || state.max == last_reported + 1,
-            "after recovery the highest sequence number is {}, but the writer reported {} \
-             as committed (at most one more commit may be unreported)\n{}",
-            state.max,
-            last_reported,
-            context()
-        );
-        assert_eq!(
-            (state.count, state.writes, state.last),
-            (state.max, state.max, state.max),
-            "after recovery (count, meta.writes, meta.last) must all equal max(seq) = {}: \
-             rows 1..=max present, each in one transaction with its meta update\n{}",
-            state.max,
-            context()
-        );
+        check_state(&state, last_reported, &context);
         if state.max > last_reported {
             tally.unreported_commits += 1;
         }
@@ -277,6 +298,99 @@ fn stock_writer_script(first: i64) -> String {
         }
     }
     script
+}
+
+/// A connection that stays open while writers of the other kind are killed under it:
+/// instead of a fresh opener's recovery, a live connection must notice the dead writer's
+/// leftovers (hot journal; WAL frames and a possibly half-updated WAL index, with the
+/// dead process's shm locks gone) and carry on, reading and writing.
+enum Survivor {
+    Stock(StockSession),
+    Ours(Connection),
+}
+
+impl Survivor {
+    fn state(&mut self) -> State {
+        match self {
+            Survivor::Stock(session) => parse_stock_state(
+                &session.run_ok(&format!("PRAGMA integrity_check;\n{STATE_SQL};")),
+            ),
+            Survivor::Ours(conn) => read_state_ours(conn),
+        }
+    }
+
+    fn append(&mut self, seq: i64) {
+        let sql = format!(
+            "BEGIN IMMEDIATE;\nINSERT INTO seqs(seq, pad) VALUES ({seq}, randomblob(700));\n\
+             UPDATE meta SET writes = writes + 1, last = {seq};\nCOMMIT;"
+        );
+        match self {
+            Survivor::Stock(session) => {
+                session.run_ok(&sql);
+            }
+            Survivor::Ours(conn) => conn
+                .execute_batch(&sql)
+                .unwrap_or_else(|e| panic!("io_uring survivor appending {seq}: {e}")),
+        }
+    }
+}
+
+fn crash_with_survivor(mode: Mode, seed: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("survivor.db");
+    create_db(&db, mode, SCHEMA);
+    let mut rng = Rng::new(seed);
+    let mut committed = 0i64;
+    for survivor_side in [Side::Stock, Side::Ours] {
+        let mut survivor = match survivor_side {
+            Side::Stock => Survivor::Stock(StockSession::start(&db, 10_000)),
+            Side::Ours => {
+                let conn = open_ours(&db);
+                conn.busy_timeout(Duration::from_secs(10)).unwrap();
+                Survivor::Ours(conn)
+            }
+        };
+        // Join before the first writer starts (in WAL mode: map the WAL index).
+        assert_eq!(survivor.state().max, committed);
+        let writer_side = match survivor_side {
+            Side::Stock => Side::Ours,
+            Side::Ours => Side::Stock,
+        };
+        for round in 0..SURVIVOR_ROUNDS {
+            let label = format!(
+                "{mode:?} survivor {survivor_side:?} round {round} (writer {writer_side:?}, \
+                 {committed} rows before the round)"
+            );
+            let (output, what, last_reported) =
+                run_and_kill(&db, mode, writer_side, committed, &mut rng, &label);
+            let context = || format!("{label}\n{}", describe(&what, &output));
+            let state = survivor.state();
+            check_state(&state, last_reported, &context);
+            committed = state.max + 1;
+            survivor.append(committed);
+        }
+        let state = survivor.state();
+        assert_eq!(
+            (state.integrity.as_str(), state.count, state.max),
+            ("ok", committed, committed),
+            "{mode:?}: state after the {survivor_side:?} survivor's last append"
+        );
+        if let Survivor::Stock(session) = survivor {
+            session.finish();
+        }
+    }
+    stock_integrity(&db);
+    ours_integrity(&db);
+}
+
+#[test]
+fn crash_with_live_survivor_rollback() {
+    crash_with_survivor(Mode::Rollback, 0x00C0_FFEE_0003);
+}
+
+#[test]
+fn crash_with_live_survivor_wal() {
+    crash_with_survivor(Mode::Wal, 0x00C0_FFEE_0004);
 }
 
 #[test]

@@ -440,6 +440,9 @@ const STOCK_TRANSFERS: u64 = 1500;
 const OURS_WRITER_SEED: u64 = 0x5EED_0001;
 const OURS_READER_SEED: u64 = 0x5EED_0002;
 const STOCK_WRITER_SEED: u64 = 0x5EED_0003;
+/// Our bank processes read through mmap (xFetch) while the stock writer changes pages
+/// under them; the stock side uses plain reads (its default).
+const OURS_MMAP_BYTES: u64 = 8 << 20;
 
 /// One transfer drawn exactly as `torture bank-write` draws it.
 fn draw_transfer(rng: &mut Rng) -> (usize, usize, i64) {
@@ -598,6 +601,7 @@ fn bank(mode: Mode) {
             format!("accounts={ACCOUNTS}"),
             "writers=2".into(),
             format!("seed={OURS_READER_SEED}"),
+            format!("mmap={OURS_MMAP_BYTES}"),
         ]),
     );
     let abort = Arc::new(AtomicBool::new(false));
@@ -611,6 +615,7 @@ fn bank(mode: Mode) {
             format!("count={OURS_TRANSFERS}"),
             format!("seed={OURS_WRITER_SEED}"),
             "tag=ours-writer".into(),
+            format!("mmap={OURS_MMAP_BYTES}"),
             "busy=spin".into(),
             format!("pace_us={OURS_PACE_US}"),
         ]),
