@@ -112,7 +112,12 @@ fn recover_and_read(db: &Path, opener: Side) -> State {
 
 /// Checks the state after a kill against what the writer reported.
 fn check_state(state: &State, last_reported: i64, context: &dyn Fn() -> String) {
-    assert_eq!(state.integrity, "ok", "integrity after recovery\n{}", context());
+    assert_eq!(
+        state.integrity,
+        "ok",
+        "integrity after recovery\n{}",
+        context()
+    );
     assert!(
         state.max == last_reported || state.max == last_reported + 1,
         "after recovery the highest sequence number is {}, but the writer reported {} \
@@ -151,9 +156,7 @@ fn run_and_kill(
                 "sync=full".to_string(),
             ],
         ),
-        Side::Stock => {
-            spawn_stock_script(db, &stock_writer_script(committed + 1), "crash writer")
-        }
+        Side::Stock => spawn_stock_script(db, &stock_writer_script(committed + 1), "crash writer"),
     };
     let what = writer.what.clone();
     // Let the first commit of the round happen, so every kill lands in a database that
@@ -257,7 +260,10 @@ fn crash_rounds(mode: Mode, seed: u64) {
         } else if mode == Mode::Wal {
             // A commit returned before the kill, and only a checkpoint by the last
             // connection to close (there was none: the writer was killed) deletes the WAL.
-            panic!("expected WAL frames left by the killed writer\n{}", context());
+            panic!(
+                "expected WAL frames left by the killed writer\n{}",
+                context()
+            );
         }
 
         let state = recover_and_read(&db, opener);

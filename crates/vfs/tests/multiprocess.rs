@@ -429,6 +429,73 @@ fn locks_block_across_processes_wal() {
     locks_block(Mode::Wal);
 }
 
+/// One side switches the database between rollback and WAL while the other stays
+/// connected: the switch lives in the file header (and the `-wal`/`-shm` files), so the
+/// connected side must pick it up on its next transaction, with no lost rows.
+#[test]
+fn journal_mode_switch_across_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("switch.db");
+    create_db(
+        &db,
+        Mode::Rollback,
+        "CREATE TABLE t(x TEXT); INSERT INTO t VALUES ('init');",
+    );
+    let ours = open_ours(&db);
+    ours.busy_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!(count_rows(&ours).unwrap(), 1);
+
+    // Stock switches to WAL while our connection is open (idle).
+    assert_eq!(
+        stock_ok(
+            &db,
+            "PRAGMA journal_mode=WAL;\nINSERT INTO t VALUES ('stock-wal');"
+        ),
+        "wal\n"
+    );
+    assert_eq!(
+        count_rows(&ours).unwrap(),
+        2,
+        "io_uring sees the stock WAL commit"
+    );
+    ours.execute("INSERT INTO t VALUES ('ours-wal')", [])
+        .unwrap();
+    let mode: String = ours
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal", "io_uring connection after the stock switch");
+    assert_eq!(stock_count(&db), 3, "stock sees the io_uring WAL commit");
+    assert!(
+        Path::new(&format!("{}-wal", db.display())).exists(),
+        "a WAL file while our connection is open in WAL mode"
+    );
+
+    // We switch back to rollback; stock follows.
+    let mode: String = ours
+        .query_row("PRAGMA journal_mode=DELETE", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "delete", "io_uring switching back to rollback");
+    assert!(
+        !Path::new(&format!("{}-wal", db.display())).exists(),
+        "the WAL is checkpointed and deleted when leaving WAL mode"
+    );
+    assert_eq!(
+        stock_ok(
+            &db,
+            "PRAGMA journal_mode;\nINSERT INTO t VALUES ('stock-delete');"
+        ),
+        "delete\n"
+    );
+    assert_eq!(
+        count_rows(&ours).unwrap(),
+        4,
+        "io_uring sees the stock rollback-mode commit"
+    );
+    drop(ours);
+    stock_integrity(&db);
+    ours_integrity(&db);
+}
+
 // ---------------------------------------------------------------------------------------
 // 3. Consistent snapshots: the bank-transfer invariant.
 // ---------------------------------------------------------------------------------------
