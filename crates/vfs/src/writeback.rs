@@ -303,6 +303,20 @@ pub(crate) fn sync(writer: &Writer<'_>, request: SyncRequest) -> Result<(), Flus
     io.flush(writer.fd, &[], Some(request))
 }
 
+/// In a child after `fork()`: the queued writes are the parent's, and the parent will
+/// submit them; the child must not write them a second time.
+pub(crate) fn forget_after_fork() {
+    // A parent thread that does not exist in the child may have held the lock; then the
+    // queue stays as it is and every flush in the child blocks — SQLite's documentation
+    // already forbids using a connection across fork() in that situation.
+    if let Ok(mut queue) = QUEUE.try_lock() {
+        queue.owner = None;
+        queue.pieces.clear();
+        queue.arena.clear();
+        queue.unreported = None;
+    }
+}
+
 /// xClose of a file: its queued writes must reach the kernel before its fd is closed. A
 /// failure of this file's writes, now or earlier, goes to the next write/sync/delete.
 pub(crate) fn flush_before_close(file_id: u64) {

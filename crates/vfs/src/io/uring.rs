@@ -31,6 +31,29 @@ pub(crate) const SIMULATE_UNAVAILABLE_ENV: &str = "SQLITE_URING_SIMULATE_UNAVAIL
 pub(crate) struct Ring {
     ring: IoUring,
     has_ftruncate: bool,
+    /// `FORK_GENERATION` when the ring was created (see [`fork_generation`]).
+    generation: u64,
+}
+
+/// Bumped in the child after every `fork()`. A forked child inherits its parent's ring
+/// mappings: submitting on them would mix the child's I/O into the parent's queues, so a
+/// ring from an older generation is abandoned (the parent still uses it) and a new one
+/// is created.
+static FORK_GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static FORK_HANDLER: std::sync::Once = std::sync::Once::new();
+
+extern "C" fn after_fork_in_child() {
+    FORK_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    crate::writeback::forget_after_fork();
+}
+
+fn fork_generation() -> u64 {
+    FORK_HANDLER.call_once(|| {
+        // SAFETY: registers a child handler that only touches an atomic and try_locks the
+        // write queue, which is safe in the single-threaded child after fork.
+        unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+    });
+    FORK_GENERATION.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 enum Slot {
@@ -57,6 +80,17 @@ pub(crate) fn ensure_thread_ring() -> Result<(), String> {
 }
 
 fn init_slot(slot: &mut Slot) {
+    if let Slot::Ready(ring) = slot {
+        if ring.generation != fork_generation() {
+            // Inherited from the parent across fork(): never submit on it, and do not
+            // tear it down either (io_uring teardown in a child is not worth reasoning
+            // about for a few pages of leaked mapping).
+            let Slot::Ready(inherited) = std::mem::replace(slot, Slot::Uninit) else {
+                unreachable!("matched above")
+            };
+            std::mem::forget(inherited);
+        }
+    }
     if matches!(slot, Slot::Uninit) {
         *slot = match Ring::new() {
             Ok(ring) => Slot::Ready(ring),
@@ -121,6 +155,7 @@ impl Ring {
         let ring = Ring {
             ring,
             has_ftruncate,
+            generation: fork_generation(),
         };
         // A registered ring fd saves an fdget/fdput per io_uring_enter (Linux 5.18+);
         // without it everything still works.
