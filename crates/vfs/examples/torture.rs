@@ -10,7 +10,8 @@
 //! torture bank-read    db=PATH mode=… total=T accounts=A writers=W seed=S
 //! torture crash-writer db=PATH mode=… sync=full
 //!
-//! Every command also takes mmap=BYTES (PRAGMA mmap_size).
+//! Every command also takes mmap=BYTES (PRAGMA mmap_size) and checkpoints=off (no
+//! explicit or automatic WAL checkpoints).
 //! ```
 //!
 //! Failures go to stderr with exit status 1; a broken invariant is exit status 2. The
@@ -142,6 +143,10 @@ fn open(args: &Args) -> Result<Connection, Failure> {
         // cache: a stale mapping would show up as a broken invariant.
         conn.query_row(&format!("PRAGMA mmap_size={bytes}"), [], |_| Ok(()))?;
     }
+    if !checkpoints_on(args) {
+        // Let the WAL grow without bound (the WAL index then spans several shm regions).
+        conn.query_row("PRAGMA wal_autocheckpoint=0", [], |_| Ok(()))?;
+    }
     if args.get("busy").unwrap_or("timeout") == "spin" {
         conn.busy_handler(Some(spin_busy_handler))?;
     }
@@ -260,6 +265,11 @@ impl Rng {
     }
 }
 
+/// `checkpoints=off`: no explicit checkpoints and no automatic ones.
+fn checkpoints_on(args: &Args) -> bool {
+    args.get("checkpoints").unwrap_or("on") != "off"
+}
+
 fn checkpoint(conn: &Connection, kind: &str) -> Result<(), Failure> {
     // The result row (busy, log, checkpointed) is not an error when busy=1: another
     // connection was in the way, which is normal under load.
@@ -277,6 +287,7 @@ fn bank_write(args: &Args) -> Result<(), Failure> {
     let mut rng = Rng(args.num("seed")?);
     let accounts: i64 = conn.query_row("SELECT count(*) FROM accounts", [], |r| r.get(0))?;
     let pace_us = args.num("pace_us").unwrap_or(0);
+    let checkpoints = checkpoints_on(args);
     let started = Instant::now();
     let mut retries = 0;
     for i in 0..count {
@@ -315,10 +326,10 @@ fn bank_write(args: &Args) -> Result<(), Failure> {
             }
             Ok(conn.execute_batch("COMMIT")?)
         })?;
-        if i % 97 == 50 {
+        if checkpoints && i % 97 == 50 {
             checkpoint(&conn, "PASSIVE")?;
         }
-        if i % 389 == 200 {
+        if checkpoints && i % 389 == 200 {
             checkpoint(&conn, "RESTART")?;
         }
     }
@@ -342,6 +353,7 @@ fn bank_read(args: &Args) -> Result<(), Failure> {
     let accounts = args.num("accounts")? as i64;
     let writers = args.num("writers")? as i64;
     let mut rng = Rng(args.num("seed")?);
+    let checkpoints = checkpoints_on(args);
     let started = Instant::now();
     let mut reads = 0u64;
     loop {
@@ -388,10 +400,10 @@ fn bank_read(args: &Args) -> Result<(), Failure> {
                 seen.1
             )));
         }
-        if reads % 50 == 25 {
+        if checkpoints && reads % 50 == 25 {
             checkpoint(&conn, "PASSIVE")?;
         }
-        if reads % 300 == 150 {
+        if checkpoints && reads % 300 == 150 {
             checkpoint(&conn, "RESTART")?;
         }
         if finished >= writers {

@@ -45,8 +45,11 @@ impl StartGate {
         StartGate(conn)
     }
 
-    fn open(self) {
+    /// Releases the lock. The connection stays open until the result is dropped (in WAL
+    /// mode it keeps the WAL from being checkpointed and deleted by the last closer).
+    fn open(self) -> Connection {
         self.0.execute_batch("COMMIT").unwrap();
+        self.0
     }
 }
 
@@ -510,6 +513,11 @@ const STOCK_WRITER_SEED: u64 = 0x5EED_0003;
 /// Our bank processes read through mmap (xFetch) while the stock writer changes pages
 /// under them; the stock side uses plain reads (its default).
 const OURS_MMAP_BYTES: u64 = 8 << 20;
+const WAL_HEADER_BYTES: u64 = 32;
+const WAL_FRAME_HEADER_BYTES: u64 = 24;
+const PAGE_BYTES: u64 = 4096;
+/// wal.c HASHTABLE_NPAGE_ONE: frames indexed by the first 32 KiB WAL-index region.
+const FRAMES_IN_FIRST_SHM_REGION: u64 = 4062;
 
 /// One transfer drawn exactly as `torture bank-write` draws it.
 fn draw_transfer(rng: &mut Rng) -> (usize, usize, i64) {
@@ -525,9 +533,13 @@ fn stock_bank_reader(
     db: &Path,
     total: i64,
     writers: i64,
+    checkpoints: bool,
     abort: &AtomicBool,
 ) -> Result<u64, String> {
     let mut session = StockSession::start(db, 30_000);
+    if !checkpoints {
+        session.run_ok("PRAGMA wal_autocheckpoint=0;");
+    }
     let started = Instant::now();
     let half = ACCOUNTS / 2;
     let mut checked = 0u64;
@@ -547,10 +559,10 @@ fn stock_bank_reader(
             "BEGIN;\nSELECT 'part', sum(balance) FROM accounts WHERE id <= {half};\n\
              SELECT 'part', sum(balance) FROM accounts WHERE id > {half};\nCOMMIT;\n"
         ));
-        if batch % 3 == 1 {
+        if checkpoints && batch % 3 == 1 {
             sql.push_str("PRAGMA wal_checkpoint(PASSIVE);\n");
         }
-        if batch % 20 == 10 {
+        if checkpoints && batch % 20 == 10 {
             sql.push_str("PRAGMA wal_checkpoint(RESTART);\n");
         }
         sql.push_str("SELECT 'done', count(*) FROM done;");
@@ -603,7 +615,9 @@ fn stock_bank_reader(
     Ok(checked)
 }
 
-fn bank(mode: Mode) {
+/// `checkpoints`: whether every process checkpoints now and then (explicitly and
+/// automatically) or none does, so that the WAL only grows.
+fn bank(mode: Mode, checkpoints: bool) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("bank.db");
     // The filler spreads the accounts over several pages, so a transfer and a sum touch
@@ -632,6 +646,9 @@ fn bank(mode: Mode) {
         ".timeout 30000\nSELECT 'ready';\nPRAGMA synchronous={};\n",
         sync_for(mode)
     );
+    if !checkpoints {
+        script.push_str("PRAGMA wal_autocheckpoint=0;\n");
+    }
     let mut rng = Rng::new(STOCK_WRITER_SEED);
     for i in 0..STOCK_TRANSFERS {
         let (from, to, amount) = draw_transfer(&mut rng);
@@ -642,10 +659,10 @@ fn bank(mode: Mode) {
             "BEGIN IMMEDIATE;\nUPDATE accounts SET balance = balance - {amount} WHERE id = {from};\n\
              UPDATE accounts SET balance = balance + {amount} WHERE id = {to};\nCOMMIT;\n"
         ));
-        if i % 100 == 30 {
+        if checkpoints && i % 100 == 30 {
             script.push_str("PRAGMA wal_checkpoint(PASSIVE);\n");
         }
-        if i % 500 == 300 {
+        if checkpoints && i % 500 == 300 {
             script.push_str("PRAGMA wal_checkpoint(RESTART);\n");
         }
     }
@@ -656,6 +673,7 @@ fn bank(mode: Mode) {
             format!("db={}", db.display()),
             format!("mode={}", mode.pragma()),
             format!("sync={}", sync_for(mode)),
+            format!("checkpoints={}", if checkpoints { "on" } else { "off" }),
         ];
         args.extend_from_slice(extra);
         args
@@ -674,7 +692,7 @@ fn bank(mode: Mode) {
     let abort = Arc::new(AtomicBool::new(false));
     let stock_reader = {
         let (db, abort) = (db.clone(), abort.clone());
-        std::thread::spawn(move || stock_bank_reader(&db, total, 2, &abort))
+        std::thread::spawn(move || stock_bank_reader(&db, total, 2, checkpoints, &abort))
     };
     let ours_writer = spawn_torture(
         "bank-write",
@@ -690,7 +708,7 @@ fn bank(mode: Mode) {
     let stock_writer = spawn_stock_script(&db, &script, "bank writer");
     let ours_writer = await_line(ours_writer, |line| line == "ready");
     let stock_writer = await_line(stock_writer, |line| line == "ready");
-    gate.open();
+    let keeper = gate.open();
 
     let ours_writer_what = ours_writer.what().to_string();
     let ours_writer_out = ours_writer.wait();
@@ -717,6 +735,22 @@ fn bank(mode: Mode) {
         String::from_utf8_lossy(&ours_reader_out.stdout).trim(),
     );
 
+    if !checkpoints {
+        // Nothing checkpointed, so the WAL was never restarted: it holds every frame.
+        let wal_bytes = std::fs::metadata(format!("{}-wal", db.display()))
+            .map(|m| m.len())
+            .unwrap_or(0);
+        // (`keeper` is still open, so no process has checkpointed the WAL on close.)
+        let frames =
+            wal_bytes.saturating_sub(WAL_HEADER_BYTES) / (WAL_FRAME_HEADER_BYTES + PAGE_BYTES);
+        eprintln!("bank {mode:?} without checkpoints: {frames} WAL frames");
+        assert!(
+            frames > FRAMES_IN_FIRST_SHM_REGION,
+            "expected the WAL to outgrow the first WAL-index region ({FRAMES_IN_FIRST_SHM_REGION} \
+             frames); it has {frames} frames ({wal_bytes} bytes)"
+        );
+    }
+    drop(keeper);
     let expected_rows: String = (1..=ACCOUNTS as usize)
         .map(|id| format!("{id}|{}\n", expected[id]))
         .collect();
@@ -746,12 +780,19 @@ fn bank(mode: Mode) {
 
 #[test]
 fn bank_snapshots_mixed_processes_rollback() {
-    bank(Mode::Rollback);
+    bank(Mode::Rollback, true);
 }
 
 #[test]
 fn bank_snapshots_mixed_processes_wal() {
-    bank(Mode::Wal);
+    bank(Mode::Wal, true);
+}
+
+/// WAL mode with no checkpoints at all: the WAL grows past 4062 frames, so the WAL index
+/// spans several 32 KiB shm regions that both implementations map and extend.
+#[test]
+fn bank_snapshots_wal_index_spanning_shm_regions() {
+    bank(Mode::Wal, false);
 }
 
 // ---------------------------------------------------------------------------------------
