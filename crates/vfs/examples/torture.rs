@@ -425,21 +425,17 @@ fn bank_read(args: &Args) -> Result<(), Failure> {
 /// now and then, so kills land in every phase of a write.
 fn crash_writer(args: &Args) -> Result<(), Failure> {
     let conn = open(args)?;
+    // A tiny page cache makes the big transactions spill dirty pages into the database
+    // before COMMIT (rollback mode: EXCLUSIVE lock and a journal sync mid-transaction).
+    conn.execute_batch("PRAGMA cache_size=16")?;
     let started = Instant::now();
     let mut stdout = std::io::stdout().lock();
     let mut seq: i64 =
         conn.query_row("SELECT coalesce(max(seq), 0) FROM seqs", [], |r| r.get(0))?;
     loop {
         seq += 1;
-        retry_busy(&conn, started, |conn| {
-            conn.execute_batch("BEGIN IMMEDIATE")?;
-            conn.execute(
-                "INSERT INTO seqs(seq, pad) VALUES (?1, randomblob(?2))",
-                params![seq, 100 + (seq * 7919) % 5000],
-            )?;
-            conn.execute("UPDATE meta SET writes = writes + 1, last = ?1", [seq])?;
-            Ok(conn.execute_batch("COMMIT")?)
-        })?;
+        let sql = crash_transaction_sql(seq);
+        retry_busy(&conn, started, |conn| Ok(conn.execute_batch(&sql)?))?;
         writeln!(stdout, "{seq}")
             .and_then(|()| stdout.flush())
             .map_err(|e| format!("writing to stdout: {e}"))?;
@@ -447,4 +443,28 @@ fn crash_writer(args: &Args) -> Result<(), Failure> {
             checkpoint(&conn, "PASSIVE")?;
         }
     }
+}
+
+/// Transaction number `seq` of the crash writers. `tests/crash.rs` has the same function
+/// (for the stock shell and the survivor connections); keep them identical. Every eighth
+/// transaction adds 120 rows of ~1 KiB to `bulk` (seq ≡ 3) or deletes them all (seq ≡ 7),
+/// which with auto_vacuum=FULL shrinks the file (xTruncate) in the same transaction.
+fn crash_transaction_sql(seq: i64) -> String {
+    let bulk = match seq % 8 {
+        3 => {
+            "INSERT INTO bulk(pad) SELECT randomblob(900) FROM \
+             (WITH RECURSIVE k(i) AS (VALUES (1) UNION ALL SELECT i + 1 FROM k WHERE i < 120) \
+             SELECT i FROM k);\n"
+        }
+        7 => "DELETE FROM bulk;\n",
+        _ => "",
+    };
+    format!(
+        "BEGIN IMMEDIATE;\n\
+         INSERT INTO seqs(seq, pad) VALUES ({seq}, randomblob({}));\n\
+         {bulk}\
+         UPDATE meta SET writes = writes + 1, last = {seq};\n\
+         COMMIT;\n",
+        100 + (seq * 7919) % 5000
+    )
 }
