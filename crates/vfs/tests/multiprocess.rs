@@ -11,6 +11,7 @@ mod common;
 
 use std::fmt::Debug;
 use std::path::Path;
+use std::process::Output;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -57,7 +58,10 @@ impl StartGate {
 // 1. Mixed writers: no lost update.
 // ---------------------------------------------------------------------------------------
 
-const INCREMENTS_PER_SIDE: u64 = 1500;
+/// The stock shell's increments, and each io_uring child's (two children, so that
+/// io_uring processes also contend with each other).
+const STOCK_INCREMENTS: u64 = 1500;
+const OURS_WRITERS: [(&str, u64); 2] = [("ours-a", 1500), ("ours-b", 750)];
 
 /// Lock-free work between two transactions of a writer, so that the other process finds
 /// the lock free now and then and the commits of both interleave (with SQLite's sleeping
@@ -68,7 +72,7 @@ const STOCK_PACE: &str =
      SELECT count(*) FROM c;\n";
 const OURS_PACE_US: u64 = 1000;
 
-/// A stock shell and an io_uring child increment one counter concurrently. The child
+/// A stock shell and io_uring children increment one counter concurrently. A child
 /// alternates BEGIN IMMEDIATE with deferred read-then-write-absolute transactions (which
 /// lose updates if the locks fail to exclude), retrying on BUSY; the shell uses BEGIN
 /// IMMEDIATE with a busy timeout. Every increment is also logged, so a lost or doubled
@@ -82,54 +86,72 @@ fn mixed_writers(mode: Mode) {
         ".timeout 30000\nSELECT 'ready';\nPRAGMA synchronous={};\n",
         sync_for(mode)
     );
-    for i in 0..INCREMENTS_PER_SIDE {
+    for i in 0..STOCK_INCREMENTS {
         script.push_str(STOCK_PACE);
         script.push_str(&format!(
             "BEGIN IMMEDIATE;\nUPDATE counter SET n = n + 1 WHERE id = 1;\n\
              INSERT INTO log(who, seq) VALUES ('stock', {i});\nCOMMIT;\n"
         ));
     }
-    // Start both writers together: hold the database lock until both have started and
-    // said so, so neither gets a head start of hundreds of transactions.
+    // Start the writers together: hold the database lock until all have started and
+    // said so, so none gets a head start of hundreds of transactions.
     let gate = StartGate::close(&db);
-    let ours = spawn_torture(
-        "increment",
-        &[
-            format!("db={}", db.display()),
-            format!("mode={}", mode.pragma()),
-            format!("sync={}", sync_for(mode)),
-            format!("count={INCREMENTS_PER_SIDE}"),
-            "tag=ours".to_string(),
-            "busy=spin".to_string(),
-            format!("pace_us={OURS_PACE_US}"),
-        ],
-    );
+    let ours: Vec<Guard> = OURS_WRITERS
+        .iter()
+        .map(|(tag, count)| {
+            spawn_torture(
+                "increment",
+                &[
+                    format!("db={}", db.display()),
+                    format!("mode={}", mode.pragma()),
+                    format!("sync={}", sync_for(mode)),
+                    format!("count={count}"),
+                    format!("tag={tag}"),
+                    "busy=spin".to_string(),
+                    format!("pace_us={OURS_PACE_US}"),
+                ],
+            )
+        })
+        .collect();
     let stock = spawn_stock_script(&db, &script, "incrementing writer");
-    let ours = await_line(ours, |line| line == "ready");
+    let ours: Vec<Started> = ours
+        .into_iter()
+        .map(|child| await_line(child, |line| line == "ready"))
+        .collect();
     let stock = await_line(stock, |line| line == "ready");
     gate.open();
     let stock_out = stock.wait();
-    let ours_what = ours.what().to_string();
-    let ours_out = ours.wait();
+    let ours_out: Vec<(String, Output)> = ours
+        .into_iter()
+        .map(|child| (child.what().to_string(), child.wait()))
+        .collect();
     expect_success("stock sqlite3 incrementing writer", &stock_out);
-    expect_success(&ours_what, &ours_out);
-    eprintln!(
-        "mixed writers {mode:?}: io_uring child: {}",
-        String::from_utf8_lossy(&ours_out.stdout).trim()
-    );
+    let mut children_said = String::new();
+    for (what, output) in &ours_out {
+        expect_success(what, output);
+        children_said.push_str(&format!(
+            "{what}: {}\n",
+            String::from_utf8_lossy(&output.stdout)
+                .trim()
+                .replace('\n', " ")
+        ));
+    }
+    eprint!("mixed writers {mode:?}:\n{children_said}");
 
-    let total = 2 * INCREMENTS_PER_SIDE;
-    let last = INCREMENTS_PER_SIDE - 1;
-    let expected = format!(
-        "{total}\nours|{INCREMENTS_PER_SIDE}|0|{last}\nstock|{INCREMENTS_PER_SIDE}|0|{last}\n"
-    );
+    let mut writers: Vec<(&str, u64)> = OURS_WRITERS.to_vec();
+    writers.push(("stock", STOCK_INCREMENTS));
+    writers.sort();
+    let total: u64 = writers.iter().map(|(_, count)| count).sum();
+    let mut expected = format!("{total}\n");
+    for (tag, count) in &writers {
+        expected.push_str(&format!("{tag}|{count}|0|{}\n", count - 1));
+    }
     let query = "SELECT n FROM counter;\n\
                  SELECT who, count(*), min(seq), max(seq) FROM log GROUP BY who ORDER BY who;";
     assert_eq!(
         stock_ok(&db, query),
         expected,
-        "final counter/log as read by stock sqlite3 ({mode:?}); child said: {}",
-        String::from_utf8_lossy(&ours_out.stdout)
+        "final counter/log as read by stock sqlite3 ({mode:?}); children said:\n{children_said}"
     );
     let conn = open_ours(&db);
     let n: i64 = conn
@@ -143,7 +165,7 @@ fn mixed_writers(mode: Mode) {
         (total as i64, total as i64),
         "final counter and log rows as read through io_uring ({mode:?})"
     );
-    // How finely the two writers interleaved (reported, not asserted: it is timing).
+    // How finely the writers interleaved (reported, not asserted: it is timing).
     let switches: i64 = conn
         .query_row(
             "SELECT count(*) FROM log a JOIN log b ON b.rowid = a.rowid + 1 WHERE a.who <> b.who",
