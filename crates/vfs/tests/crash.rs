@@ -229,6 +229,8 @@ fn run_and_kill(
             .parse::<i64>()
             .is_ok()
     });
+    // The kill moment (seeded): this sleep picks where in the write loop the crash lands;
+    // nothing waits on it, and every outcome is checked, whatever the moment.
     std::thread::sleep(Duration::from_millis(
         rng.range(KILL_AFTER_MS.0, KILL_AFTER_MS.1),
     ));
@@ -288,11 +290,6 @@ fn crash_rounds(mode: Mode, seed: u64) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("crash.db");
     create_crash_db(&db, mode);
-    assert_eq!(
-        stock_ok(&db, "PRAGMA auto_vacuum;"),
-        "1\n",
-        "auto_vacuum=FULL in effect"
-    );
     let (journal, wal) = journal_paths(&db);
     let mut rng = Rng::new(seed);
     let mut committed = 0i64;
