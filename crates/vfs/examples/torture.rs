@@ -10,7 +10,8 @@
 //! torture bank-read    db=PATH mode=… total=T accounts=A writers=W seed=S
 //! torture crash-writer db=PATH mode=… sync=full
 //!
-//! Every command also takes mmap=BYTES (PRAGMA mmap_size).
+//! Every command also takes mmap=BYTES (PRAGMA mmap_size) and checkpoints=off (no
+//! explicit or automatic WAL checkpoints).
 //! ```
 //!
 //! Failures go to stderr with exit status 1; a broken invariant is exit status 2. The
@@ -142,6 +143,10 @@ fn open(args: &Args) -> Result<Connection, Failure> {
         // cache: a stale mapping would show up as a broken invariant.
         conn.query_row(&format!("PRAGMA mmap_size={bytes}"), [], |_| Ok(()))?;
     }
+    if !checkpoints_on(args) {
+        // Let the WAL grow without bound (the WAL index then spans several shm regions).
+        conn.query_row("PRAGMA wal_autocheckpoint=0", [], |_| Ok(()))?;
+    }
     if args.get("busy").unwrap_or("timeout") == "spin" {
         conn.busy_handler(Some(spin_busy_handler))?;
     }
@@ -260,6 +265,11 @@ impl Rng {
     }
 }
 
+/// `checkpoints=off`: no explicit checkpoints and no automatic ones.
+fn checkpoints_on(args: &Args) -> bool {
+    args.get("checkpoints").unwrap_or("on") != "off"
+}
+
 fn checkpoint(conn: &Connection, kind: &str) -> Result<(), Failure> {
     // The result row (busy, log, checkpointed) is not an error when busy=1: another
     // connection was in the way, which is normal under load.
@@ -277,6 +287,7 @@ fn bank_write(args: &Args) -> Result<(), Failure> {
     let mut rng = Rng(args.num("seed")?);
     let accounts: i64 = conn.query_row("SELECT count(*) FROM accounts", [], |r| r.get(0))?;
     let pace_us = args.num("pace_us").unwrap_or(0);
+    let checkpoints = checkpoints_on(args);
     let started = Instant::now();
     let mut retries = 0;
     for i in 0..count {
@@ -315,10 +326,10 @@ fn bank_write(args: &Args) -> Result<(), Failure> {
             }
             Ok(conn.execute_batch("COMMIT")?)
         })?;
-        if i % 97 == 50 {
+        if checkpoints && i % 97 == 50 {
             checkpoint(&conn, "PASSIVE")?;
         }
-        if i % 389 == 200 {
+        if checkpoints && i % 389 == 200 {
             checkpoint(&conn, "RESTART")?;
         }
     }
@@ -342,6 +353,7 @@ fn bank_read(args: &Args) -> Result<(), Failure> {
     let accounts = args.num("accounts")? as i64;
     let writers = args.num("writers")? as i64;
     let mut rng = Rng(args.num("seed")?);
+    let checkpoints = checkpoints_on(args);
     let started = Instant::now();
     let mut reads = 0u64;
     loop {
@@ -388,10 +400,10 @@ fn bank_read(args: &Args) -> Result<(), Failure> {
                 seen.1
             )));
         }
-        if reads % 50 == 25 {
+        if checkpoints && reads % 50 == 25 {
             checkpoint(&conn, "PASSIVE")?;
         }
-        if reads % 300 == 150 {
+        if checkpoints && reads % 300 == 150 {
             checkpoint(&conn, "RESTART")?;
         }
         if finished >= writers {
@@ -413,21 +425,17 @@ fn bank_read(args: &Args) -> Result<(), Failure> {
 /// now and then, so kills land in every phase of a write.
 fn crash_writer(args: &Args) -> Result<(), Failure> {
     let conn = open(args)?;
+    // A tiny page cache makes the big transactions spill dirty pages into the database
+    // before COMMIT (rollback mode: EXCLUSIVE lock and a journal sync mid-transaction).
+    conn.execute_batch("PRAGMA cache_size=16")?;
     let started = Instant::now();
     let mut stdout = std::io::stdout().lock();
     let mut seq: i64 =
         conn.query_row("SELECT coalesce(max(seq), 0) FROM seqs", [], |r| r.get(0))?;
     loop {
         seq += 1;
-        retry_busy(&conn, started, |conn| {
-            conn.execute_batch("BEGIN IMMEDIATE")?;
-            conn.execute(
-                "INSERT INTO seqs(seq, pad) VALUES (?1, randomblob(?2))",
-                params![seq, 100 + (seq * 7919) % 5000],
-            )?;
-            conn.execute("UPDATE meta SET writes = writes + 1, last = ?1", [seq])?;
-            Ok(conn.execute_batch("COMMIT")?)
-        })?;
+        let sql = crash_transaction_sql(seq);
+        retry_busy(&conn, started, |conn| Ok(conn.execute_batch(&sql)?))?;
         writeln!(stdout, "{seq}")
             .and_then(|()| stdout.flush())
             .map_err(|e| format!("writing to stdout: {e}"))?;
@@ -435,4 +443,28 @@ fn crash_writer(args: &Args) -> Result<(), Failure> {
             checkpoint(&conn, "PASSIVE")?;
         }
     }
+}
+
+/// Transaction number `seq` of the crash writers. `tests/crash.rs` has the same function
+/// (for the stock shell and the survivor connections); keep them identical. Every eighth
+/// transaction adds 120 rows of ~1 KiB to `bulk` (seq ≡ 3) or deletes them all (seq ≡ 7),
+/// which with auto_vacuum=FULL shrinks the file (xTruncate) in the same transaction.
+fn crash_transaction_sql(seq: i64) -> String {
+    let bulk = match seq % 8 {
+        3 => {
+            "INSERT INTO bulk(pad) SELECT randomblob(900) FROM \
+             (WITH RECURSIVE k(i) AS (VALUES (1) UNION ALL SELECT i + 1 FROM k WHERE i < 120) \
+             SELECT i FROM k);\n"
+        }
+        7 => "DELETE FROM bulk;\n",
+        _ => "",
+    };
+    format!(
+        "BEGIN IMMEDIATE;\n\
+         INSERT INTO seqs(seq, pad) VALUES ({seq}, randomblob({}));\n\
+         {bulk}\
+         UPDATE meta SET writes = writes + 1, last = {seq};\n\
+         COMMIT;\n",
+        100 + (seq * 7919) % 5000
+    )
 }

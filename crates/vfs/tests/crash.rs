@@ -25,9 +25,24 @@ use rusqlite::Connection;
 
 const SCHEMA: &str = "
     CREATE TABLE seqs(seq INTEGER PRIMARY KEY, pad BLOB NOT NULL);
+    CREATE TABLE bulk(id INTEGER PRIMARY KEY, pad BLOB NOT NULL);
     CREATE TABLE meta(writes INTEGER NOT NULL, last INTEGER NOT NULL);
     INSERT INTO meta VALUES (0, 0);
 ";
+/// Creates the database with auto_vacuum=FULL (which must precede everything else, even
+/// the switch to WAL, which writes the first page).
+fn create_crash_db(db: &Path, mode: Mode) {
+    open_ours(db)
+        .execute_batch("PRAGMA auto_vacuum=FULL;")
+        .unwrap();
+    create_db(db, mode, SCHEMA);
+    assert_eq!(
+        stock_ok(db, "PRAGMA auto_vacuum;"),
+        "1\n",
+        "auto_vacuum=FULL in effect"
+    );
+}
+
 /// Rounds with our VFS as the writer; the opener alternates stock / ours.
 const OURS_WRITER_ROUNDS: usize = 25;
 /// Rounds with the stock shell as the writer and our VFS recovering.
@@ -51,10 +66,45 @@ struct State {
     max: i64,
     writes: i64,
     last: i64,
+    bulk: i64,
 }
 
 const STATE_SQL: &str = "SELECT count(*), coalesce(max(seq), 0), \
-     (SELECT writes FROM meta), (SELECT last FROM meta) FROM seqs";
+     (SELECT writes FROM meta), (SELECT last FROM meta), (SELECT count(*) FROM bulk) \
+     FROM seqs";
+
+/// Rows in `bulk` after transaction `last` (see [`crash_transaction_sql`]).
+fn expected_bulk(last: i64) -> i64 {
+    if (3..=6).contains(&(last % 8)) && last >= 3 {
+        120
+    } else {
+        0
+    }
+}
+
+/// Transaction number `seq` of the crash writers; `examples/torture.rs` has the same
+/// function for the io_uring child; keep them identical. Every eighth transaction adds
+/// 120 rows of ~1 KiB to `bulk` (seq ≡ 3) or deletes them all (seq ≡ 7), which with
+/// auto_vacuum=FULL shrinks the file (xTruncate) in the same transaction.
+fn crash_transaction_sql(seq: i64) -> String {
+    let bulk = match seq % 8 {
+        3 => {
+            "INSERT INTO bulk(pad) SELECT randomblob(900) FROM \
+             (WITH RECURSIVE k(i) AS (VALUES (1) UNION ALL SELECT i + 1 FROM k WHERE i < 120) \
+             SELECT i FROM k);\n"
+        }
+        7 => "DELETE FROM bulk;\n",
+        _ => "",
+    };
+    format!(
+        "BEGIN IMMEDIATE;\n\
+         INSERT INTO seqs(seq, pad) VALUES ({seq}, randomblob({}));\n\
+         {bulk}\
+         UPDATE meta SET writes = writes + 1, last = {seq};\n\
+         COMMIT;\n",
+        100 + (seq * 7919) % 5000
+    )
+}
 
 /// Parses the stock shell's output of `PRAGMA integrity_check; STATE_SQL`.
 fn parse_stock_state(out: &str) -> State {
@@ -64,7 +114,7 @@ fn parse_stock_state(out: &str) -> State {
         .map(|line| line.split('|').filter_map(|f| f.parse().ok()).collect())
         .unwrap_or_default();
     assert!(
-        lines.len() == 2 && numbers.len() == 4,
+        lines.len() == 2 && numbers.len() == 5,
         "unexpected output of stock sqlite3 reading the state: {out:?}"
     );
     State {
@@ -73,6 +123,7 @@ fn parse_stock_state(out: &str) -> State {
         max: numbers[1],
         writes: numbers[2],
         last: numbers[3],
+        bulk: numbers[4],
     }
 }
 
@@ -80,9 +131,9 @@ fn read_state_ours(conn: &Connection) -> State {
     let integrity: String = conn
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .unwrap_or_else(|e| panic!("io_uring integrity_check after a crash: {e}"));
-    let (count, max, writes, last) = conn
+    let (count, max, writes, last, bulk) = conn
         .query_row(STATE_SQL, [], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
         })
         .unwrap_or_else(|e| panic!("io_uring read after a crash: {e}"));
     State {
@@ -91,6 +142,7 @@ fn read_state_ours(conn: &Connection) -> State {
         max,
         writes,
         last,
+        bulk,
     }
 }
 
@@ -134,6 +186,14 @@ fn check_state(state: &State, last_reported: i64, context: &dyn Fn() -> String) 
         state.max,
         context()
     );
+    assert_eq!(
+        state.bulk,
+        expected_bulk(state.max),
+        "after recovery the big transactions must be all or nothing: bulk rows after \
+         transaction {}\n{}",
+        state.max,
+        context()
+    );
 }
 
 /// Spawns a writer of `side` continuing after `committed`, lets it commit at least once,
@@ -145,6 +205,7 @@ fn run_and_kill(
     side: Side,
     committed: i64,
     rng: &mut Rng,
+    mmap: bool,
     context: &str,
 ) -> (Output, String, i64) {
     let writer = match side {
@@ -154,6 +215,7 @@ fn run_and_kill(
                 format!("db={}", db.display()),
                 format!("mode={}", mode.pragma()),
                 "sync=full".to_string(),
+                format!("mmap={}", if mmap { 16 << 20 } else { 0 }),
             ],
         ),
         Side::Stock => spawn_stock_script(db, &stock_writer_script(committed + 1), "crash writer"),
@@ -167,6 +229,8 @@ fn run_and_kill(
             .parse::<i64>()
             .is_ok()
     });
+    // The kill moment (seeded): this sleep picks where in the write loop the crash lands;
+    // nothing waits on it, and every outcome is checked, whatever the moment.
     std::thread::sleep(Duration::from_millis(
         rng.range(KILL_AFTER_MS.0, KILL_AFTER_MS.1),
     ));
@@ -225,7 +289,7 @@ struct Tally {
 fn crash_rounds(mode: Mode, seed: u64) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("crash.db");
-    create_db(&db, mode, SCHEMA);
+    create_crash_db(&db, mode);
     let (journal, wal) = journal_paths(&db);
     let mut rng = Rng::new(seed);
     let mut committed = 0i64;
@@ -247,8 +311,15 @@ fn crash_rounds(mode: Mode, seed: u64) {
             "{mode:?} round {round} (writer {writer_side:?}, recovery by {opener:?}, \
              {committed} rows before the round)"
         );
-        let (output, what, last_reported) =
-            run_and_kill(&db, mode, writer_side, committed, &mut rng, &label);
+        let (output, what, last_reported) = run_and_kill(
+            &db,
+            mode,
+            writer_side,
+            committed,
+            &mut rng,
+            round % 4 >= 2,
+            &label,
+        );
         let context = || format!("{label}\n{}", describe(&what, &output));
 
         let slot = (opener == Side::Ours) as usize;
@@ -289,16 +360,11 @@ fn crash_rounds(mode: Mode, seed: u64) {
 /// The stock shell's version of `torture crash-writer`: the same transactions, numbered
 /// from `first`, each followed by a line printed after its COMMIT returned.
 fn stock_writer_script(first: i64) -> String {
-    let mut script = String::from(".timeout 10000\nPRAGMA synchronous=FULL;\n");
+    let mut script =
+        String::from(".timeout 10000\nPRAGMA synchronous=FULL;\nPRAGMA cache_size=16;\n");
     for seq in first..first + 5000 {
-        script.push_str(&format!(
-            "BEGIN IMMEDIATE;\n\
-             INSERT INTO seqs(seq, pad) VALUES ({seq}, randomblob({}));\n\
-             UPDATE meta SET writes = writes + 1, last = {seq};\n\
-             COMMIT;\n\
-             SELECT 'committed', {seq};\n",
-            100 + (seq * 7919) % 5000
-        ));
+        script.push_str(&crash_transaction_sql(seq));
+        script.push_str(&format!("SELECT 'committed', {seq};\n"));
         if seq % 16 == 0 {
             script.push_str("PRAGMA wal_checkpoint(PASSIVE);\n");
         }
@@ -326,10 +392,7 @@ impl Survivor {
     }
 
     fn append(&mut self, seq: i64) {
-        let sql = format!(
-            "BEGIN IMMEDIATE;\nINSERT INTO seqs(seq, pad) VALUES ({seq}, randomblob(700));\n\
-             UPDATE meta SET writes = writes + 1, last = {seq};\nCOMMIT;"
-        );
+        let sql = crash_transaction_sql(seq);
         match self {
             Survivor::Stock(session) => {
                 session.run_ok(&sql);
@@ -344,15 +407,22 @@ impl Survivor {
 fn crash_with_survivor(mode: Mode, seed: u64) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("survivor.db");
-    create_db(&db, mode, SCHEMA);
+    create_crash_db(&db, mode);
     let mut rng = Rng::new(seed);
     let mut committed = 0i64;
     for survivor_side in [Side::Stock, Side::Ours] {
         let mut survivor = match survivor_side {
-            Side::Stock => Survivor::Stock(StockSession::start(&db, 10_000)),
+            Side::Stock => {
+                let mut session = StockSession::start(&db, 10_000);
+                session.run_ok("PRAGMA cache_size=16;");
+                Survivor::Stock(session)
+            }
             Side::Ours => {
                 let conn = open_ours(&db);
                 conn.busy_timeout(Duration::from_secs(10)).unwrap();
+                // Reads through mmap, while other processes change and shrink the file.
+                conn.execute_batch("PRAGMA cache_size=16; PRAGMA mmap_size=16777216;")
+                    .unwrap();
                 Survivor::Ours(conn)
             }
         };
@@ -367,8 +437,15 @@ fn crash_with_survivor(mode: Mode, seed: u64) {
                 "{mode:?} survivor {survivor_side:?} round {round} (writer {writer_side:?}, \
                  {committed} rows before the round)"
             );
-            let (output, what, last_reported) =
-                run_and_kill(&db, mode, writer_side, committed, &mut rng, &label);
+            let (output, what, last_reported) = run_and_kill(
+                &db,
+                mode,
+                writer_side,
+                committed,
+                &mut rng,
+                round % 2 == 1,
+                &label,
+            );
             let context = || format!("{label}\n{}", describe(&what, &output));
             let state = survivor.state();
             check_state(&state, last_reported, &context);
