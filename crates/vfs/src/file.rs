@@ -95,6 +95,8 @@ pub(crate) struct File {
     last_write_len: usize,
     write_behind: bool,
     sync_plan: SyncPlan,
+    /// A main database: SQLite's locks live on it (see `lock::close_preserving_process_locks`).
+    carries_locks: bool,
     /// The last write was a WAL commit-frame header: its page must be flushed at once.
     commit_frame_pending: bool,
     /// Between SQLITE_FCNTL_CKPT_START and CKPT_DONE: writes go straight through.
@@ -500,6 +502,7 @@ impl File {
             id: NEXT_FILE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             fd,
             is_wal: file_type & SQLITE_OPEN_WAL != 0,
+            carries_locks: file_type & SQLITE_OPEN_MAIN_DB != 0,
             is_journal: file_type & (SQLITE_OPEN_MAIN_JOURNAL | SQLITE_OPEN_TEMP_JOURNAL) != 0,
             last_write_end: -1,
             last_write_len: 0,
@@ -1007,8 +1010,12 @@ impl Drop for File {
         self.mmap.unmap();
         self.shm = None;
         if self.fd >= 0 {
-            // SAFETY: we own the fd. Closing our description releases only our OFD locks.
-            unsafe { libc::close(self.fd) };
+            if self.carries_locks {
+                crate::lock::close_preserving_process_locks(self.fd);
+            } else {
+                // SAFETY: we own the fd; nobody locks journals, WALs or temp files.
+                unsafe { libc::close(self.fd) };
+            }
             self.fd = -1;
         }
     }

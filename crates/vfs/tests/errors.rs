@@ -226,7 +226,9 @@ fn fork_child_uses_its_own_ring() {
     let parent_db = dir.path().join("parent.db");
     let child_db = dir.path().join("child.db");
     let parent = open(&parent_db, "io_uring");
-    parent.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES(1);").unwrap();
+    parent
+        .execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES(1);")
+        .unwrap();
     // SAFETY: the child only opens its own connection, writes, and _exits.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork failed");
@@ -247,10 +249,16 @@ fn fork_child_uses_its_own_ring() {
     let mut status = 0;
     // SAFETY: waiting for our own child.
     unsafe { libc::waitpid(pid, &mut status, 0) };
-    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child status {status}");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "child status {status}"
+    );
     // The parent's ring still works after the child used its own.
     parent.execute_batch("INSERT INTO t VALUES(2);").unwrap();
     assert_eq!(rows(&parent, "SELECT sum(x) FROM t"), vec!["3"]);
     integrity_ok(&open(&child_db, "io_uring"));
-    assert_eq!(rows(&open(&child_db, "io_uring"), "SELECT count(*) FROM c"), vec!["500"]);
+    assert_eq!(
+        rows(&open(&child_db, "io_uring"), "SELECT count(*) FROM c"),
+        vec!["500"]
+    );
 }

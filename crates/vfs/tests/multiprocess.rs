@@ -1019,7 +1019,6 @@ const SAME_PROCESS_BUG: &str = "VFS bug: closing an io_uring connection drops th
      POSIX locks held by the same process (File::drop/Shm::drop close unconditionally)";
 
 #[test]
-#[ignore = "VFS bug: closing an io_uring connection drops the unix VFS's POSIX locks held by the same process"]
 fn same_process_unix_vfs_lock_survives_io_uring_close_rollback() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("mixed-in-process.db");
@@ -1055,7 +1054,6 @@ fn same_process_unix_vfs_lock_survives_io_uring_close_rollback() {
 }
 
 #[test]
-#[ignore = "VFS bug: closing an io_uring connection drops the unix VFS's POSIX locks held by the same process"]
 fn same_process_unix_vfs_commit_visible_after_io_uring_close_wal() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("mixed-in-process-wal.db");
