@@ -255,16 +255,14 @@ impl File {
         let mut engine = vfs.engine.clone();
         match param(c"uring_backend").as_deref() {
             None => {}
-            Some("io_uring") => {
-                if !matches!(engine, EngineKind::Fault(_)) {
-                    engine = EngineKind::IoUring
-                }
+            // A fault-injecting VFS keeps its engine: the test decides.
+            Some("io_uring") if !matches!(engine, EngineKind::Fault(_)) => {
+                engine = EngineKind::IoUring
             }
-            Some("syscall") => {
-                if !matches!(engine, EngineKind::Fault(_)) {
-                    engine = EngineKind::Syscall
-                }
+            Some("syscall") if !matches!(engine, EngineKind::Fault(_)) => {
+                engine = EngineKind::Syscall
             }
+            Some("io_uring" | "syscall") => {}
             Some(other) => {
                 return Err(format!(
                     "uring_backend={other} is not valid; use io_uring or syscall"
@@ -791,7 +789,7 @@ impl File {
             if target > st.st_size {
                 // Write one byte at the end of every block of the new region, then at the
                 // new end, like os_unix.c does without posix_fallocate.
-                let block = (st.st_blksize as i64).max(512);
+                let block = st.st_blksize.max(512);
                 let mut pieces = Vec::new();
                 let mut at = (st.st_size / block) * block + block - 1;
                 while at < target + block - 1 {

@@ -58,7 +58,7 @@ fn fork_generation() -> u64 {
 
 enum Slot {
     Uninit,
-    Ready(Ring),
+    Ready(Box<Ring>),
     Failed(String, i32),
 }
 
@@ -93,7 +93,7 @@ fn init_slot(slot: &mut Slot) {
     }
     if matches!(slot, Slot::Uninit) {
         *slot = match Ring::new() {
-            Ok(ring) => Slot::Ready(ring),
+            Ok(ring) => Slot::Ready(Box::new(ring)),
             Err(errno) => Slot::Failed(explain_setup_failure(errno), errno),
         };
     }
