@@ -100,6 +100,12 @@ pub(crate) enum EngineKind {
     Fault(Arc<fault::FaultPlan>),
 }
 
+impl std::fmt::Debug for EngineKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl EngineKind {
     pub(crate) fn name(&self) -> &'static str {
         match self {
