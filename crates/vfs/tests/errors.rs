@@ -149,7 +149,8 @@ fn run_child(test: &str, env: &[(&str, &str)]) -> std::process::Output {
 #[test]
 fn io_uring_unavailable_is_explained_and_fallback_is_opt_in() {
     if std::env::var(CHILD_ENV).is_ok() {
-        // Child: io_uring_setup "fails" with EPERM (SQLITE_URING_SIMULATE_UNAVAILABLE).
+        // Child: io_uring_setup "fails" (SQLITE_URING_SIMULATE_UNAVAILABLE names the errno).
+        let errno = std::env::var("SQLITE_URING_SIMULATE_UNAVAILABLE").unwrap();
         let error = sqlite_uring::register(sqlite_uring::Options::default()).unwrap_err();
         let message = error.to_string();
         assert!(
@@ -157,7 +158,7 @@ fn io_uring_unavailable_is_explained_and_fallback_is_opt_in() {
             "{message}"
         );
         assert!(
-            message.contains("EPERM") && message.contains("Remedy"),
+            message.contains(&errno) && message.contains("Remedy"),
             "{message}"
         );
         let registration = sqlite_uring::register(sqlite_uring::Options {
@@ -167,7 +168,7 @@ fn io_uring_unavailable_is_explained_and_fallback_is_opt_in() {
         })
         .unwrap();
         assert_eq!(registration.backend, sqlite_uring::Backend::Syscall);
-        assert!(registration.fallback_reason.unwrap().contains("EPERM"));
+        assert!(registration.fallback_reason.unwrap().contains(&errno));
         let dir = tempfile::tempdir().unwrap();
         let conn = open(&dir.path().join("fb.db"), "io_uring_fallback");
         conn.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES(1);")
@@ -191,7 +192,7 @@ fn io_uring_unavailable_is_explained_and_fallback_is_opt_in() {
             .unwrap();
         return;
     }
-    for errno in ["EPERM"] {
+    for errno in ["EPERM", "ENOSYS", "ENOMEM"] {
         let output = run_child(
             "io_uring_unavailable_is_explained_and_fallback_is_opt_in",
             &[("SQLITE_URING_SIMULATE_UNAVAILABLE", errno)],
@@ -203,4 +204,62 @@ fn io_uring_unavailable_is_explained_and_fallback_is_opt_in() {
             String::from_utf8_lossy(&output.stderr)
         );
     }
+}
+
+/// A forked child must not submit on the ring it inherited from its parent, nor write the
+/// parent's queued writes a second time.
+#[test]
+fn fork_child_uses_its_own_ring() {
+    if std::env::var(CHILD_ENV).is_err() {
+        // Run in a fresh single-threaded process: fork() from the multi-threaded test
+        // harness would copy only the forking thread.
+        let output = run_child("fork_child_uses_its_own_ring", &[]);
+        assert!(
+            output.status.success() && String::from_utf8_lossy(&output.stdout).contains("1 passed"),
+            "child failed:\n{}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        return;
+    }
+    register();
+    let dir = tempfile::tempdir().unwrap();
+    let parent_db = dir.path().join("parent.db");
+    let child_db = dir.path().join("child.db");
+    let parent = open(&parent_db, "io_uring");
+    parent
+        .execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES(1);")
+        .unwrap();
+    // SAFETY: the child only opens its own connection, writes, and _exits.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let code = std::panic::catch_unwind(|| {
+            let conn = open(&child_db, "io_uring");
+            conn.execute_batch(
+                "CREATE TABLE c(x); WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM n WHERE x<500)
+                 INSERT INTO c SELECT x FROM n;",
+            )
+            .unwrap();
+            assert_eq!(rows(&conn, "SELECT sum(x) FROM c"), vec!["125250"]);
+        })
+        .map_or(1, |()| 0);
+        // SAFETY: leave without running the parent's atexit handlers or test harness.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waiting for our own child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "child status {status}"
+    );
+    // The parent's ring still works after the child used its own.
+    parent.execute_batch("INSERT INTO t VALUES(2);").unwrap();
+    assert_eq!(rows(&parent, "SELECT sum(x) FROM t"), vec!["3"]);
+    integrity_ok(&open(&child_db, "io_uring"));
+    assert_eq!(
+        rows(&open(&child_db, "io_uring"), "SELECT count(*) FROM c"),
+        vec!["500"]
+    );
 }

@@ -202,3 +202,78 @@ fn truncate_error_is_ioerr_truncate() {
         "unexpected row count {remaining}"
     );
 }
+
+/// Write-behind sweep: fail the N-th write (or sync) of the journal, the WAL or the
+/// database, for every N a transaction makes. Whatever the statement returns, the
+/// connection's own view afterwards must equal what a fresh connection reads from disk
+/// (no stale cache), be all-old or all-new, and pass integrity_check.
+#[test]
+fn failing_any_queued_write_never_leaves_a_wrong_view() {
+    for (journal_mode, suffix, op) in [
+        ("delete", "f.db-journal", OpKind::Write),
+        ("delete", "f.db", OpKind::Write),
+        ("delete", "f.db", OpKind::Sync),
+        ("wal", "f.db-wal", OpKind::Write),
+        ("wal", "f.db", OpKind::Write),
+        ("persist", "f.db-journal", OpKind::Write),
+    ] {
+        let name = format!(
+            "fault_sweep_{journal_mode}_{}_{op:?}",
+            suffix.replace('.', "_")
+        );
+        let plan = faulty_vfs(&name, Backend::IoUring);
+        let mut failures_seen = 0;
+        let mut injected_any = false;
+        for skip in 0..40 {
+            let dir = tempfile::tempdir().unwrap();
+            let conn = seeded(dir.path(), &name);
+            conn.execute_batch(&format!(
+                "PRAGMA journal_mode={journal_mode}; PRAGMA cache_size=8;"
+            ))
+            .unwrap();
+            if journal_mode == "wal" {
+                // Frames must reach the database file too: checkpoint inside the sweep.
+                conn.execute_batch("PRAGMA wal_autocheckpoint=3").unwrap();
+            }
+            plan.clear();
+            plan.add(FaultRule {
+                op,
+                path_suffix: Some(suffix.into()),
+                skip,
+                count: 1,
+                kind: FaultKind::Errno(libc::ENOSPC),
+            });
+            let outcome = conn.execute_batch("BEGIN; UPDATE t SET v = v || 'x' WHERE id % 3 = 0; DELETE FROM t WHERE id > 450; COMMIT;");
+            let injected = plan.injected() > 0;
+            plan.clear();
+            let _ = conn.execute_batch("ROLLBACK");
+            let own_view = rows(&conn, "SELECT count(*), sum(v LIKE '%x') FROM t");
+            let fresh = open(&dir.path().join("f.db"), &name);
+            integrity_ok(&fresh);
+            let disk_view = rows(&fresh, "SELECT count(*), sum(v LIKE '%x') FROM t");
+            assert_eq!(
+                own_view, disk_view,
+                "{name} skip {skip}: connection view differs from disk ({outcome:?})"
+            );
+            let expected = if outcome.is_ok() { "450|150" } else { "500|0" };
+            assert!(
+                disk_view == [expected] || (disk_view == ["450|150"] && injected),
+                "{name} skip {skip}: {disk_view:?} after {outcome:?}"
+            );
+            failures_seen += outcome.is_err() as u32;
+            injected_any |= injected;
+            if !injected {
+                break;
+            }
+        }
+        assert!(injected_any, "{name}: no fault was injected");
+        // Database writes in WAL mode happen only in (auto)checkpoints, whose errors SQLite
+        // ignores by design; everywhere else the failure must reach the statement.
+        if !(journal_mode == "wal" && suffix == "f.db") {
+            assert!(
+                failures_seen > 0,
+                "{name}: no injected failure reached SQLite"
+            );
+        }
+    }
+}
