@@ -2,19 +2,22 @@
 
 use clap::Subcommand;
 
+mod io;
+
 #[derive(Subcommand)]
 pub enum BenchCommand {
     /// The 16 classic SQLite speed tests over memory / unix / io_uring and rollback / WAL.
     Speed,
     /// IO models: 1 GiB in 4 KiB writes through blocking write, pwrite threads, io_uring.
-    Io,
+    Io(io::IoArgs),
     /// Files stored in SQLite: blob sizes, commit batching, zstd, backends.
     Blobs,
 }
 
 pub fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
-        BenchCommand::Speed | BenchCommand::Io | BenchCommand::Blobs => {
+        BenchCommand::Io(args) => io::run(args),
+        BenchCommand::Speed | BenchCommand::Blobs => {
             anyhow::bail!("not implemented yet")
         }
     }
