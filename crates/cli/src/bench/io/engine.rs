@@ -232,11 +232,16 @@ fn run_threads(plan: &Plan, method: Method, name: &str, file: &File) -> anyhow::
         line.wait_for(threads as usize);
         let start = Instant::now();
         line.fire(Signal::Go);
+        // First look after 1 ms, then back off to SAMPLE_PERIOD: io-wq workers
+        // appear with the first punted write and stay for the run, so short
+        // runs are caught without polling /proc hard during long ones.
+        let mut period = Duration::from_millis(1);
         while finished.load(Ordering::SeqCst) < threads as usize {
+            std::thread::sleep(period);
             let now = count_io_threads();
             peak.io_wq_workers = peak.io_wq_workers.max(now.io_wq_workers);
             peak.sqpoll = peak.sqpoll.max(now.sqpoll);
-            std::thread::sleep(SAMPLE_PERIOD);
+            period = (period * 2).min(SAMPLE_PERIOD);
         }
         Ok(start)
     })?;

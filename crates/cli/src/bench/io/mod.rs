@@ -34,6 +34,7 @@ pub fn run(args: IoArgs) -> anyhow::Result<()> {
         eprintln!("{warning}");
     }
     let plan = Plan::from_args(&args, engine::dd_available())?;
+    check_export_paths(&args)?;
     let env = EnvInfo::collect(&plan.dir);
     preflight(&plan)?;
 
@@ -163,6 +164,32 @@ fn preflight(plan: &Plan) -> anyhow::Result<()> {
     // unsupported combination fails here, and the file is removed on drop.
     let probe = cleanup::TestFile::new(&plan.dir)?;
     engine::open_test_file(probe.path(), plan)?;
+    Ok(())
+}
+
+/// An export path whose directory is missing would only fail after minutes of
+/// measuring; say so before.
+fn check_export_paths(args: &IoArgs) -> anyhow::Result<()> {
+    let exports = [
+        ("--export-csv", &args.export_csv),
+        ("--export-json", &args.export_json),
+        ("--export-markdown", &args.export_markdown),
+        ("--chart", &args.chart),
+    ];
+    for (flag, path) in exports {
+        let Some(path) = path else { continue };
+        let parent = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        if !parent.is_dir() {
+            bail!(
+                "{flag} {}: directory {} does not exist; create it or choose another path",
+                path.display(),
+                parent.display()
+            );
+        }
+    }
     Ok(())
 }
 

@@ -103,6 +103,7 @@ pub struct MethodSummary {
     pub iops_mean: f64,
     /// Speed-up against the baseline (blocking, else the first method): > 1 is faster.
     pub speedup_vs_baseline: Option<Relative>,
+    pub baseline: String,
     pub io_wq_workers_max: usize,
     pub warnings: Vec<String>,
 }
@@ -134,6 +135,7 @@ pub fn summarize(plan: &Plan, records: &[RunRecord]) -> Vec<MethodSummary> {
                 time_s,
                 throughput_bytes_per_s: throughput,
                 speedup_vs_baseline: None,
+                baseline: String::new(),
                 io_wq_workers_max: runs.iter().map(|r| r.io_wq_workers_max).max().unwrap_or(0),
                 warnings: stats::warnings(&times)
                     .iter()
@@ -146,11 +148,12 @@ pub fn summarize(plan: &Plan, records: &[RunRecord]) -> Vec<MethodSummary> {
         .iter()
         .find(|s| s.kind == "blocking")
         .or_else(|| summaries.first())
-        .map(|s| s.time_s.clone());
-    if let Some(baseline) = baseline {
+        .map(|s| (s.method.clone(), s.time_s.clone()));
+    if let Some((name, baseline)) = baseline {
         for summary in &mut summaries {
             // baseline time / this time: how many times faster than the baseline.
             summary.speedup_vs_baseline = Relative::of(&baseline, &summary.time_s);
+            summary.baseline = name.clone();
         }
     }
     summaries
@@ -199,7 +202,7 @@ const HEADERS: [&str; 9] = [
     "IOPS",
     "min … max time",
     "σ time",
-    "× blocking",
+    "speed-up",
     "iou-wrk",
     "rounds",
 ];
@@ -256,6 +259,12 @@ pub fn summary_table(summaries: &[MethodSummary]) -> String {
 /// Observations a reader needs next to the numbers.
 pub fn notes(plan: &Plan, env: &EnvInfo, summaries: &[MethodSummary]) -> Vec<String> {
     let mut notes = Vec::new();
+    if let Some(first) = summaries.first() {
+        notes.push(format!(
+            "speed-up = mean time of {} / mean time of the method (> 1: faster), ± propagated σ; throughput is the mean of the rounds' bytes/s, in decimal units (1 MB = 10^6 bytes) as the study printed",
+            first.baseline
+        ));
+    }
     if plan.durability == Durability::None && !plan.direct {
         let fits = plan.size_bytes < env.available_memory_bytes;
         notes.push(format!(
@@ -273,7 +282,7 @@ pub fn notes(plan: &Plan, env: &EnvInfo, summaries: &[MethodSummary]) -> Vec<Str
             )
         } else {
             format!(
-                "{mode} io_uring writes ran inline (no iou-wrk worker thread seen, sampled every 20 ms)"
+                "{mode} io_uring writes ran inline (no iou-wrk worker thread seen; sampled from 1 ms into each run, then every 20 ms)"
             )
         });
     }
