@@ -89,7 +89,27 @@ pub fn open_test_file(path: &Path, plan: &Plan) -> anyhow::Result<File> {
             .with_context(|| format!("cannot create the test file {}", path.display()));
     }
     // SAFETY: fd was just opened and is owned by nothing else.
-    Ok(unsafe { File::from_raw_fd(fd) })
+    let file = unsafe { File::from_raw_fd(fd) };
+    if plan.preallocate {
+        preallocate(&file, plan.size_bytes)?;
+    }
+    Ok(file)
+}
+
+/// fallocate(2) mode 0: blocks reserved (unwritten extents), size set; not timed.
+fn preallocate(file: &File, size_bytes: u64) -> anyhow::Result<()> {
+    let Ok(len) = libc::off_t::try_from(size_bytes) else {
+        bail!("--size {size_bytes} is too large for fallocate");
+    };
+    // SAFETY: plain syscall on an open descriptor.
+    if unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len) } != 0 {
+        let error = io::Error::last_os_error();
+        if error.raw_os_error() == Some(libc::EOPNOTSUPP) {
+            bail!("--preallocate: the filesystem of --dir does not support fallocate (EOPNOTSUPP); drop --preallocate");
+        }
+        return Err(error).context("--preallocate: fallocate failed");
+    }
+    Ok(())
 }
 
 /// One run of `method`: returns its time, and leaves the file for the caller to remove.
@@ -368,6 +388,10 @@ pub fn dd_available() -> bool {
 /// The study's control: `dd if=/dev/zero`, with the same block size, O_DIRECT and
 /// durability as the other methods. Timed from spawn to exit (includes exec, ~1 ms).
 fn run_dd(plan: &Plan, path: &Path) -> anyhow::Result<RunOutcome> {
+    if plan.preallocate {
+        // Reserve the blocks outside the clock; dd then must not truncate them away.
+        drop(open_test_file(path, plan)?);
+    }
     let mut command = Command::new("dd");
     command
         .arg("if=/dev/zero")
@@ -377,18 +401,23 @@ fn run_dd(plan: &Plan, path: &Path) -> anyhow::Result<RunOutcome> {
         .arg("iflag=count_bytes")
         .arg("status=none");
     let mut oflags = Vec::new();
+    let mut convs = Vec::new();
     if plan.direct {
         oflags.push("direct");
     }
+    if plan.preallocate {
+        convs.push("notrunc");
+    }
     match plan.durability {
         Durability::None => {}
-        Durability::End => {
-            command.arg("conv=fdatasync");
-        }
+        Durability::End => convs.push("fdatasync"),
         Durability::Each => oflags.push("dsync"),
     }
     if !oflags.is_empty() {
         command.arg(format!("oflag={}", oflags.join(",")));
+    }
+    if !convs.is_empty() {
+        command.arg(format!("conv={}", convs.join(",")));
     }
     command
         .stdin(Stdio::null())

@@ -88,6 +88,7 @@ pub fn run(args: IoArgs) -> anyhow::Result<()> {
         size_bytes: plan.size_bytes,
         block_size_bytes: plan.block_size_bytes,
         direct: plan.direct,
+        preallocate: plan.preallocate,
         durability: plan.durability,
         rounds: plan.rounds,
         seed: plan.seed,

@@ -68,6 +68,11 @@ pub struct IoArgs {
     /// all rings of a run share one poller thread.
     #[arg(long)]
     pub sqpoll: bool,
+    /// Reserve the file's blocks with fallocate(2) before the clock starts (as
+    /// fio does by default), so writes fill allocated space instead of extending
+    /// the file. On ext4 this decides whether O_DIRECT ring writes run in parallel.
+    #[arg(long)]
+    pub preallocate: bool,
     /// After every run, read the file back and check every byte.
     #[arg(long)]
     pub verify: bool,
@@ -218,6 +223,7 @@ pub struct Plan {
     pub durability: Durability,
     pub rounds: u32,
     pub ring: RingFlags,
+    pub preallocate: bool,
     pub verify: bool,
     pub seed: u64,
     /// Methods in the order each round runs them.
@@ -346,6 +352,7 @@ impl Plan {
                 register_files: args.register_files,
                 sqpoll: args.sqpoll,
             },
+            preallocate: args.preallocate,
             verify: args.verify,
             seed: args.seed,
             methods,

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Compare `sqlite-uring bench io` with fio, method by method, in one session.
+
+Usage: python3 crates/cli/src/bench/io/compare_fio.py BINARY DIR [ROUNDS] > table.md
+
+For each scenario (buffered / O_DIRECT appending / O_DIRECT preallocated), each
+round runs the whole sqlite-uring matrix once (one round, interleaved methods),
+then the fio job of each method, so both tools see the same disk conditions.
+fio equivalents: blocking = ioengine=sync; pwrite T = psync with T jobs on
+disjoint offsets of one file (--thread --offset_increment); io_uring refill E =
+ioengine=io_uring iodepth=E (fio reaps one completion when full); io_uring batch
+E = iodepth_batch_submit=E iodepth_batch_complete_min=E. durability end =
+end_fsync=1 (fio counts the fsync in its runtime). Raw numbers go to stderr as JSON.
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+BIN, DIR = sys.argv[1], sys.argv[2]
+ROUNDS = int(sys.argv[3]) if len(sys.argv) > 3 else 3
+
+# (label, sqlite-uring method name stem, threads, entries, strategy)
+METHODS = [
+    ("blocking", "blocking", 1, None, None),
+    ("pwrite, 1 thread", "1_threads_pwrite", 1, None, None),
+    ("pwrite, 10 threads", "10_threads_pwrite", 10, None, None),
+    ("io_uring refill, E=1, 1 thread", "1_threads_io_uring_refill_1_entries", 1, 1, "refill"),
+    ("io_uring batch, E=128, 1 thread", "1_threads_io_uring_batch_128_entries", 1, 128, "batch"),
+    ("io_uring refill, E=128, 1 thread", "1_threads_io_uring_refill_128_entries", 1, 128, "refill"),
+    ("io_uring refill, E=128, 10 threads", "10_threads_io_uring_refill_128_entries", 10, 128, "refill"),
+]
+
+# (name, size, extra sqlite-uring flags, fio flags, register ring resources)
+SCENARIOS = [
+    ("buffered, file grows", "256MiB", [], ["--fallocate=none"], False),
+    ("O_DIRECT, file grows", "128MiB", ["--direct"], ["--direct=1", "--fallocate=none"], True),
+    ("O_DIRECT, preallocated", "128MiB", ["--direct", "--preallocate"], ["--direct=1", "--fallocate=native"], True),
+]
+
+
+def size_bytes(text):
+    units = {"MiB": 1 << 20, "GiB": 1 << 30}
+    for unit, scale in units.items():
+        if text.endswith(unit):
+            return int(text[: -len(unit)]) * scale
+    return int(text)
+
+
+def run_ours(size, flags, registered):
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        cmd = [BIN, "bench", "io", "--dir", DIR, "--size", size, "--rounds", "1",
+               "--methods", "blocking,pwrite,io_uring", "--threads", "1,10",
+               "--entries", "1,128", "--strategy", "batch,refill",
+               "--export-json", out.name] + flags
+        if registered:
+            cmd += ["--register-buffers", "--register-files"]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        report = json.load(open(out.name))[0]
+    return {run["method"]: run["bytes_per_sec"] for run in report["runs"]}
+
+
+def run_fio(size, fio_flags, registered, threads, entries, strategy, label):
+    total = size_bytes(size)
+    path = os.path.join(DIR, "fio-compare.tmp")
+    if os.path.exists(path):
+        os.unlink(path)
+    cmd = ["fio", "--name=w", f"--filename={path}", "--rw=write", "--bs=4k", "--end_fsync=1",
+           "--thread", f"--numjobs={threads}", f"--size={total // threads}",
+           f"--offset_increment={total // threads}", "--group_reporting", "--output-format=json"]
+    if label == "blocking":
+        cmd += ["--ioengine=sync"]
+    elif entries is None:
+        cmd += ["--ioengine=psync"]
+    else:
+        cmd += ["--ioengine=io_uring", f"--iodepth={entries}"]
+        if strategy == "batch":
+            cmd += [f"--iodepth_batch_submit={entries}", f"--iodepth_batch_complete_min={entries}"]
+        if registered:
+            cmd += ["--fixedbufs=1", "--registerfiles=1"]
+    cmd += fio_flags
+    try:
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
+    job = json.loads(out[out.index("{"):])["jobs"][0]
+    return job["write"]["bw_bytes"]
+
+
+def main():
+    raw = []
+    print("| scenario | method | sqlite-uring MB/s | fio MB/s | difference | within 15 % |")
+    print("|---|---|---:|---:|---:|---|")
+    for scenario, size, flags, fio_flags, registered in SCENARIOS:
+        ours = {label: [] for label, *_ in METHODS}
+        theirs = {label: [] for label, *_ in METHODS}
+        for _ in range(ROUNDS):
+            runs = run_ours(size, flags, registered)
+            for label, stem, threads, entries, strategy in METHODS:
+                name = stem + ("_regbuf_regfile" if registered and entries else "")
+                ours[label].append(runs[name])
+                theirs[label].append(run_fio(size, fio_flags, registered, threads, entries, strategy, label))
+        for label, *_ in METHODS:
+            a = statistics.mean(ours[label]) / 1e6
+            b = statistics.mean(theirs[label]) / 1e6
+            diff = (a - b) / b * 100
+            ok = "yes" if abs(diff) <= 15 else "**no**"
+            print(f"| {scenario} ({size}) | {label} | {a:.1f} | {b:.1f} | {diff:+.0f} % | {ok} |", flush=True)
+            raw.append({"scenario": scenario, "size": size, "method": label,
+                        "sqlite_uring_bytes_per_s": ours[label], "fio_bytes_per_s": theirs[label]})
+    json.dump(raw, sys.stderr, indent=1)
+
+
+if __name__ == "__main__":
+    main()
