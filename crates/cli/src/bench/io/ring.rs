@@ -36,19 +36,36 @@ struct Slot {
 
 /// Creates a ring; with SQPOLL, `attach_to` is the ring whose poller thread
 /// is shared, so 100 threads do not spawn 100 busy-polling kernel threads.
+///
+/// Without SQPOLL each ring is created and driven by one thread, so it asks for
+/// what fio asks for (Linux 6.1+): SINGLE_ISSUER, and DEFER_TASKRUN +
+/// COOP_TASKRUN, which run completion work when the thread waits instead of
+/// interrupting it with an IPI per completion. Older kernels reject the flags
+/// with EINVAL; the ring is then created without them.
 pub fn create_ring(
     entries: u32,
     flags: RingFlags,
     attach_to: Option<RawFd>,
 ) -> io::Result<IoUring> {
-    let mut builder = IoUring::builder();
     if flags.sqpoll {
+        let mut builder = IoUring::builder();
         builder.setup_sqpoll(SQPOLL_IDLE_MS);
         if let Some(fd) = attach_to {
             builder.setup_attach_wq(fd);
         }
+        return builder.build(entries);
     }
-    builder.build(entries)
+    let mut builder = IoUring::builder();
+    builder
+        .setup_coop_taskrun()
+        .setup_single_issuer()
+        .setup_defer_taskrun();
+    match builder.build(entries) {
+        Err(error) if error.raw_os_error() == Some(libc::EINVAL) => {
+            IoUring::builder().build(entries)
+        }
+        result => result,
+    }
 }
 
 /// Turns a ring creation error into the cause and the remedy.
