@@ -95,8 +95,8 @@ def run_fio(size, fio_flags, registered, threads, entries, strategy, label):
 
 def main():
     raw = []
-    print("| scenario | method | sqlite-uring MB/s | fio MB/s | difference | within 15 % |")
-    print("|---|---|---:|---:|---:|---|")
+    print("| scenario | method | sqlite-uring MB/s mean (min–max) | fio MB/s mean (min–max) | difference of means | of medians | within 15 % |")
+    print("|---|---|---:|---:|---:|---:|---|")
     for scenario, size, flags, fio_flags, registered in SCENARIOS:
         size = SIZE_OVERRIDE or size
         ours = {label: [] for label, *_ in METHODS}
@@ -111,8 +111,12 @@ def main():
             a = statistics.mean(ours[label]) / 1e6
             b = statistics.mean(theirs[label]) / 1e6
             diff = (a - b) / b * 100
+            median_diff = (statistics.median(ours[label]) / statistics.median(theirs[label]) - 1) * 100
+            spread_a = f"{min(ours[label]) / 1e6:.0f}–{max(ours[label]) / 1e6:.0f}"
+            spread_b = f"{min(theirs[label]) / 1e6:.0f}–{max(theirs[label]) / 1e6:.0f}"
             ok = "yes" if abs(diff) <= 15 else "**no**"
-            print(f"| {scenario} ({size}) | {label} | {a:.1f} | {b:.1f} | {diff:+.0f} % | {ok} |", flush=True)
+            print(f"| {scenario} ({size}) | {label} | {a:.1f} ({spread_a}) | {b:.1f} ({spread_b}) "
+                  f"| {diff:+.0f} % | {median_diff:+.0f} % | {ok} |", flush=True)
             raw.append({"scenario": scenario, "size": size, "method": label,
                         "sqlite_uring_bytes_per_s": ours[label], "fio_bytes_per_s": theirs[label]})
     json.dump(raw, sys.stderr, indent=1)
