@@ -3,9 +3,9 @@
 
 Usage: python3 crates/cli/src/bench/io/compare_fio.py BINARY DIR [ROUNDS] > table.md
 
-For each scenario (buffered / O_DIRECT appending / O_DIRECT preallocated), each
-round runs the whole sqlite-uring matrix once (one round, interleaved methods),
-then the fio job of each method, so both tools see the same disk conditions.
+For each scenario (buffered / O_DIRECT appending / O_DIRECT preallocated) and
+round, every method runs as a pair, sqlite-uring then fio (fio first in even
+rounds), so both tools of a pair see the same load on a shared machine.
 fio equivalents: blocking = ioengine=sync; pwrite T = psync with T jobs on
 disjoint offsets of one file (--thread --offset_increment); io_uring refill E =
 ioengine=io_uring iodepth=E (fio reaps one completion when full); io_uring batch
@@ -17,7 +17,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 
 BIN, DIR = sys.argv[1], sys.argv[2]
 ROUNDS = int(sys.argv[3]) if len(sys.argv) > 3 else 3
@@ -51,17 +50,20 @@ def size_bytes(text):
     return int(text)
 
 
-def run_ours(size, flags, registered):
-    with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        cmd = [BIN, "bench", "io", "--dir", DIR, "--size", size, "--rounds", "1",
-               "--methods", "blocking,pwrite,io_uring", "--threads", "1,10",
-               "--entries", "1,128", "--strategy", "batch,refill",
-               "--export-json", out.name] + flags
+def run_ours(size, flags, registered, threads, entries, strategy, label):
+    if label == "blocking":
+        methods = ["--methods", "blocking"]
+    elif entries is None:
+        methods = ["--methods", "pwrite", "--threads", str(threads)]
+    else:
+        methods = ["--methods", "io_uring", "--threads", str(threads), "--entries", str(entries),
+                   "--strategy", strategy]
         if registered:
-            cmd += ["--register-buffers", "--register-files"]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        report = json.load(open(out.name))[0]
-    return {run["method"]: run["bytes_per_sec"] for run in report["runs"]}
+            methods += ["--register-buffers", "--register-files"]
+    cmd = [BIN, "bench", "io", "--dir", DIR, "--size", size, "--rounds", "1"] + methods + flags
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    # stdout is the study's row: method,seconds,bytes_per_sec
+    return float(out.strip().split(",")[2])
 
 
 def run_fio(size, fio_flags, registered, threads, entries, strategy, label):
@@ -101,12 +103,15 @@ def main():
         size = SIZE_OVERRIDE or size
         ours = {label: [] for label, *_ in METHODS}
         theirs = {label: [] for label, *_ in METHODS}
-        for _ in range(ROUNDS):
-            runs = run_ours(size, flags, registered)
-            for label, stem, threads, entries, strategy in METHODS:
-                name = stem + ("_regbuf_regfile" if registered and entries else "")
-                ours[label].append(runs[name])
-                theirs[label].append(run_fio(size, fio_flags, registered, threads, entries, strategy, label))
+        for round_index in range(ROUNDS):
+            for label, _stem, threads, entries, strategy in METHODS:
+                args = (threads, entries, strategy, label)
+                if round_index % 2 == 0:
+                    ours[label].append(run_ours(size, flags, registered, *args))
+                    theirs[label].append(run_fio(size, fio_flags, registered, *args))
+                else:
+                    theirs[label].append(run_fio(size, fio_flags, registered, *args))
+                    ours[label].append(run_ours(size, flags, registered, *args))
         for label, *_ in METHODS:
             a = statistics.mean(ours[label]) / 1e6
             b = statistics.mean(theirs[label]) / 1e6
