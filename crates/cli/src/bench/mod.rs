@@ -9,14 +9,14 @@ pub enum BenchCommand {
     /// The 16 classic SQLite speed tests over memory / unix / io_uring and rollback / WAL.
     Speed,
     /// IO models: 1 GiB in 4 KiB writes through blocking write, pwrite threads, io_uring.
-    Io(io::IoArgs),
+    Io(Box<io::IoArgs>),
     /// Files stored in SQLite: blob sizes, commit batching, zstd, backends.
     Blobs,
 }
 
 pub fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
-        BenchCommand::Io(args) => io::run(args),
+        BenchCommand::Io(args) => io::run(*args),
         BenchCommand::Speed | BenchCommand::Blobs => {
             anyhow::bail!("not implemented yet")
         }

@@ -103,13 +103,18 @@ pub fn run(args: IoArgs) -> anyhow::Result<()> {
 
 fn plan_line(plan: &Plan) -> String {
     let mut line = format!(
-        "{} in {}-byte writes, {}, durability {} ({}), {} round(s) × {} method(s){}",
+        "{} in {}-byte writes, {}, {}, durability {} ({}), {} round(s) × {} method(s){}",
         format_size(plan.size_bytes),
         plan.block_size_bytes,
         if plan.direct {
             "O_DIRECT"
         } else {
             "buffered (page cache)"
+        },
+        if plan.preallocate {
+            "preallocated (fallocate, not timed)"
+        } else {
+            "file grows (no preallocation)"
         },
         plan.durability.name(),
         plan.durability.explain(),

@@ -250,13 +250,13 @@ impl Plan {
                 format_size(MAX_BLOCK_SIZE_BYTES)
             );
         }
-        if args.direct && args.block_size % DIRECT_ALIGN_BYTES != 0 {
+        if args.direct && !args.block_size.is_multiple_of(DIRECT_ALIGN_BYTES) {
             bail!(
                 "--block-size {} is not a multiple of 4096, which --direct (O_DIRECT) requires; use --block-size 4KiB (or 8KiB, 64KiB…) or drop --direct",
                 args.block_size
             );
         }
-        if args.direct && args.size % DIRECT_ALIGN_BYTES != 0 {
+        if args.direct && !args.size.is_multiple_of(DIRECT_ALIGN_BYTES) {
             bail!(
                 "--size {} is not a multiple of 4096, which --direct (O_DIRECT) requires for the last write; round --size to whole KiB×4 or drop --direct",
                 args.size
@@ -429,7 +429,7 @@ pub fn format_size(bytes: u64) -> String {
     for (unit, scale) in UNITS {
         if bytes >= scale {
             let value = bytes as f64 / scale as f64;
-            return if bytes % scale == 0 {
+            return if bytes.is_multiple_of(scale) {
                 format!("{} {unit}", bytes / scale)
             } else {
                 format!("{value:.2} {unit}")

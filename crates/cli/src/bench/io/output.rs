@@ -141,7 +141,7 @@ pub fn summarize(plan: &Plan, records: &[RunRecord]) -> Vec<MethodSummary> {
                 io_wq_workers_max: runs.iter().map(|r| r.io_wq_workers_max).max().unwrap_or(0),
                 warnings: stats::warnings(&times)
                     .iter()
-                    .map(warning_message)
+                    .filter_map(warning_message)
                     .collect(),
             })
         })
@@ -162,20 +162,21 @@ pub fn summarize(plan: &Plan, records: &[RunRecord]) -> Vec<MethodSummary> {
 }
 
 /// The shared warnings, with this command's flag names (`--rounds`, not `--runs`).
-fn warning_message(warning: &Warning) -> String {
-    match warning {
+fn warning_message(warning: &Warning) -> Option<String> {
+    Some(match warning {
         Warning::ColdFirstRun => {
             "first round much slower than the rest (cold caches, writeback of an earlier run)"
                 .into()
         }
-        Warning::Outliers { count } => {
-            format!("{count} outlier round(s): other load on the machine or disk interfered; rerun when quiet")
-        }
-        Warning::HighVariance { percent } => {
-            format!("σ is {percent}% of the mean: differences smaller than that mean nothing; use more --rounds")
-        }
-        Warning::SingleRun => "one round only: no σ; use --rounds 3 or more".into(),
-    }
+        Warning::Outliers { count } => format!(
+            "{count} outlier round(s): other load on the machine or disk interfered; rerun when quiet"
+        ),
+        Warning::HighVariance { percent } => format!(
+            "σ is {percent}% of the mean: differences smaller than that mean nothing; use more --rounds"
+        ),
+        // Said once for the whole run (see `notes`), not once per method.
+        Warning::SingleRun => return None,
+    })
 }
 
 /// Decimal units, as the study's DuckDB `format_bytes` printed (1 MB = 10^6 bytes).
@@ -261,6 +262,9 @@ pub fn summary_table(summaries: &[MethodSummary]) -> String {
 /// Observations a reader needs next to the numbers.
 pub fn notes(plan: &Plan, env: &EnvInfo, summaries: &[MethodSummary]) -> Vec<String> {
     let mut notes = Vec::new();
+    if plan.rounds == 1 {
+        notes.push("one round only: no σ, no outlier detection; use --rounds 3 or more".into());
+    }
     if let Some(first) = summaries.first() {
         notes.push(format!(
             "speed-up = mean time of {} / mean time of the method (> 1: faster), ± propagated σ; throughput is the mean of the rounds' bytes/s, in decimal units (1 MB = 10^6 bytes) as the study printed",

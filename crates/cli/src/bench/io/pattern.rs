@@ -34,7 +34,7 @@ fn word(seed: u64, index: u64) -> u64 {
 
 /// Fills `buf` with the bytes that belong at file offset `offset`.
 pub fn fill(buf: &mut [u8], seed: u64, offset: u64) {
-    if offset % 8 == 0 && buf.len() % 8 == 0 {
+    if offset.is_multiple_of(8) && buf.len().is_multiple_of(8) {
         // Fast path (every write of an aligned run): page by page, one key each.
         let mut index = offset / 8;
         let mut rest = buf;
