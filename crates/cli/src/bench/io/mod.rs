@@ -20,8 +20,9 @@ use std::path::Path;
 
 use anyhow::{bail, Context};
 
+use crate::report::stats::format_bytes;
 pub use options::IoArgs;
-use options::{format_size, Plan};
+use options::Plan;
 use output::RunRecord;
 
 use crate::report::envinfo::{self, EnvInfo};
@@ -104,7 +105,7 @@ pub fn run(args: IoArgs) -> anyhow::Result<()> {
 fn plan_line(plan: &Plan) -> String {
     let mut line = format!(
         "{} in {}-byte writes, {}, {}, durability {} ({}), {} round(s) × {} method(s){}",
-        format_size(plan.size_bytes),
+        format_bytes(plan.size_bytes),
         plan.block_size_bytes,
         if plan.direct {
             "O_DIRECT"
@@ -148,10 +149,10 @@ fn preflight(plan: &Plan) -> anyhow::Result<()> {
     if free_bytes < plan.size_bytes.saturating_add(SPACE_MARGIN_BYTES) {
         bail!(
             "--size {} does not fit in --dir {}: its filesystem has {} free (and {} is kept spare); lower --size or choose another --dir",
-            format_size(plan.size_bytes),
+            format_bytes(plan.size_bytes),
             plan.dir.display(),
-            format_size(free_bytes),
-            format_size(SPACE_MARGIN_BYTES)
+            format_bytes(free_bytes),
+            format_bytes(SPACE_MARGIN_BYTES)
         );
     }
     if plan.uses_io_uring() {

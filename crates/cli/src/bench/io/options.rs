@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use anyhow::bail;
 use clap::{Args, ValueEnum};
 
+use crate::report::stats::format_bytes;
+
 /// Largest accepted `--block-size`: bigger buffers stop being "an IO model"
 /// and only measure memcpy, and T×E of them must fit in memory.
 pub const MAX_BLOCK_SIZE_BYTES: u64 = 64 << 20;
@@ -246,8 +248,8 @@ impl Plan {
         if args.block_size > MAX_BLOCK_SIZE_BYTES {
             bail!(
                 "--block-size {} is larger than the {} this benchmark allows; use e.g. --block-size 1MiB",
-                format_size(args.block_size),
-                format_size(MAX_BLOCK_SIZE_BYTES)
+                format_bytes(args.block_size),
+                format_bytes(MAX_BLOCK_SIZE_BYTES)
             );
         }
         if args.direct && !args.block_size.is_multiple_of(DIRECT_ALIGN_BYTES) {
@@ -292,9 +294,9 @@ impl Plan {
             if buffers_bytes > MAX_BUFFER_MEMORY_BYTES {
                 bail!(
                     "--threads {max_threads} × --entries {max_entries} × --block-size {} needs {} of buffers (limit {}); lower one of them",
-                    format_size(args.block_size),
-                    format_size(buffers_bytes),
-                    format_size(MAX_BUFFER_MEMORY_BYTES)
+                    format_bytes(args.block_size),
+                    format_bytes(buffers_bytes),
+                    format_bytes(MAX_BUFFER_MEMORY_BYTES)
                 );
             }
         }
@@ -416,25 +418,4 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
             .ok_or_else(|| format!("'{text}' is too large"))?
     };
     Ok(bytes)
-}
-
-/// Binary units for sizes the user typed or we allocate (1 GiB, 4 KiB).
-pub fn format_size(bytes: u64) -> String {
-    const UNITS: [(&str, u64); 4] = [
-        ("TiB", 1 << 40),
-        ("GiB", 1 << 30),
-        ("MiB", 1 << 20),
-        ("KiB", 1 << 10),
-    ];
-    for (unit, scale) in UNITS {
-        if bytes >= scale {
-            let value = bytes as f64 / scale as f64;
-            return if bytes.is_multiple_of(scale) {
-                format!("{} {unit}", bytes / scale)
-            } else {
-                format!("{value:.2} {unit}")
-            };
-        }
-    }
-    format!("{bytes} B")
 }

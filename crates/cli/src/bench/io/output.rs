@@ -180,6 +180,8 @@ fn warning_message(warning: &Warning) -> Option<String> {
 }
 
 /// Decimal units, as the study's DuckDB `format_bytes` printed (1 MB = 10^6 bytes).
+/// Not `report::stats::format_rate`, which prints IEC units (MiB/s): the issue
+/// asks for the study's decimal units, and fio/dd print MB/s too.
 pub fn format_rate(bytes_per_s: f64) -> String {
     const UNITS: [(&str, f64); 4] = [("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3), ("B/s", 1.0)];
     for (unit, scale) in UNITS {
@@ -396,7 +398,7 @@ pub fn throughput_chart(plan: &Plan, summaries: &[MethodSummary]) -> BarChart {
     BarChart {
         title: format!(
             "{} in {}-byte writes, {}, durability {}",
-            super::options::format_size(plan.size_bytes),
+            stats::format_bytes(plan.size_bytes),
             plan.block_size_bytes,
             if plan.direct { "O_DIRECT" } else { "buffered" },
             plan.durability.name()
