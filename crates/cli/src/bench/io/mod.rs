@@ -40,7 +40,7 @@ pub fn run(args: IoArgs) -> anyhow::Result<()> {
     preflight(&plan)?;
 
     let plan_line = plan_line(&plan);
-    for line in env.lines() {
+    for line in output::header_lines(&env) {
         eprintln!("{line}");
     }
     eprintln!("plan:        {plan_line}");

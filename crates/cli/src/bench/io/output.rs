@@ -154,7 +154,15 @@ pub fn summarize(plan: &Plan, records: &[RunRecord]) -> Vec<MethodSummary> {
     if let Some((name, baseline)) = baseline {
         for summary in &mut summaries {
             // baseline time / this time: how many times faster than the baseline.
-            summary.speedup_vs_baseline = Relative::of(&baseline, &summary.time_s);
+            summary.speedup_vs_baseline = if summary.method == name {
+                // The baseline against itself is exactly 1, not 1 ± its own noise.
+                Some(Relative {
+                    ratio: 1.0,
+                    error: None,
+                })
+            } else {
+                Relative::of(&baseline, &summary.time_s)
+            };
             summary.baseline = name.clone();
         }
     }
@@ -309,7 +317,9 @@ pub fn markdown_report(
     notes: &[String],
 ) -> String {
     let mut text = String::from("# sqlite-uring bench io\n\n");
-    text.push_str(&env.markdown());
+    for line in header_lines(env) {
+        text.push_str(&format!("- {line}\n"));
+    }
     text.push_str(&format!("- plan:        {plan_line}\n\n"));
     let rows: Vec<Vec<String>> = summaries.iter().map(row).collect();
     text.push_str(&export::markdown_table(&HEADERS, &rows));
@@ -332,6 +342,15 @@ pub fn markdown_report(
         }
     }
     text
+}
+
+/// The shared environment header without its SQLite lines (this benchmark
+/// does not use SQLite); `--export-json` keeps the full `env`.
+pub fn header_lines(env: &EnvInfo) -> Vec<String> {
+    env.lines()
+        .into_iter()
+        .filter(|line| !line.starts_with("sqlite"))
+        .collect()
 }
 
 /// Everything `--export-json` writes about one invocation.
