@@ -2,6 +2,7 @@
 
 use clap::Subcommand;
 
+mod io;
 pub mod speed;
 
 #[derive(Subcommand)]
@@ -9,7 +10,7 @@ pub enum BenchCommand {
     /// The 16 classic SQLite speed tests over memory / unix / io_uring and rollback / WAL.
     Speed(Box<speed::SpeedArgs>),
     /// IO models: 1 GiB in 4 KiB writes through blocking write, pwrite threads, io_uring.
-    Io,
+    Io(Box<io::IoArgs>),
     /// Files stored in SQLite: blob sizes, commit batching, zstd, backends.
     Blobs,
 }
@@ -17,7 +18,8 @@ pub enum BenchCommand {
 pub fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
         BenchCommand::Speed(args) => speed::run(*args),
-        BenchCommand::Io | BenchCommand::Blobs => {
+        BenchCommand::Io(args) => io::run(*args),
+        BenchCommand::Blobs => {
             anyhow::bail!("not implemented yet")
         }
     }
