@@ -30,7 +30,8 @@ const PRIVATE_FILE_MODE: libc::mode_t = 0o600;
 const MINIMUM_FILE_DESCRIPTOR: RawFd = 3;
 
 /// The URI parameters this VFS owns; any other `uring_*` key is rejected at open.
-pub(crate) const URI_PARAMETERS: [&str; 5] = [
+pub(crate) const URI_PARAMETERS: [&str; 6] = [
+    "uring_writes",
     "uring_backend",
     "uring_fallback",
     "uring_sync",
@@ -257,7 +258,7 @@ impl File {
             None => {}
             // A fault-injecting VFS keeps its engine: the test decides.
             Some("io_uring") if !matches!(engine, EngineKind::Fault(_)) => {
-                engine = EngineKind::IoUring
+                engine = EngineKind::IoUring { syscall_writes: vfs.write_submission_default() }
             }
             Some("syscall") if !matches!(engine, EngineKind::Fault(_)) => {
                 engine = EngineKind::Syscall
@@ -284,6 +285,17 @@ impl File {
             Some(text) => SyncMode::parse(&text)
                 .ok_or_else(|| format!("uring_sync={text} is not valid; use fsync or fdatasync"))?,
         };
+        match param(c"uring_writes").as_deref() {
+            None => {}
+            Some(value @ ("ring" | "syscall")) => {
+                if let EngineKind::IoUring { syscall_writes } = &mut engine {
+                    *syscall_writes = value == "syscall";
+                }
+            }
+            Some(other) => {
+                return Err(format!("uring_writes={other} is not valid; use ring or syscall"))
+            }
+        }
         let write_behind = match param(c"uring_write_behind").as_deref() {
             None | Some("on") => true,
             Some("off") => false,

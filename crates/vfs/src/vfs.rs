@@ -9,7 +9,7 @@ use crate::ffi::*;
 use crate::io::fault::FaultPlan;
 use crate::io::{EngineKind, Submitter};
 use crate::stats::{IoStats, SharedStats};
-use crate::{entry, Backend, Error, Options, SyncMode};
+use crate::{entry, Backend, Error, Options, SyncMode, WriteSubmission};
 
 /// os_unix.c MAX_PATHNAME.
 const MAX_PATHNAME_BYTES: c_int = 512;
@@ -26,6 +26,7 @@ pub(crate) struct VfsState {
     pub(crate) sync_mode: SyncMode,
     pub(crate) stats: SharedStats,
     backend: Backend,
+    write_submission: WriteSubmission,
     fallback_reason: Option<String>,
     c_name: CString,
 }
@@ -37,6 +38,11 @@ unsafe impl Send for VfsState {}
 unsafe impl Sync for VfsState {}
 
 impl VfsState {
+    /// Whether io_uring files of this VFS issue writes by pwrite unless the URI says so.
+    pub(crate) fn write_submission_default(&self) -> bool {
+        self.write_submission == WriteSubmission::Syscall
+    }
+
     /// xDelete: unlink, then sync the directory when SQLite asks (journal deletion is a
     /// commit point in DELETE mode).
     pub(crate) fn delete(&self, path: &str, sync_dir: bool) -> Result<(), Failure> {
@@ -161,6 +167,7 @@ fn register_impl(
     if let Some(existing) = registry.iter().find(|r| r.state.name == options.vfs_name) {
         let same = existing.state.backend == options.backend
             && existing.state.sync_mode == options.sync_mode
+            && existing.state.write_submission == options.write_submission
             && faults.is_none()
             && !matches!(existing.state.engine, EngineKind::Fault(_));
         if !same {
@@ -196,7 +203,7 @@ fn register_impl(
     let mut backend = options.backend;
     let mut fallback_reason = None;
     if backend == Backend::IoUring {
-        if let Err(reason) = EngineKind::IoUring.ensure_available() {
+        if let Err(reason) = (EngineKind::IoUring { syscall_writes: false }).ensure_available() {
             if !options.fallback_to_syscall {
                 return Err(Error::IoUringUnavailable(reason));
             }
@@ -210,7 +217,9 @@ fn register_impl(
     }
     let engine = match (faults, backend) {
         (Some(plan), _) => EngineKind::Fault(plan),
-        (None, Backend::IoUring) => EngineKind::IoUring,
+        (None, Backend::IoUring) => EngineKind::IoUring {
+            syscall_writes: options.write_submission == WriteSubmission::Syscall,
+        },
         (None, Backend::Syscall) => EngineKind::Syscall,
     };
     let c_name = CString::new(options.vfs_name.clone()).expect("checked for NUL above");
@@ -223,6 +232,7 @@ fn register_impl(
         sync_mode: options.sync_mode,
         stats: SharedStats::default(),
         backend,
+        write_submission: options.write_submission,
         fallback_reason: fallback_reason.clone(),
         c_name,
     }));

@@ -382,7 +382,11 @@ mod tests {
         fn queue_matches_in_order_writes(
             writes in proptest::collection::vec(write_strategy(), 1..120),
             flush_every in 1..40usize,
-            engine in prop_oneof![Just(EngineKind::IoUring), Just(EngineKind::Syscall)],
+            engine in prop_oneof![
+                Just(EngineKind::IoUring { syscall_writes: false }),
+                Just(EngineKind::IoUring { syscall_writes: true }),
+                Just(EngineKind::Syscall)
+            ],
         ) {
             let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
             let dir = tempfile::tempdir().unwrap();
@@ -426,7 +430,7 @@ mod tests {
         let writer = Writer {
             file_id: 2_000_000,
             fd: file.as_raw_fd(),
-            engine: &EngineKind::IoUring,
+            engine: &EngineKind::IoUring { syscall_writes: false },
             file_stats: &stats,
             vfs_stats,
         };

@@ -95,7 +95,9 @@ pub(crate) trait Engine {
 /// Which engine a file uses. Chosen at open; the SQLite-facing code never looks inside.
 #[derive(Clone)]
 pub(crate) enum EngineKind {
-    IoUring,
+    /// The ring; with `syscall_writes`, writes are issued with pwrite (see
+    /// [`crate::WriteSubmission`]).
+    IoUring { syscall_writes: bool },
     Syscall,
     Fault(Arc<fault::FaultPlan>),
 }
@@ -109,7 +111,8 @@ impl std::fmt::Debug for EngineKind {
 impl EngineKind {
     pub(crate) fn name(&self) -> &'static str {
         match self {
-            EngineKind::IoUring => "io_uring",
+            EngineKind::IoUring { syscall_writes: false } => "io_uring",
+            EngineKind::IoUring { syscall_writes: true } => "io_uring (writes by pwrite)",
             EngineKind::Syscall => "syscall",
             EngineKind::Fault(_) => "fault-injection",
         }
@@ -118,7 +121,7 @@ impl EngineKind {
     /// Checks, on this thread, that the engine can run; the error names cause and remedy.
     pub(crate) fn ensure_available(&self) -> Result<(), String> {
         match self {
-            EngineKind::IoUring => uring::ensure_thread_ring(),
+            EngineKind::IoUring { .. } => uring::ensure_thread_ring(),
             EngineKind::Syscall => Ok(()),
             EngineKind::Fault(plan) => plan.inner().ensure_available(),
         }
@@ -131,7 +134,9 @@ impl EngineKind {
         // SAFETY: forwarded caller contract.
         unsafe {
             match self {
-                EngineKind::IoUring => uring::with_thread_ring(|ring| ring.perform(ops, results)),
+                EngineKind::IoUring { syscall_writes } => {
+                    uring::with_thread_ring(|ring| ring.perform_with(ops, results, *syscall_writes))
+                }
                 EngineKind::Syscall => syscall::SyscallEngine.perform(ops, results),
                 EngineKind::Fault(plan) => plan.perform(ops, results),
             }

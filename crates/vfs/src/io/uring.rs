@@ -207,6 +207,67 @@ impl Ring {
 
 impl Engine for Ring {
     unsafe fn perform(&mut self, ops: &[Op], results: &mut [i32]) -> Result<u64, i32> {
+        // SAFETY: forwarded caller contract.
+        unsafe { self.perform_with(ops, results, false) }
+    }
+}
+
+impl Ring {
+    /// [`Engine::perform`], with `syscall_writes`: writes are issued first with pwrite from
+    /// this thread (see `WriteSubmission`), and everything else goes through the ring; a
+    /// `SyncAfterWrites` runs as a plain sync when its writes all completed, and is
+    /// cancelled otherwise, as a broken link would be.
+    ///
+    /// # Safety
+    /// As [`Engine::perform`].
+    pub(crate) unsafe fn perform_with(&mut self, ops: &[Op], results: &mut [i32], syscall_writes: bool) -> Result<u64, i32> {
+        if !syscall_writes || !ops.iter().any(|op| matches!(op, Op::Write { .. })) {
+            // SAFETY: forwarded caller contract.
+            return unsafe { self.perform_on_ring(ops, results) };
+        }
+        let mut kernel_entries = 0u64;
+        let mut rest = [Op::Sync { fd: -1, data_only: true }; super::MAX_BATCH];
+        let mut rest_index = [0usize; super::MAX_BATCH];
+        let mut rest_count = 0usize;
+        for index in 0..ops.len() {
+            match ops[index] {
+                Op::Write { .. } => {
+                    // SAFETY: the caller keeps the buffer valid for this call.
+                    let mut one = [0i32];
+                    unsafe { super::syscall::SyscallEngine.perform(&ops[index..index + 1], &mut one) }?;
+                    results[index] = one[0];
+                    kernel_entries += 1;
+                    continue;
+                }
+                Op::SyncAfterWrites { fd, data_only } => {
+                    if !super::syscall::chain_completed(ops, &results[..index], index, fd) {
+                        results[index] = -libc::ECANCELED;
+                        continue;
+                    }
+                    rest[rest_count] = Op::Sync { fd, data_only };
+                }
+                other => rest[rest_count] = other,
+            }
+            assert!(rest_count < super::MAX_BATCH, "batches are at most MAX_BATCH ops");
+            rest_index[rest_count] = index;
+            rest_count += 1;
+        }
+        if rest_count > 0 {
+            let mut rest_results = [0i32; super::MAX_BATCH];
+            // SAFETY: the remaining ops carry the caller's buffers unchanged.
+            kernel_entries += unsafe { self.perform_on_ring(&rest[..rest_count], &mut rest_results[..rest_count]) }?;
+            for (slot, &index) in rest_index[..rest_count].iter().enumerate() {
+                results[index] = rest_results[slot];
+            }
+        }
+        Ok(kernel_entries)
+    }
+
+    /// Submits every op to the ring and reaps every completion.
+    ///
+    /// # Safety
+    /// As [`Engine::perform`].
+    unsafe fn perform_on_ring(&mut self, ops: &[Op], results: &mut [i32]) -> Result<u64, i32> {
         assert!(
             self.ring.completion().is_empty(),
             "ring has stale completions"

@@ -14,6 +14,9 @@ use crate::counting_vfs::{self, Behaviour, CountingVfs};
 pub const IO_URING_VFS: &str = "io_uring";
 /// Our same VFS on plain syscalls: isolates what io_uring itself changes.
 pub const SYNC_VFS: &str = "io_uring_sync";
+/// Our io_uring VFS with writes submitted through the ring too (`WriteSubmission::Ring`),
+/// to measure that choice against the default (writes by pwrite, the rest on the ring).
+pub const RING_WRITES_VFS: &str = "io_uring_ringw";
 
 /// Journal modes a file target can be measured in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, Serialize)]
@@ -151,11 +154,13 @@ impl Counter {
 /// Our two VFSes, registered at most once per process (SQLite keeps them forever).
 fn library_vfs(name: &'static str) -> &'static Result<sqlite_uring::Registration, String> {
     static IO_URING: OnceLock<Result<sqlite_uring::Registration, String>> = OnceLock::new();
+    static RING_WRITES: OnceLock<Result<sqlite_uring::Registration, String>> = OnceLock::new();
     static SYNC: OnceLock<Result<sqlite_uring::Registration, String>> = OnceLock::new();
-    let (cell, backend) = if name == IO_URING_VFS {
-        (&IO_URING, sqlite_uring::Backend::IoUring)
-    } else {
-        (&SYNC, sqlite_uring::Backend::Syscall)
+    use sqlite_uring::{Backend, WriteSubmission};
+    let (cell, backend, write_submission) = match name {
+        IO_URING_VFS => (&IO_URING, Backend::IoUring, WriteSubmission::Syscall),
+        RING_WRITES_VFS => (&RING_WRITES, Backend::IoUring, WriteSubmission::Ring),
+        _ => (&SYNC, Backend::Syscall, WriteSubmission::Syscall),
     };
     cell.get_or_init(|| {
         sqlite_uring::register(sqlite_uring::Options {
@@ -165,6 +170,7 @@ fn library_vfs(name: &'static str) -> &'static Result<sqlite_uring::Registration
             // A silent fallback would measure syscalls under the name io_uring.
             fallback_to_syscall: false,
             sync_mode: sqlite_uring::SyncMode::Fsync,
+            write_submission,
         })
         .map_err(|e| e.to_string())
     })
@@ -193,11 +199,11 @@ pub fn resolve(names: &[String]) -> Result<Vec<Target>> {
                 counter: Counter::None,
             },
             "unix" => counted_target(name, "unix")?,
-            "io_uring" | "sync" => {
-                let vfs = if name == "io_uring" {
-                    IO_URING_VFS
-                } else {
-                    SYNC_VFS
+            "io_uring" | "io_uring_ringw" | "sync" => {
+                let vfs = match name {
+                    "io_uring" => IO_URING_VFS,
+                    "io_uring_ringw" => RING_WRITES_VFS,
+                    _ => SYNC_VFS,
                 };
                 match library_vfs(vfs) {
                     Ok(_) => Target {
@@ -219,7 +225,7 @@ pub fn resolve(names: &[String]) -> Result<Vec<Target>> {
                     counted_target(other, other)?
                 } else {
                     bail!(
-                        "--targets: unknown target {other:?}; use memory, unix, io_uring, sync, \
+                        "--targets: unknown target {other:?}; use memory, unix, io_uring, io_uring_ringw, sync, \
                          or the name of a registered VFS ({})",
                         counting_vfs::registered_vfs_names().join(", ")
                     )
