@@ -2,6 +2,8 @@
 
 use clap::Subcommand;
 
+mod blobs;
+
 #[derive(Subcommand)]
 pub enum BenchCommand {
     /// The 16 classic SQLite speed tests over memory / unix / io_uring and rollback / WAL.
@@ -9,12 +11,13 @@ pub enum BenchCommand {
     /// IO models: 1 GiB in 4 KiB writes through blocking write, pwrite threads, io_uring.
     Io,
     /// Files stored in SQLite: blob sizes, commit batching, zstd, backends.
-    Blobs,
+    Blobs(blobs::BlobsArgs),
 }
 
 pub fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
-        BenchCommand::Speed | BenchCommand::Io | BenchCommand::Blobs => {
+        BenchCommand::Blobs(args) => blobs::run(args),
+        BenchCommand::Speed | BenchCommand::Io => {
             anyhow::bail!("not implemented yet")
         }
     }
