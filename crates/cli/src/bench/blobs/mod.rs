@@ -525,3 +525,130 @@ pub fn run(args: BlobsArgs) -> anyhow::Result<()> {
     let records = output::records(&args, &plan, &storage_runs, &compressor_runs);
     output::report(&args, &env, &records)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: BlobsArgs,
+    }
+
+    fn parse(line: &str) -> Result<BlobsArgs, clap::Error> {
+        let words = std::iter::once("blobs").chain(line.split_whitespace());
+        Cli::try_parse_from(words).map(|cli| cli.args)
+    }
+
+    fn plan_error(line: &str) -> String {
+        format!("{:#}", Plan::from_args(&parse(line).unwrap()).unwrap_err())
+    }
+
+    #[test]
+    fn defaults_expand_to_the_issue_matrix() {
+        let plan = Plan::from_args(&parse("").unwrap()).unwrap();
+        // memory once, unix and io_uring per journal: (1 + 2 + 2) × 3 compressions
+        // × 3 sizes × 3 batches.
+        assert_eq!(plan.storage.len(), 5 * 3 * 3 * 3);
+        assert!(plan
+            .storage
+            .iter()
+            .all(|c| c.journal.is_some() == c.target.has_journal()));
+        assert_eq!(plan.compressor.len(), 2 * 3);
+        assert_eq!(plan.max, Duration::from_secs(2));
+        let ops: Vec<u64> = ["64B", "300KB", "2MB"]
+            .iter()
+            .map(|s| default_ops(s.parse().unwrap()))
+            .collect();
+        assert_eq!(ops, [1_000_000, 10_000, 1_500]);
+    }
+
+    #[test]
+    fn lists_are_deduplicated_in_order() {
+        let args = parse("--targets unix,memory,unix --batch 100,1,100 --journal wal").unwrap();
+        let plan = Plan::from_args(&args).unwrap();
+        assert_eq!(plan.targets(), [Target::Unix, Target::Memory]);
+        let batches = dedup(&plan.storage.iter().map(|c| c.batch).collect::<Vec<_>>());
+        assert_eq!(batches, [100, 1]);
+    }
+
+    #[test]
+    fn bad_values_are_refused_with_the_flag_named() {
+        assert!(plan_error("--batch 0").contains("--batch 0"));
+        assert!(plan_error("--ops 0").contains("--ops 0"));
+        assert!(plan_error("--max-seconds 0").contains("--max-seconds"));
+        assert!(plan_error("--max-seconds=-1").contains("--max-seconds"));
+        assert!(plan_error("--max-seconds NaN").contains("--max-seconds"));
+        assert!(plan_error("--runs 0").contains("--runs 0"));
+        assert!(plan_error("--sizes 8B").contains("--sizes 8B"));
+        assert!(plan_error("--sizes 2GB").contains("--sizes 2GB"));
+        assert!(plan_error("--zstd-level 99").contains("--zstd-level 99"));
+        // Parse-time errors come from clap, which names the flag too.
+        for line in [
+            "--sizes 300",
+            "--targets oracle",
+            "--compression lz4",
+            "--batch x",
+        ] {
+            let error = parse(line).err().unwrap_or_else(|| panic!("{line} parsed"));
+            let flag = line.split_whitespace().next().unwrap();
+            assert!(error.to_string().contains(flag), "{line}: {error}");
+        }
+    }
+
+    #[test]
+    fn compressor_only_plans_no_storage() {
+        let plan = Plan::from_args(&parse("--suite compressor --sizes 64B").unwrap()).unwrap();
+        assert!(plan.storage.is_empty());
+        assert_eq!(plan.compressor.len(), 2);
+    }
+
+    #[test]
+    fn room_check_refuses_plans_that_cannot_fit() {
+        let dir = tempfile::tempdir().unwrap();
+        let args = parse("--targets unix --sizes 1GB --ops 1000000 --journal delete").unwrap();
+        let error = format!(
+            "{:#}",
+            check_room(&Plan::from_args(&args).unwrap(), dir.path()).unwrap_err()
+        );
+        assert!(error.contains("--dir") && error.contains("free"), "{error}");
+
+        let args = parse("--targets memory --sizes 1GB --ops 1000000").unwrap();
+        let error = format!(
+            "{:#}",
+            check_room(&Plan::from_args(&args).unwrap(), dir.path()).unwrap_err()
+        );
+        assert!(error.contains("memory"), "{error}");
+
+        let args = parse("--targets memory,unix --sizes 64B --ops 10").unwrap();
+        check_room(&Plan::from_args(&args).unwrap(), dir.path()).unwrap();
+    }
+
+    #[test]
+    fn planned_bytes_cover_data_and_one_batch() {
+        let case = StorageCase {
+            target: Target::Unix,
+            journal: Some(Journal::Wal),
+            compression: Compression::None,
+            size: ByteSize(1_000_000),
+            batch: 100,
+            ops: 1000,
+        };
+        assert!(case.planned_bytes() > 1100 * 1_000_000);
+        assert!(case.planned_bytes() < 1300 * 1_000_000);
+    }
+
+    #[test]
+    fn unavailable_duckdb_is_a_clear_error() {
+        if store::DUCKDB_BUILT {
+            return;
+        }
+        let error = format!(
+            "{:#}",
+            store::ensure_registered(Target::Duckdb).unwrap_err()
+        );
+        assert!(error.contains("--features duckdb"), "{error}");
+    }
+}
