@@ -7,7 +7,11 @@ mod probe_cmd;
 mod report;
 
 #[derive(Parser)]
-#[command(name = "sqlite-uring", version, about = "io_uring VFS for SQLite: probe and benchmarks")]
+#[command(
+    name = "sqlite-uring",
+    version,
+    about = "io_uring VFS for SQLite: probe and benchmarks"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

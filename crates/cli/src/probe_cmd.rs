@@ -8,10 +8,16 @@ pub fn run() -> anyhow::Result<()> {
         Some(why) => println!("io_uring: UNAVAILABLE: {why}"),
     }
     for (name, present) in &report.features {
-        println!("  feature {name:<24} {}", if *present { "yes" } else { "no" });
+        println!(
+            "  feature {name:<24} {}",
+            if *present { "yes" } else { "no" }
+        );
     }
     for (name, supported) in &report.opcodes {
-        println!("  opcode  {name:<24} {}", if *supported { "yes" } else { "no" });
+        println!(
+            "  opcode  {name:<24} {}",
+            if *supported { "yes" } else { "no" }
+        );
     }
     if report.available() {
         Ok(())

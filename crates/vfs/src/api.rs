@@ -1,1 +1,199 @@
-//! TODO
+//! The SQLite functions the VFS calls, as a table of function pointers.
+//!
+//! A loadable extension must not link a second copy of SQLite: every call goes through the
+//! `sqlite3_api_routines` table SQLite hands to the entry point ([`SqliteApi::from_routines`]).
+//! A program that links SQLite itself (rusqlite `bundled`) fills the same table from the
+//! linked symbols ([`SqliteApi::linked`]). The rest of the crate only sees [`SqliteApi`].
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+
+use crate::ffi::sqlite3_vfs;
+
+type VfsFind = unsafe extern "C" fn(*const c_char) -> *mut sqlite3_vfs;
+type VfsRegister = unsafe extern "C" fn(*mut sqlite3_vfs, c_int) -> c_int;
+type Malloc = unsafe extern "C" fn(c_int) -> *mut c_void;
+type UriParameter = unsafe extern "C" fn(*const c_char, *const c_char) -> *const c_char;
+type UriKey = unsafe extern "C" fn(*const c_char, c_int) -> *const c_char;
+type Log = unsafe extern "C" fn(c_int, *const c_char, ...);
+type Libversion = unsafe extern "C" fn() -> *const c_char;
+
+#[derive(Clone, Copy)]
+pub(crate) struct SqliteApi {
+    vfs_find: VfsFind,
+    vfs_register: VfsRegister,
+    malloc: Malloc,
+    uri_parameter: UriParameter,
+    uri_key: UriKey,
+    log: Log,
+    libversion: Libversion,
+}
+
+/// Slot numbers of the functions we use in `struct sqlite3_api_routines` (`sqlite3ext.h`):
+/// the position of each member, counting from zero. The struct only ever grows at the end.
+mod slot {
+    pub const LIBVERSION: usize = 66;
+    pub const MALLOC: usize = 68;
+    pub const VFS_FIND: usize = 141;
+    pub const VFS_REGISTER: usize = 142;
+    pub const LOG: usize = 167;
+    pub const URI_PARAMETER: usize = 189;
+    pub const URI_KEY: usize = 245;
+}
+
+mod linked {
+    use super::*;
+    extern "C" {
+        pub fn sqlite3_vfs_find(name: *const c_char) -> *mut sqlite3_vfs;
+        pub fn sqlite3_vfs_register(vfs: *mut sqlite3_vfs, make_default: c_int) -> c_int;
+        pub fn sqlite3_malloc(size: c_int) -> *mut c_void;
+        pub fn sqlite3_uri_parameter(name: *const c_char, key: *const c_char) -> *const c_char;
+        pub fn sqlite3_uri_key(name: *const c_char, index: c_int) -> *const c_char;
+        pub fn sqlite3_log(code: c_int, format: *const c_char, ...);
+        pub fn sqlite3_libversion() -> *const c_char;
+    }
+}
+
+impl SqliteApi {
+    /// The SQLite linked into this program. Only [`crate::register`] calls this, so the
+    /// loadable extension never references these symbols.
+    pub(crate) fn linked() -> SqliteApi {
+        SqliteApi {
+            vfs_find: linked::sqlite3_vfs_find,
+            vfs_register: linked::sqlite3_vfs_register,
+            malloc: linked::sqlite3_malloc,
+            uri_parameter: linked::sqlite3_uri_parameter,
+            uri_key: linked::sqlite3_uri_key,
+            log: linked::sqlite3_log,
+            libversion: linked::sqlite3_libversion,
+        }
+    }
+
+    /// Reads the table an extension entry point is handed.
+    ///
+    /// # Safety
+    /// `routines` must point to SQLite's `sqlite3_api_routines` (3.31 or later, the first
+    /// release with `sqlite3_uri_key`), which lives as long as the process.
+    pub(crate) unsafe fn from_routines(routines: *const c_void) -> Option<SqliteApi> {
+        if routines.is_null() {
+            return None;
+        }
+        let table = routines as *const Option<unsafe extern "C" fn()>;
+        // SAFETY: `table` points to an array of function pointers at least URI_KEY + 1 long
+        // (caller contract); every slot read below is a function pointer of the type stated
+        // by sqlite3ext.h for that member, so the transmutes restore the real signatures.
+        unsafe {
+            let get = |index: usize| *table.add(index);
+            Some(SqliteApi {
+                vfs_find: std::mem::transmute::<unsafe extern "C" fn(), VfsFind>(get(
+                    slot::VFS_FIND,
+                )?),
+                vfs_register: std::mem::transmute::<unsafe extern "C" fn(), VfsRegister>(get(
+                    slot::VFS_REGISTER,
+                )?),
+                malloc: std::mem::transmute::<unsafe extern "C" fn(), Malloc>(get(slot::MALLOC)?),
+                uri_parameter: std::mem::transmute::<unsafe extern "C" fn(), UriParameter>(get(
+                    slot::URI_PARAMETER,
+                )?),
+                uri_key: std::mem::transmute::<unsafe extern "C" fn(), UriKey>(get(slot::URI_KEY)?),
+                log: std::mem::transmute::<unsafe extern "C" fn(), Log>(get(slot::LOG)?),
+                libversion: std::mem::transmute::<unsafe extern "C" fn(), Libversion>(get(
+                    slot::LIBVERSION,
+                )?),
+            })
+        }
+    }
+
+    pub(crate) fn vfs_find(&self, name: &CStr) -> *mut sqlite3_vfs {
+        // SAFETY: `name` is NUL-terminated; sqlite3_vfs_find only reads it.
+        unsafe { (self.vfs_find)(name.as_ptr()) }
+    }
+
+    /// # Safety
+    /// `vfs` must be fully initialised and live for the rest of the process.
+    pub(crate) unsafe fn vfs_register(&self, vfs: *mut sqlite3_vfs, make_default: bool) -> c_int {
+        // SAFETY: forwarded caller contract.
+        unsafe { (self.vfs_register)(vfs, make_default as c_int) }
+    }
+
+    /// Copies `text` into memory from `sqlite3_malloc`, which SQLite will `sqlite3_free`
+    /// (file-control results, extension error messages). Null when out of memory.
+    pub(crate) fn alloc_cstring(&self, text: &str) -> *mut c_char {
+        let bytes = text.as_bytes();
+        let Ok(size) = c_int::try_from(bytes.len() + 1) else {
+            return std::ptr::null_mut();
+        };
+        // SAFETY: sqlite3_malloc returns null or `size` writable bytes; we write exactly
+        // bytes.len() + 1 of them.
+        unsafe {
+            let out = (self.malloc)(size) as *mut u8;
+            if out.is_null() {
+                return std::ptr::null_mut();
+            }
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), out, bytes.len());
+            *out.add(bytes.len()) = 0;
+            out as *mut c_char
+        }
+    }
+
+    /// Value of URI parameter `key` of a filename SQLite passed to xOpen (journal and WAL
+    /// names carry the main database's parameters too).
+    ///
+    /// # Safety
+    /// `filename` must be a filename pointer SQLite passed to xOpen (or null).
+    pub(crate) unsafe fn uri_parameter(
+        &self,
+        filename: *const c_char,
+        key: &CStr,
+    ) -> Option<String> {
+        if filename.is_null() {
+            return None;
+        }
+        // SAFETY: forwarded caller contract; the result is null or a NUL-terminated string
+        // inside SQLite's filename buffer, copied out before returning.
+        unsafe {
+            let value = (self.uri_parameter)(filename, key.as_ptr());
+            (!value.is_null()).then(|| CStr::from_ptr(value).to_string_lossy().into_owned())
+        }
+    }
+
+    /// Every URI parameter key of `filename`.
+    ///
+    /// # Safety
+    /// As [`SqliteApi::uri_parameter`].
+    pub(crate) unsafe fn uri_keys(&self, filename: *const c_char) -> Vec<String> {
+        let mut keys = Vec::new();
+        if filename.is_null() {
+            return keys;
+        }
+        for index in 0.. {
+            // SAFETY: forwarded caller contract; sqlite3_uri_key returns null past the end.
+            let key = unsafe { (self.uri_key)(filename, index) };
+            if key.is_null() {
+                break;
+            }
+            // SAFETY: non-null results are NUL-terminated strings in SQLite's buffer.
+            keys.push(
+                unsafe { CStr::from_ptr(key) }
+                    .to_string_lossy()
+                    .into_owned(),
+            );
+        }
+        keys
+    }
+
+    /// Writes `message` to SQLite's error log (`SQLITE_CONFIG_LOG`), as os_unix.c does.
+    pub(crate) fn log(&self, code: c_int, message: &str) {
+        let Ok(message) = CString::new(message.replace('\0', " ")) else {
+            return;
+        };
+        // SAFETY: "%s" consumes exactly the one NUL-terminated string argument passed.
+        unsafe { (self.log)(code, c"%s".as_ptr(), message.as_ptr()) }
+    }
+
+    pub(crate) fn libversion(&self) -> String {
+        // SAFETY: sqlite3_libversion returns a static NUL-terminated string.
+        unsafe { CStr::from_ptr((self.libversion)()) }
+            .to_string_lossy()
+            .into_owned()
+    }
+}

@@ -1,1 +1,425 @@
-//! TODO
+//! Every `extern "C"` function SQLite calls: the `sqlite3_vfs` and `sqlite3_io_methods`
+//! callbacks. Each converts its C arguments, calls safe code in `file.rs`/`vfs.rs`, and
+//! returns through [`guard`], the one place where a `Result` becomes a SQLite code and
+//! where panics stop (no panic may unwind into C).
+
+use std::ffi::{c_char, c_int, c_void};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::error::Failure;
+use crate::ffi::*;
+use crate::file::{Control, File};
+use crate::vfs::VfsState;
+
+/// What SQLite allocates for each open file (`szOsFile`): the base struct SQLite reads,
+/// followed by our pointer to the Rust file object.
+#[repr(C)]
+pub(crate) struct RawFile {
+    base: sqlite3_file,
+    file: *mut File,
+}
+
+/// Runs `body`, mapping its outcome to a SQLite result code; panics become SQLITE_IOERR.
+fn guard(
+    log: Option<&VfsState>,
+    what: &str,
+    body: impl FnOnce() -> Result<c_int, Failure>,
+) -> c_int {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(code)) => code,
+        Ok(Err(failure)) => failure.code(),
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".to_string());
+            if let Some(vfs) = log {
+                vfs.api.log(
+                    SQLITE_IOERR,
+                    &format!("sqlite-uring: internal error in {what}: {message}"),
+                );
+            }
+            Failure::Internal.code()
+        }
+    }
+}
+
+/// # Safety
+/// `raw` must be a file SQLite opened through our xOpen (methods set, pointer live).
+unsafe fn file_of<'a>(raw: *mut sqlite3_file) -> &'a mut File {
+    // SAFETY: caller contract; SQLite never calls two methods of one file concurrently,
+    // so the exclusive borrow is unique for the duration of the callback.
+    unsafe { &mut *(*(raw as *mut RawFile)).file }
+}
+
+/// Runs a file method; a failure's errno is remembered for SQLITE_FCNTL_LAST_ERRNO and
+/// real I/O errors are written to SQLite's log, as os_unix.c's unixLogError does.
+///
+/// # Safety
+/// As [`file_of`].
+unsafe fn with_file(
+    raw: *mut sqlite3_file,
+    what: &str,
+    body: impl FnOnce(&mut File) -> Result<c_int, Failure>,
+) -> c_int {
+    // SAFETY: forwarded caller contract.
+    let file = unsafe { file_of(raw) };
+    let vfs = file.vfs;
+    guard(Some(vfs), what, || {
+        let result = body(file);
+        if let Err(failure) = result {
+            if failure.errno() != 0 {
+                file.last_errno = failure.errno();
+            }
+            let quiet = matches!(
+                failure,
+                Failure::Busy
+                    | Failure::ShortRead
+                    | Failure::BadArgument
+                    | Failure::ReadonlyCantInit
+            );
+            if !quiet {
+                vfs.api.log(
+                    failure.code(),
+                    &format!(
+                        "sqlite-uring: {what} failed on {} ({} engine): {failure:?}: {}",
+                        file.path().unwrap_or("<temporary file>"),
+                        file.engine_name(),
+                        std::io::Error::from_raw_os_error(failure.errno())
+                    ),
+                );
+            }
+        }
+        result
+    })
+}
+
+// ─── sqlite3_io_methods ────────────────────────────────────────────────────────────────
+
+pub(crate) static IO_METHODS: sqlite3_io_methods = sqlite3_io_methods {
+    i_version: 3,
+    x_close: Some(x_close),
+    x_read: Some(x_read),
+    x_write: Some(x_write),
+    x_truncate: Some(x_truncate),
+    x_sync: Some(x_sync),
+    x_file_size: Some(x_file_size),
+    x_lock: Some(x_lock),
+    x_unlock: Some(x_unlock),
+    x_check_reserved_lock: Some(x_check_reserved_lock),
+    x_file_control: Some(x_file_control),
+    x_sector_size: Some(x_sector_size),
+    x_device_characteristics: Some(x_device_characteristics),
+    x_shm_map: Some(x_shm_map),
+    x_shm_lock: Some(x_shm_lock),
+    x_shm_barrier: Some(x_shm_barrier),
+    x_shm_unmap: Some(x_shm_unmap),
+    x_fetch: Some(x_fetch),
+    x_unfetch: Some(x_unfetch),
+};
+
+/// For `nolock=1`: no shared memory, as os_unix.c's nolockIoMethods (WAL then needs
+/// `locking_mode=EXCLUSIVE`, exactly as with `unix`).
+pub(crate) static NOLOCK_IO_METHODS: sqlite3_io_methods = sqlite3_io_methods {
+    i_version: 3,
+    x_shm_map: None,
+    x_shm_lock: None,
+    x_shm_barrier: None,
+    x_shm_unmap: None,
+    ..IO_METHODS
+};
+
+unsafe extern "C" fn x_close(raw: *mut sqlite3_file) -> c_int {
+    // SAFETY: SQLite calls xClose once on a file our xOpen set up; the Box was created
+    // there and is reclaimed exactly once here.
+    unsafe {
+        let raw = raw as *mut RawFile;
+        let file = std::mem::replace(&mut (*raw).file, std::ptr::null_mut());
+        (*raw).base.methods = std::ptr::null();
+        if file.is_null() {
+            return SQLITE_OK;
+        }
+        let vfs = (*file).vfs;
+        guard(Some(vfs), "xClose", || {
+            drop(Box::from_raw(file));
+            Ok(SQLITE_OK)
+        })
+    }
+}
+
+unsafe extern "C" fn x_read(
+    raw: *mut sqlite3_file,
+    buf: *mut c_void,
+    amount: c_int,
+    offset: i64,
+) -> c_int {
+    // SAFETY: SQLite passes a live file and a writable buffer of `amount` bytes.
+    unsafe {
+        with_file(raw, "xRead", |file| {
+            let buf = std::slice::from_raw_parts_mut(buf as *mut u8, amount as usize);
+            file.read(buf, offset).map(|()| SQLITE_OK)
+        })
+    }
+}
+
+unsafe extern "C" fn x_write(
+    raw: *mut sqlite3_file,
+    buf: *const c_void,
+    amount: c_int,
+    offset: i64,
+) -> c_int {
+    // SAFETY: SQLite passes a live file and a readable buffer of `amount` bytes.
+    unsafe {
+        with_file(raw, "xWrite", |file| {
+            let buf = std::slice::from_raw_parts(buf as *const u8, amount as usize);
+            file.write(buf, offset).map(|()| SQLITE_OK)
+        })
+    }
+}
+
+unsafe extern "C" fn x_truncate(raw: *mut sqlite3_file, size: i64) -> c_int {
+    // SAFETY: SQLite passes a live file.
+    unsafe {
+        with_file(raw, "xTruncate", |file| {
+            file.truncate(size).map(|()| SQLITE_OK)
+        })
+    }
+}
+
+unsafe extern "C" fn x_sync(raw: *mut sqlite3_file, flags: c_int) -> c_int {
+    // SAFETY: SQLite passes a live file.
+    unsafe { with_file(raw, "xSync", |file| file.sync(flags).map(|()| SQLITE_OK)) }
+}
+
+unsafe extern "C" fn x_file_size(raw: *mut sqlite3_file, size: *mut i64) -> c_int {
+    // SAFETY: SQLite passes a live file and a writable i64.
+    unsafe {
+        with_file(raw, "xFileSize", |file| {
+            *size = file.file_size()?;
+            Ok(SQLITE_OK)
+        })
+    }
+}
+
+unsafe extern "C" fn x_lock(raw: *mut sqlite3_file, level: c_int) -> c_int {
+    // SAFETY: SQLite passes a live file.
+    unsafe { with_file(raw, "xLock", |file| file.lock(level).map(|()| SQLITE_OK)) }
+}
+
+unsafe extern "C" fn x_unlock(raw: *mut sqlite3_file, level: c_int) -> c_int {
+    // SAFETY: SQLite passes a live file.
+    unsafe {
+        with_file(raw, "xUnlock", |file| {
+            file.unlock(level).map(|()| SQLITE_OK)
+        })
+    }
+}
+
+unsafe extern "C" fn x_check_reserved_lock(raw: *mut sqlite3_file, out: *mut c_int) -> c_int {
+    // SAFETY: SQLite passes a live file and a writable int.
+    unsafe {
+        with_file(raw, "xCheckReservedLock", |file| {
+            *out = file.check_reserved_lock()? as c_int;
+            Ok(SQLITE_OK)
+        })
+    }
+}
+
+unsafe extern "C" fn x_file_control(raw: *mut sqlite3_file, op: c_int, arg: *mut c_void) -> c_int {
+    // SAFETY: SQLite passes a live file and the argument type documented for `op`.
+    unsafe {
+        with_file(raw, "xFileControl", |file| {
+            Ok(match file.file_control(op, arg)? {
+                Control::Handled => SQLITE_OK,
+                Control::NotFound => SQLITE_NOTFOUND,
+            })
+        })
+    }
+}
+
+unsafe extern "C" fn x_sector_size(raw: *mut sqlite3_file) -> c_int {
+    // SAFETY: SQLite passes a live file.
+    unsafe { file_of(raw) }.sector_size()
+}
+
+unsafe extern "C" fn x_device_characteristics(raw: *mut sqlite3_file) -> c_int {
+    // SAFETY: SQLite passes a live file.
+    unsafe { file_of(raw) }.device_characteristics()
+}
+
+unsafe extern "C" fn x_shm_map(
+    raw: *mut sqlite3_file,
+    region: c_int,
+    region_size: c_int,
+    extend: c_int,
+    out: *mut *mut c_void,
+) -> c_int {
+    // SAFETY: SQLite passes a live file and a writable pointer slot.
+    unsafe {
+        *out = std::ptr::null_mut();
+        with_file(raw, "xShmMap", |file| {
+            let (pointer, readonly) =
+                file.shm_map(region as usize, region_size as usize, extend != 0)?;
+            *out = pointer.cast();
+            Ok(if readonly { SQLITE_READONLY } else { SQLITE_OK })
+        })
+    }
+}
+
+unsafe extern "C" fn x_shm_lock(
+    raw: *mut sqlite3_file,
+    offset: c_int,
+    count: c_int,
+    flags: c_int,
+) -> c_int {
+    // SAFETY: SQLite passes a live file.
+    unsafe {
+        with_file(raw, "xShmLock", |file| {
+            file.shm_lock(offset, count, flags).map(|()| SQLITE_OK)
+        })
+    }
+}
+
+unsafe extern "C" fn x_shm_barrier(raw: *mut sqlite3_file) {
+    // SAFETY: SQLite passes a live file.
+    unsafe {
+        with_file(raw, "xShmBarrier", |file| {
+            file.shm_barrier();
+            Ok(SQLITE_OK)
+        });
+    }
+}
+
+unsafe extern "C" fn x_shm_unmap(raw: *mut sqlite3_file, delete: c_int) -> c_int {
+    // SAFETY: SQLite passes a live file.
+    unsafe {
+        with_file(raw, "xShmUnmap", |file| {
+            file.shm_unmap(delete != 0);
+            Ok(SQLITE_OK)
+        })
+    }
+}
+
+unsafe extern "C" fn x_fetch(
+    raw: *mut sqlite3_file,
+    offset: i64,
+    amount: c_int,
+    out: *mut *mut c_void,
+) -> c_int {
+    // SAFETY: SQLite passes a live file and a writable pointer slot.
+    unsafe {
+        *out = std::ptr::null_mut();
+        with_file(raw, "xFetch", |file| {
+            *out = file.fetch(offset, amount)?.cast();
+            Ok(SQLITE_OK)
+        })
+    }
+}
+
+unsafe extern "C" fn x_unfetch(raw: *mut sqlite3_file, _offset: i64, page: *mut c_void) -> c_int {
+    // SAFETY: SQLite passes a live file.
+    unsafe {
+        with_file(raw, "xUnfetch", |file| {
+            file.unfetch(page.cast());
+            Ok(SQLITE_OK)
+        })
+    }
+}
+
+// ─── sqlite3_vfs ───────────────────────────────────────────────────────────────────────
+
+/// # Safety
+/// `vfs` must be one of our registered VFS objects.
+unsafe fn state_of<'a>(vfs: *mut sqlite3_vfs) -> &'static VfsState {
+    // SAFETY: registration stores a leaked, immutable VfsState in pAppData.
+    unsafe { &*((*vfs).p_app_data as *const VfsState) }
+}
+
+pub(crate) unsafe extern "C" fn x_open(
+    vfs: *mut sqlite3_vfs,
+    name: *const c_char,
+    raw: *mut sqlite3_file,
+    flags: c_int,
+    out_flags: *mut c_int,
+) -> c_int {
+    // SAFETY: SQLite passes our VFS and `szOsFile` writable bytes at `raw`.
+    unsafe {
+        let state = state_of(vfs);
+        let raw = raw as *mut RawFile;
+        (*raw).base.methods = std::ptr::null();
+        (*raw).file = std::ptr::null_mut();
+        guard(Some(state), "xOpen", || {
+            let (file, flags_out) = File::open(state, name, flags)?;
+            let methods = if file_uses_nolock(name, state) {
+                &NOLOCK_IO_METHODS
+            } else {
+                &IO_METHODS
+            };
+            (*raw).file = Box::into_raw(Box::new(file));
+            (*raw).base.methods = methods;
+            if !out_flags.is_null() {
+                *out_flags = flags_out;
+            }
+            Ok(SQLITE_OK)
+        })
+    }
+}
+
+/// # Safety
+/// `name` must be null or a filename SQLite passed to xOpen.
+unsafe fn file_uses_nolock(name: *const c_char, state: &VfsState) -> bool {
+    // SAFETY: forwarded caller contract.
+    let value = unsafe { state.api.uri_parameter(name, c"nolock") };
+    matches!(
+        value.as_deref().map(str::to_ascii_lowercase).as_deref(),
+        Some("1" | "on" | "yes" | "true")
+    )
+}
+
+pub(crate) unsafe extern "C" fn x_delete(
+    vfs: *mut sqlite3_vfs,
+    name: *const c_char,
+    sync_dir: c_int,
+) -> c_int {
+    // SAFETY: SQLite passes our VFS and a NUL-terminated path.
+    unsafe {
+        let state = state_of(vfs);
+        let path = std::ffi::CStr::from_ptr(name)
+            .to_string_lossy()
+            .into_owned();
+        guard(Some(state), "xDelete", || {
+            state.delete(&path, sync_dir & 1 != 0).map(|()| SQLITE_OK)
+        })
+    }
+}
+
+/// Path operations are not file I/O: they go to the `unix` VFS, so names, symlink
+/// handling and access checks are exactly SQLite's.
+macro_rules! delegate {
+    ($name:ident, $field:ident, ($($arg:ident: $ty:ty),*) -> $ret:ty, $fallback:expr) => {
+        pub(crate) unsafe extern "C" fn $name(vfs: *mut sqlite3_vfs, $($arg: $ty),*) -> $ret {
+            // SAFETY: `parent` is the live `unix` VFS found at registration; we pass its
+            // own pointer and SQLite's arguments through unchanged.
+            unsafe {
+                let parent = state_of(vfs).parent;
+                match (*parent).$field {
+                    Some(method) => method(parent, $($arg),*),
+                    None => $fallback,
+                }
+            }
+        }
+    };
+}
+
+delegate!(x_access, x_access, (name: *const c_char, flags: c_int, out: *mut c_int) -> c_int, SQLITE_ERROR);
+delegate!(x_full_pathname, x_full_pathname, (name: *const c_char, size: c_int, out: *mut c_char) -> c_int, SQLITE_ERROR);
+delegate!(x_dl_open, x_dl_open, (name: *const c_char) -> *mut c_void, std::ptr::null_mut());
+delegate!(x_dl_error, x_dl_error, (size: c_int, out: *mut c_char) -> (), ());
+delegate!(x_dl_sym, x_dl_sym, (handle: *mut c_void, symbol: *const c_char) -> Option<unsafe extern "C" fn()>, None);
+delegate!(x_dl_close, x_dl_close, (handle: *mut c_void) -> (), ());
+delegate!(x_randomness, x_randomness, (size: c_int, out: *mut c_char) -> c_int, 0);
+delegate!(x_sleep, x_sleep, (microseconds: c_int) -> c_int, 0);
+delegate!(x_current_time, x_current_time, (out: *mut f64) -> c_int, SQLITE_ERROR);
+delegate!(x_get_last_error, x_get_last_error, (size: c_int, out: *mut c_char) -> c_int, 0);
+delegate!(x_current_time_int64, x_current_time_int64, (out: *mut i64) -> c_int, SQLITE_ERROR);

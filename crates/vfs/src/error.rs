@@ -20,7 +20,10 @@ impl fmt::Display for Error {
         match self {
             Error::IoUringUnavailable(why) => write!(f, "io_uring is unavailable: {why}"),
             Error::InvalidOption(why) => write!(f, "invalid sqlite-uring option: {why}"),
-            Error::RegistrationFailed { vfs_name, sqlite_code } => write!(
+            Error::RegistrationFailed {
+                vfs_name,
+                sqlite_code,
+            } => write!(
                 f,
                 "sqlite3_vfs_register(\"{vfs_name}\") failed with SQLite code {sqlite_code}"
             ),
@@ -33,3 +36,126 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+/// Why a VFS method failed. Each variant maps to exactly one SQLite result code in
+/// [`Failure::code`], the single place where this crate chooses SQLite codes; the errno
+/// (when there is one) is kept for `SQLITE_FCNTL_LAST_ERRNO` and the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Failure {
+    Busy,
+    ShortRead,
+    Read(i32),
+    /// EIO/ERANGE/ENXIO on read: os_unix.c reports these as SQLITE_IOERR_CORRUPTFS.
+    CorruptFs(i32),
+    Write(i32),
+    /// ENOSPC/EDQUOT, or a write that made no progress.
+    Full(i32),
+    Fsync(i32),
+    DirFsync(i32),
+    Truncate(i32),
+    Fstat(i32),
+    Lock(i32),
+    Unlock(i32),
+    RdLock(i32),
+    Delete(i32),
+    DeleteNoent,
+    CantOpen(i32),
+    ReadonlyDirectory(i32),
+    ShmOpen(i32),
+    ShmSize(i32),
+    ShmMap(i32),
+    ReadonlyCantInit,
+    Perm(i32),
+    /// A file control was given a bad argument; the message is in its result slot.
+    BadArgument,
+    /// A Rust panic was caught at the FFI boundary.
+    Internal,
+}
+
+impl Failure {
+    pub(crate) fn code(self) -> std::ffi::c_int {
+        use crate::ffi::*;
+        match self {
+            Failure::Busy => SQLITE_BUSY,
+            Failure::ShortRead => SQLITE_IOERR_SHORT_READ,
+            Failure::Read(_) => SQLITE_IOERR_READ,
+            Failure::CorruptFs(_) => SQLITE_IOERR_CORRUPTFS,
+            Failure::Write(_) => SQLITE_IOERR_WRITE,
+            Failure::Full(_) => SQLITE_FULL,
+            Failure::Fsync(_) => SQLITE_IOERR_FSYNC,
+            Failure::DirFsync(_) => SQLITE_IOERR_DIR_FSYNC,
+            Failure::Truncate(_) => SQLITE_IOERR_TRUNCATE,
+            Failure::Fstat(_) => SQLITE_IOERR_FSTAT,
+            Failure::Lock(_) => SQLITE_IOERR_LOCK,
+            Failure::Unlock(_) => SQLITE_IOERR_UNLOCK,
+            Failure::RdLock(_) => SQLITE_IOERR_RDLOCK,
+            Failure::Delete(_) => SQLITE_IOERR_DELETE,
+            Failure::DeleteNoent => SQLITE_IOERR_DELETE_NOENT,
+            Failure::CantOpen(_) => SQLITE_CANTOPEN,
+            Failure::ReadonlyDirectory(_) => SQLITE_READONLY_DIRECTORY,
+            Failure::ShmOpen(_) => SQLITE_IOERR_SHMOPEN,
+            Failure::ShmSize(_) => SQLITE_IOERR_SHMSIZE,
+            Failure::ShmMap(_) => SQLITE_IOERR_SHMMAP,
+            Failure::ReadonlyCantInit => SQLITE_READONLY_CANTINIT,
+            Failure::Perm(_) => SQLITE_PERM,
+            Failure::BadArgument => SQLITE_ERROR,
+            Failure::Internal => SQLITE_IOERR,
+        }
+    }
+
+    /// The errno behind the failure; 0 when it is not a system error.
+    pub(crate) fn errno(self) -> i32 {
+        match self {
+            Failure::Read(e)
+            | Failure::CorruptFs(e)
+            | Failure::Write(e)
+            | Failure::Full(e)
+            | Failure::Fsync(e)
+            | Failure::DirFsync(e)
+            | Failure::Truncate(e)
+            | Failure::Fstat(e)
+            | Failure::Lock(e)
+            | Failure::Unlock(e)
+            | Failure::RdLock(e)
+            | Failure::Delete(e)
+            | Failure::CantOpen(e)
+            | Failure::ReadonlyDirectory(e)
+            | Failure::ShmOpen(e)
+            | Failure::ShmSize(e)
+            | Failure::ShmMap(e)
+            | Failure::Perm(e) => e,
+            _ => 0,
+        }
+    }
+
+    /// Classifies a read errno as os_unix.c's unixRead does.
+    pub(crate) fn from_read_errno(errno: i32) -> Failure {
+        match errno {
+            libc::ERANGE | libc::EIO | libc::ENXIO => Failure::CorruptFs(errno),
+            _ => Failure::Read(errno),
+        }
+    }
+
+    /// Classifies a write errno: out-of-space conditions are SQLITE_FULL, as in os_unix.c.
+    pub(crate) fn from_write_errno(errno: i32) -> Failure {
+        match errno {
+            libc::ENOSPC | libc::EDQUOT | libc::EFBIG => Failure::Full(errno),
+            _ => Failure::Write(errno),
+        }
+    }
+
+    /// Classifies a failed lock request as os_unix.c's sqliteErrorFromPosixError does:
+    /// contention is SQLITE_BUSY, anything else the given I/O error.
+    pub(crate) fn from_lock_errno(errno: i32, otherwise: fn(i32) -> Failure) -> Failure {
+        match errno {
+            libc::EACCES
+            | libc::EAGAIN
+            | libc::ETIMEDOUT
+            | libc::EBUSY
+            | libc::EINTR
+            | libc::ENOLCK => Failure::Busy,
+            libc::EPERM => Failure::Perm(errno),
+            _ => otherwise(errno),
+        }
+    }
+}

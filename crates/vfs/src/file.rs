@@ -1,1 +1,881 @@
-//! TODO
+//! One open file of the VFS: what SQLite's `sqlite3_io_methods` do, in safe Rust.
+//!
+//! `entry.rs` converts the C arguments and calls these methods; nothing here knows about
+//! C pointers except the few file controls whose argument types SQLite defines. All file
+//! I/O goes through a [`Submitter`] over the file's engine (io_uring, syscalls, or the
+//! fault injector); this code never learns which one runs.
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::os::fd::RawFd;
+
+use crate::config::SyncMode;
+use crate::error::Failure;
+use crate::ffi::*;
+use crate::io::{EngineKind, Submitter, WriteFailure};
+use crate::lock::DbLock;
+use crate::mmap::MemoryMap;
+use crate::shm::Shm;
+use crate::stats::IoStats;
+use crate::vfs::VfsState;
+
+/// os_unix.c SQLITE_DEFAULT_SECTOR_SIZE: what `unix` reports on Linux.
+const SECTOR_SIZE_BYTES: c_int = 4096;
+/// os_unix.c SQLITE_DEFAULT_FILE_PERMISSIONS.
+const DEFAULT_FILE_MODE: libc::mode_t = 0o644;
+/// Permissions of DELETEONCLOSE files (os_unix.c findCreateFileMode).
+const PRIVATE_FILE_MODE: libc::mode_t = 0o600;
+/// os_unix.c SQLITE_MINIMUM_FILE_DESCRIPTOR: never put a database on fd 0, 1 or 2, where
+/// a stray `printf` could overwrite it.
+const MINIMUM_FILE_DESCRIPTOR: RawFd = 3;
+
+/// Per-file options from URI parameters (`uring_*` plus the SQLite ones os_unix.c reads).
+struct FileOptions {
+    engine: EngineKind,
+    fallback_to_syscall: bool,
+    sync_mode: SyncMode,
+    psow: bool,
+    readonly_shm: bool,
+    nolock: bool,
+}
+
+/// Result of a file control: handled, or not ours (SQLITE_NOTFOUND, so SQLite applies
+/// its own default — answering OK to an unknown opcode would make SQLite ignore PRAGMAs).
+pub(crate) enum Control {
+    Handled,
+    NotFound,
+}
+
+pub(crate) struct File {
+    pub(crate) vfs: &'static VfsState,
+    fd: RawFd,
+    /// Full path; `None` for anonymous temporary files.
+    path: Option<String>,
+    engine: EngineKind,
+    sync_mode: SyncMode,
+    lock: DbLock,
+    nolock: bool,
+    psow: bool,
+    persist_wal: bool,
+    readonly_shm: bool,
+    /// The first xSync after creating a journal or WAL must also sync its directory, so
+    /// the new directory entry is durable (os_unix.c UNIXFILE_DIRSYNC).
+    dir_sync_pending: bool,
+    chunk_size_bytes: i64,
+    pub(crate) last_errno: i32,
+    /// No other process or connection can reach this file (it was unlinked at open), so
+    /// its size may be cached.
+    private: bool,
+    cached_size_bytes: Option<i64>,
+    stats: IoStats,
+    shm: Option<Shm>,
+    mmap: MemoryMap,
+}
+
+fn last_errno() -> i32 {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+/// SQLite's boolean URI values (sqlite3GetBoolean): digits, on/yes/true/full/extra, off/no/false.
+fn uri_boolean(value: Option<&str>, default: bool) -> bool {
+    let Some(value) = value else { return default };
+    if let Ok(number) = value.parse::<i64>() {
+        return number != 0;
+    }
+    match value.to_ascii_lowercase().as_str() {
+        "on" | "yes" | "true" | "full" | "extra" => true,
+        "off" | "no" | "false" => false,
+        _ => default,
+    }
+}
+
+fn cstring(path: &str) -> Result<CString, Failure> {
+    CString::new(path).map_err(|_| Failure::CantOpen(libc::EINVAL))
+}
+
+fn stat_path(path: &str) -> Option<libc::stat> {
+    let path = CString::new(path).ok()?;
+    // SAFETY: stat is plain data written by stat(2); `path` is NUL-terminated.
+    unsafe {
+        let mut stat: libc::stat = std::mem::zeroed();
+        (libc::stat(path.as_ptr(), &mut stat) == 0).then_some(stat)
+    }
+}
+
+fn fstat(fd: RawFd) -> Result<libc::stat, i32> {
+    // SAFETY: stat is plain data written by fstat(2).
+    unsafe {
+        let mut stat: libc::stat = std::mem::zeroed();
+        if libc::fstat(fd, &mut stat) == 0 {
+            Ok(stat)
+        } else {
+            Err(last_errno())
+        }
+    }
+}
+
+/// The directory holding `path`, as os_unix.c osOpenDirectory computes it.
+fn directory_of(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(0) => "/",
+        Some(index) => &path[..index],
+        None => ".",
+    }
+}
+
+/// A fresh name for a temporary file, in the directory os_unix.c would use.
+pub(crate) fn temp_file_name() -> String {
+    let candidates = [
+        std::env::var("SQLITE_TMPDIR").ok(),
+        std::env::var("TMPDIR").ok(),
+        Some("/var/tmp".to_string()),
+        Some("/usr/tmp".to_string()),
+        Some("/tmp".to_string()),
+    ];
+    let directory = candidates
+        .into_iter()
+        .flatten()
+        .find(|dir| {
+            let Ok(c_dir) = CString::new(dir.as_str()) else {
+                return false;
+            };
+            let is_dir =
+                stat_path(dir).is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
+            // SAFETY: `c_dir` is NUL-terminated.
+            is_dir && unsafe { libc::access(c_dir.as_ptr(), libc::W_OK | libc::X_OK) } == 0
+        })
+        .unwrap_or_else(|| ".".to_string());
+    let mut random = [0u8; 8];
+    // SAFETY: getrandom writes at most random.len() bytes into the buffer.
+    let got = unsafe { libc::getrandom(random.as_mut_ptr().cast(), random.len(), 0) };
+    if got != random.len() as isize {
+        // Uniqueness, not secrecy, is what matters; O_EXCL catches a collision.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        random = (nanos ^ (std::process::id() as u64) << 32).to_le_bytes();
+    }
+    format!("{directory}/etilqs_{:016x}", u64::from_le_bytes(random))
+}
+
+impl File {
+    fn submitter(&mut self) -> Submitter<'_> {
+        Submitter {
+            engine: &self.engine,
+            file_stats: &mut self.stats,
+            vfs_stats: &self.vfs.stats,
+        }
+    }
+
+    fn count(&mut self, delta: IoStats) {
+        self.stats.add(&delta);
+        self.vfs.stats.add(&delta);
+    }
+
+    pub(crate) fn path(&self) -> Option<&str> {
+        self.path.as_deref()
+    }
+
+    pub(crate) fn engine_name(&self) -> &'static str {
+        self.engine.name()
+    }
+
+    /// Reads this file's options from the URI parameters of `name`.
+    ///
+    /// # Safety
+    /// `name` must be null or a filename pointer SQLite passed to xOpen.
+    unsafe fn options(vfs: &'static VfsState, name: *const c_char) -> Result<FileOptions, String> {
+        let api = &vfs.api;
+        // SAFETY: forwarded caller contract.
+        let param = |key: &CStr| unsafe { api.uri_parameter(name, key) };
+        // SAFETY: forwarded caller contract.
+        for key in unsafe { api.uri_keys(name) } {
+            if key.starts_with("uring_")
+                && !["uring_backend", "uring_fallback", "uring_sync"].contains(&key.as_str())
+            {
+                return Err(format!(
+                    "unknown URI parameter `{key}`; this VFS knows uring_backend, uring_fallback, uring_sync"
+                ));
+            }
+        }
+        let mut engine = vfs.engine.clone();
+        match param(c"uring_backend").as_deref() {
+            None => {}
+            Some("io_uring") => {
+                if !matches!(engine, EngineKind::Fault(_)) {
+                    engine = EngineKind::IoUring
+                }
+            }
+            Some("syscall") => {
+                if !matches!(engine, EngineKind::Fault(_)) {
+                    engine = EngineKind::Syscall
+                }
+            }
+            Some(other) => {
+                return Err(format!(
+                    "uring_backend={other} is not valid; use io_uring or syscall"
+                ))
+            }
+        }
+        let fallback_to_syscall = match param(c"uring_fallback").as_deref() {
+            None => vfs.fallback_to_syscall,
+            Some("syscall") => true,
+            Some("none") => false,
+            Some(other) => {
+                return Err(format!(
+                    "uring_fallback={other} is not valid; use syscall or none"
+                ))
+            }
+        };
+        let sync_mode = match param(c"uring_sync") {
+            None => vfs.sync_mode,
+            Some(text) => SyncMode::parse(&text)
+                .ok_or_else(|| format!("uring_sync={text} is not valid; use fsync or fdatasync"))?,
+        };
+        Ok(FileOptions {
+            engine,
+            fallback_to_syscall,
+            sync_mode,
+            // os_unix.c: SQLITE_POWERSAFE_OVERWRITE defaults to 1; `psow=0` turns it off.
+            psow: uri_boolean(param(c"psow").as_deref(), true),
+            readonly_shm: uri_boolean(param(c"readonly_shm").as_deref(), false),
+            nolock: uri_boolean(param(c"nolock").as_deref(), false),
+        })
+    }
+
+    /// Permission bits (and owner to copy when root) for a file about to be created, as
+    /// os_unix.c findCreateFileMode chooses them.
+    ///
+    /// # Safety
+    /// `name` as in [`File::options`].
+    unsafe fn create_mode(
+        vfs: &VfsState,
+        path: &str,
+        name: *const c_char,
+        flags: c_int,
+    ) -> (libc::mode_t, Option<(u32, u32)>) {
+        if flags & (SQLITE_OPEN_WAL | SQLITE_OPEN_MAIN_JOURNAL) != 0 {
+            // The database is the journal/WAL name without its "-suffix".
+            let database = match path.rfind('-') {
+                Some(dash) if !path[dash..].contains('.') && !path[dash..].contains('/') => {
+                    &path[..dash]
+                }
+                _ => return (0, None),
+            };
+            return match stat_path(database) {
+                Some(st) => (st.st_mode & 0o777, Some((st.st_uid, st.st_gid))),
+                None => (0, None),
+            };
+        }
+        if flags & SQLITE_OPEN_DELETEONCLOSE != 0 {
+            return (PRIVATE_FILE_MODE, None);
+        }
+        // SAFETY: forwarded caller contract.
+        if let Some(model) = unsafe { vfs.api.uri_parameter(name, c"modeof") } {
+            if let Some(st) = stat_path(&model) {
+                return (st.st_mode & 0o777, Some((st.st_uid, st.st_gid)));
+            }
+        }
+        (0, None)
+    }
+
+    /// xOpen. Returns the file and the flags SQLite should see (read-only when a
+    /// read-write open fell back to read-only, as os_unix.c does).
+    ///
+    /// # Safety
+    /// `name` must be null or the filename pointer SQLite passed to xOpen.
+    pub(crate) unsafe fn open(
+        vfs: &'static VfsState,
+        name: *const c_char,
+        flags: c_int,
+    ) -> Result<(File, c_int), Failure> {
+        let file_type = flags & 0x0FFF_FF00;
+        let is_delete = flags & SQLITE_OPEN_DELETEONCLOSE != 0;
+        let is_create = flags & SQLITE_OPEN_CREATE != 0;
+        let is_exclusive = flags & SQLITE_OPEN_EXCLUSIVE != 0;
+        let is_readwrite = flags & SQLITE_OPEN_READWRITE != 0;
+        let is_new_journal = is_create
+            && [
+                SQLITE_OPEN_SUPER_JOURNAL,
+                SQLITE_OPEN_MAIN_JOURNAL,
+                SQLITE_OPEN_WAL,
+            ]
+            .contains(&(file_type & !SQLITE_OPEN_NOFOLLOW));
+        let path = if name.is_null() {
+            // SQLite only opens anonymous files as temporary, delete-on-close files.
+            assert!(is_delete, "xOpen with a NULL name must be DELETEONCLOSE");
+            temp_file_name()
+        } else {
+            // SAFETY: SQLite passes a NUL-terminated filename.
+            unsafe { CStr::from_ptr(name) }
+                .to_string_lossy()
+                .into_owned()
+        };
+
+        // SAFETY: forwarded caller contract.
+        let options = match unsafe { File::options(vfs, name) } {
+            Ok(options) => options,
+            Err(message) => {
+                vfs.api.log(
+                    SQLITE_CANTOPEN,
+                    &format!("sqlite-uring: cannot open {path}: {message}"),
+                );
+                return Err(Failure::CantOpen(libc::EINVAL));
+            }
+        };
+        let mut engine = options.engine;
+        if let Err(reason) = engine.ensure_available() {
+            if options.fallback_to_syscall {
+                vfs.api.log(
+                    SQLITE_WARNING,
+                    &format!("sqlite-uring: {path}: io_uring unavailable, using plain syscalls as requested: {reason}"),
+                );
+                engine = EngineKind::Syscall;
+            } else {
+                vfs.api.log(
+                    SQLITE_CANTOPEN,
+                    &format!("sqlite-uring: cannot open {path}: {reason}"),
+                );
+                return Err(Failure::CantOpen(libc::ENOSYS));
+            }
+        }
+
+        let mut os_flags = libc::O_CLOEXEC
+            | if is_readwrite {
+                libc::O_RDWR
+            } else {
+                libc::O_RDONLY
+            };
+        if is_create {
+            os_flags |= libc::O_CREAT;
+        }
+        if is_exclusive {
+            os_flags |= libc::O_EXCL;
+        }
+        if flags & SQLITE_OPEN_NOFOLLOW != 0 {
+            os_flags |= libc::O_NOFOLLOW;
+        }
+        // SAFETY: forwarded caller contract.
+        let (mode, owner) = unsafe { File::create_mode(vfs, &path, name, flags) };
+        let c_path = cstring(&path)?;
+        let mut out_flags = flags;
+        let open = |os_flags: c_int| loop {
+            let effective_mode = if mode == 0 { DEFAULT_FILE_MODE } else { mode };
+            // SAFETY: `c_path` is NUL-terminated; open does not retain it.
+            let fd =
+                unsafe { libc::open(c_path.as_ptr(), os_flags, effective_mode as libc::c_uint) };
+            if fd >= 0 || last_errno() != libc::EINTR {
+                break if fd >= 0 { Ok(fd) } else { Err(last_errno()) };
+            }
+        };
+        let fd = match open(os_flags) {
+            Ok(fd) => fd,
+            Err(errno) => {
+                // SAFETY: `c_path` is NUL-terminated.
+                let exists = unsafe { libc::access(c_path.as_ptr(), libc::F_OK) } == 0;
+                if is_new_journal && errno == libc::EACCES && !exists {
+                    return Err(Failure::ReadonlyDirectory(errno));
+                } else if errno != libc::EISDIR && is_readwrite {
+                    // os_unix.c: a database we may not write is opened read-only.
+                    let readonly = (os_flags & !(libc::O_RDWR | libc::O_CREAT)) | libc::O_RDONLY;
+                    out_flags = (flags & !(SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE))
+                        | SQLITE_OPEN_READONLY;
+                    open(readonly).map_err(Failure::CantOpen)?
+                } else {
+                    return Err(Failure::CantOpen(errno));
+                }
+            }
+        };
+        let fd = if fd < MINIMUM_FILE_DESCRIPTOR {
+            // SAFETY: plain fcntl/close on the fd we just opened.
+            unsafe {
+                let moved = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, MINIMUM_FILE_DESCRIPTOR);
+                libc::close(fd);
+                if moved < 0 {
+                    return Err(Failure::CantOpen(last_errno()));
+                }
+                moved
+            }
+        } else {
+            fd
+        };
+        if mode != 0 {
+            // os_unix.c robust_open: a new file gets exactly `mode`, whatever the umask.
+            if let Ok(st) = fstat(fd) {
+                if st.st_size == 0 && st.st_mode & 0o777 != mode {
+                    // SAFETY: plain syscall on our fd.
+                    unsafe { libc::fchmod(fd, mode) };
+                }
+            }
+        }
+        if let Some((uid, gid)) = owner {
+            // As root, a new journal or WAL must stay usable by the database's owner.
+            // SAFETY: plain syscalls on our fd.
+            unsafe {
+                if libc::geteuid() == 0 && flags & (SQLITE_OPEN_WAL | SQLITE_OPEN_MAIN_JOURNAL) != 0
+                {
+                    let _ = libc::fchown(fd, uid, gid);
+                }
+            }
+        }
+        if is_delete {
+            // Unlinking now means even a crash cannot leave the file behind.
+            // SAFETY: `c_path` is NUL-terminated.
+            unsafe { libc::unlink(c_path.as_ptr()) };
+        }
+        let file = File {
+            vfs,
+            fd,
+            path: (!name.is_null()).then_some(path),
+            engine,
+            sync_mode: options.sync_mode,
+            lock: DbLock::new(),
+            nolock: options.nolock,
+            psow: options.psow,
+            persist_wal: false,
+            readonly_shm: options.readonly_shm,
+            dir_sync_pending: is_new_journal,
+            chunk_size_bytes: 0,
+            last_errno: 0,
+            private: is_delete,
+            cached_size_bytes: None,
+            stats: IoStats::default(),
+            shm: None,
+            mmap: MemoryMap::new(0),
+        };
+        Ok((file, out_flags))
+    }
+
+    /// Whether the cached size can be trusted: nobody else can change the file.
+    fn size_cache_valid(&self) -> bool {
+        self.private || self.lock.level() == SQLITE_LOCK_EXCLUSIVE
+    }
+
+    fn note_size_at_least(&mut self, end_bytes: i64) {
+        if let Some(size) = self.cached_size_bytes.as_mut() {
+            *size = (*size).max(end_bytes);
+        }
+    }
+
+    /// xRead: fills `buf` from `offset`; a read past the end zero-fills the rest and
+    /// reports SQLITE_IOERR_SHORT_READ, as SQLite requires.
+    pub(crate) fn read(&mut self, buf: &mut [u8], offset: i64) -> Result<(), Failure> {
+        assert!(offset >= 0);
+        self.count(IoStats {
+            read_calls: 1,
+            ..IoStats::default()
+        });
+        let from_map = self.mmap.read_prefix(buf, offset);
+        let fd = self.fd;
+        let rest = &mut buf[from_map..];
+        let read = if rest.is_empty() {
+            0
+        } else {
+            self.submitter()
+                .read_at(fd, rest, (offset + from_map as i64) as u64)
+                .map_err(Failure::from_read_errno)?
+        };
+        let total = from_map + read;
+        self.count(IoStats {
+            bytes_read: total as u64,
+            ..IoStats::default()
+        });
+        if total < buf.len() {
+            buf[total..].fill(0);
+            return Err(Failure::ShortRead);
+        }
+        Ok(())
+    }
+
+    /// xWrite: all of `buf` at `offset`, or an error; a write that cannot make progress
+    /// is SQLITE_FULL, as in os_unix.c.
+    pub(crate) fn write(&mut self, buf: &[u8], offset: i64) -> Result<(), Failure> {
+        assert!(offset >= 0);
+        self.count(IoStats {
+            write_calls: 1,
+            ..IoStats::default()
+        });
+        let fd = self.fd;
+        let result = self.submitter().write_at(fd, buf, offset as u64);
+        match result {
+            Ok(()) => {
+                self.count(IoStats {
+                    bytes_written: buf.len() as u64,
+                    ..IoStats::default()
+                });
+                self.note_size_at_least(offset + buf.len() as i64);
+                Ok(())
+            }
+            Err(WriteFailure::Errno(errno)) => {
+                self.cached_size_bytes = None;
+                Err(Failure::from_write_errno(errno))
+            }
+            Err(WriteFailure::NoProgress) => {
+                self.cached_size_bytes = None;
+                Err(Failure::Full(0))
+            }
+        }
+    }
+
+    /// xTruncate, rounding up to the chunk size like os_unix.c.
+    pub(crate) fn truncate(&mut self, size_bytes: i64) -> Result<(), Failure> {
+        assert!(size_bytes >= 0);
+        self.count(IoStats {
+            truncate_calls: 1,
+            ..IoStats::default()
+        });
+        let size_bytes = if self.chunk_size_bytes > 0 {
+            round_up(size_bytes, self.chunk_size_bytes)
+        } else {
+            size_bytes
+        };
+        let fd = self.fd;
+        if let Err(errno) = self.submitter().truncate(fd, size_bytes as u64) {
+            self.cached_size_bytes = None;
+            return Err(Failure::Truncate(errno));
+        }
+        self.mmap.clamp_to(size_bytes);
+        if self.size_cache_valid() {
+            self.cached_size_bytes = Some(size_bytes);
+        }
+        Ok(())
+    }
+
+    /// xSync: one fsync/fdatasync of the file (the SQLITE_SYNC_* flags make no difference
+    /// on Linux, as in os_unix.c full_fsync), plus the one-time directory sync after a
+    /// journal or WAL was created.
+    pub(crate) fn sync(&mut self, _flags: c_int) -> Result<(), Failure> {
+        self.count(IoStats {
+            sync_calls: 1,
+            ..IoStats::default()
+        });
+        let fd = self.fd;
+        let data_only = self.sync_mode == SyncMode::Fdatasync;
+        self.submitter()
+            .sync(fd, data_only)
+            .map_err(Failure::Fsync)?;
+        if self.dir_sync_pending {
+            self.dir_sync_pending = false;
+            if let Some(path) = self.path.clone() {
+                // Errors are ignored, as os_unix.c does: some filesystems cannot sync a
+                // directory, and the file's own data is already durable.
+                let _ = self.sync_directory(directory_of(&path));
+            }
+        }
+        Ok(())
+    }
+
+    fn sync_directory(&mut self, directory: &str) -> Result<(), Failure> {
+        let data_only = self.sync_mode == SyncMode::Fdatasync;
+        sync_directory_with(&mut self.submitter(), directory, data_only)
+    }
+
+    /// xFileSize. Caches the size while nobody else can change the file.
+    pub(crate) fn file_size(&mut self) -> Result<i64, Failure> {
+        if self.size_cache_valid() {
+            if let Some(size) = self.cached_size_bytes {
+                return Ok(size);
+            }
+        }
+        let mut size = fstat(self.fd).map_err(Failure::Fstat)?.st_size;
+        // os_unix.c: a 1-byte file is reported as empty (a workaround some filesystems
+        // need when a zero-size database is opened); kept for identical behaviour.
+        if size == 1 {
+            size = 0;
+        }
+        self.cached_size_bytes = self.size_cache_valid().then_some(size);
+        Ok(size)
+    }
+
+    pub(crate) fn lock(&mut self, level: c_int) -> Result<(), Failure> {
+        if self.nolock {
+            self.lock
+                .set_level_without_os_lock(level.max(self.lock.level()));
+            return Ok(());
+        }
+        self.lock.lock(self.fd, level)
+    }
+
+    pub(crate) fn unlock(&mut self, level: c_int) -> Result<(), Failure> {
+        if !self.private {
+            // Another connection may change the file once we drop EXCLUSIVE.
+            self.cached_size_bytes = None;
+        }
+        if self.nolock {
+            self.lock
+                .set_level_without_os_lock(level.min(self.lock.level()));
+            return Ok(());
+        }
+        self.lock.unlock(self.fd, level)
+    }
+
+    pub(crate) fn check_reserved_lock(&mut self) -> Result<bool, Failure> {
+        if self.nolock {
+            return Ok(false);
+        }
+        self.lock.check_reserved(self.fd)
+    }
+
+    pub(crate) fn sector_size(&self) -> c_int {
+        SECTOR_SIZE_BYTES
+    }
+
+    /// Only what the hardware really guarantees: POWERSAFE_OVERWRITE (unless `psow=0`),
+    /// exactly as the `unix` VFS reports on Linux. Claiming SAFE_APPEND or SEQUENTIAL
+    /// would let SQLite skip journal syncs.
+    pub(crate) fn device_characteristics(&self) -> c_int {
+        if self.psow {
+            SQLITE_IOCAP_POWERSAFE_OVERWRITE
+        } else {
+            0
+        }
+    }
+
+    /// SQLITE_FCNTL_SIZE_HINT (os_unix.c fcntlSizeHint): with a chunk size, allocate up
+    /// to the next chunk; with mmap on, extend the file and the mapping.
+    fn size_hint(&mut self, size_bytes: i64) -> Result<(), Failure> {
+        if self.chunk_size_bytes > 0 {
+            let target = round_up(size_bytes, self.chunk_size_bytes);
+            let st = fstat(self.fd).map_err(Failure::Fstat)?;
+            if target > st.st_size {
+                // Write one byte at the end of every block of the new region, then at the
+                // new end, like os_unix.c does without posix_fallocate.
+                let block = (st.st_blksize as i64).max(512);
+                let mut pieces = Vec::new();
+                let mut at = (st.st_size / block) * block + block - 1;
+                while at < target + block - 1 {
+                    pieces.push(((at.min(target - 1)) as u64, &[0u8][..]));
+                    at += block;
+                }
+                let fd = self.fd;
+                self.submitter()
+                    .write_batch(fd, &pieces)
+                    .map_err(|failure| match failure {
+                        WriteFailure::Errno(errno) => Failure::from_write_errno(errno),
+                        WriteFailure::NoProgress => Failure::Full(0),
+                    })?;
+                self.note_size_at_least(target);
+            }
+        }
+        if self.mmap.wants_growth(size_bytes) {
+            if self.chunk_size_bytes <= 0 {
+                let fd = self.fd;
+                self.submitter()
+                    .truncate(fd, size_bytes as u64)
+                    .map_err(Failure::Truncate)?;
+                self.note_size_at_least(size_bytes);
+            }
+            self.mmap.grow_to(self.fd, size_bytes)?;
+        }
+        Ok(())
+    }
+
+    /// os_unix.c fileHasMoved: the path no longer names this file.
+    fn has_moved(&self) -> bool {
+        let Some(path) = &self.path else { return false };
+        let Ok(mine) = fstat(self.fd) else {
+            return true;
+        };
+        match stat_path(path) {
+            Some(st) => st.st_ino != mine.st_ino || st.st_dev != mine.st_dev || mine.st_nlink == 0,
+            None => true,
+        }
+    }
+
+    /// `PRAGMA io_uring_stats` (this file's and the VFS's counters as JSON) and
+    /// `PRAGMA io_uring_stats=reset`. Other pragmas are SQLite's.
+    ///
+    /// # Safety
+    /// `args` must be the `char*[3]` SQLite passes with SQLITE_FCNTL_PRAGMA.
+    unsafe fn pragma(&mut self, args: *mut *mut c_char) -> Result<Control, Failure> {
+        // SAFETY: caller contract: args[1] is the pragma name, args[2] its value or null.
+        let (name, value) = unsafe {
+            let name = *args.add(1);
+            let value = *args.add(2);
+            if name.is_null() {
+                return Ok(Control::NotFound);
+            }
+            (
+                CStr::from_ptr(name).to_string_lossy().to_ascii_lowercase(),
+                (!value.is_null()).then(|| CStr::from_ptr(value).to_string_lossy().into_owned()),
+            )
+        };
+        if name != "io_uring_stats" {
+            return Ok(Control::NotFound);
+        }
+        let text = match value.as_deref() {
+            None => format!(
+                "{{\"vfs\":\"{}\",\"engine\":\"{}\",\"file\":{},\"vfs_total\":{}}}",
+                self.vfs.name,
+                self.engine.name(),
+                self.stats.to_json(),
+                self.vfs.stats.snapshot().to_json()
+            ),
+            Some(v) if v.eq_ignore_ascii_case("reset") => {
+                self.stats = IoStats::default();
+                self.vfs.stats.reset();
+                "reset".to_string()
+            }
+            Some(other) => format!("unknown argument `{other}`: use PRAGMA io_uring_stats or PRAGMA io_uring_stats=reset"),
+        };
+        let failed = text.starts_with("unknown");
+        // SAFETY: args[0] receives a string from sqlite3_malloc, which SQLite frees.
+        unsafe { *args = self.vfs.api.alloc_cstring(&text) };
+        if failed {
+            return Err(Failure::BadArgument);
+        }
+        Ok(Control::Handled)
+    }
+
+    /// xFileControl. Answers the opcodes os_unix.c answers on Linux, plus
+    /// `PRAGMA io_uring_stats`; everything else is SQLITE_NOTFOUND.
+    ///
+    /// # Safety
+    /// `arg` must point to the argument type SQLite documents for `op`.
+    pub(crate) unsafe fn file_control(
+        &mut self,
+        op: c_int,
+        arg: *mut c_void,
+    ) -> Result<Control, Failure> {
+        // SAFETY (whole block): each arm casts `arg` to the type sqlite3.h documents for
+        // that opcode; SQLite owns the pointee for the duration of the call.
+        unsafe {
+            match op {
+                SQLITE_FCNTL_LOCKSTATE => *(arg as *mut c_int) = self.lock.level(),
+                SQLITE_FCNTL_LAST_ERRNO => *(arg as *mut c_int) = self.last_errno,
+                SQLITE_FCNTL_CHUNK_SIZE => self.chunk_size_bytes = *(arg as *const c_int) as i64,
+                SQLITE_FCNTL_SIZE_HINT => self.size_hint(*(arg as *const i64))?,
+                SQLITE_FCNTL_PERSIST_WAL => mode_bit(&mut self.persist_wal, arg as *mut c_int),
+                SQLITE_FCNTL_POWERSAFE_OVERWRITE => mode_bit(&mut self.psow, arg as *mut c_int),
+                SQLITE_FCNTL_VFSNAME => {
+                    *(arg as *mut *mut c_char) = self.vfs.api.alloc_cstring(&self.vfs.name);
+                }
+                SQLITE_FCNTL_TEMPFILENAME => {
+                    *(arg as *mut *mut c_char) = self.vfs.api.alloc_cstring(&temp_file_name());
+                }
+                SQLITE_FCNTL_HAS_MOVED => *(arg as *mut c_int) = self.has_moved() as c_int,
+                SQLITE_FCNTL_MMAP_SIZE => {
+                    let requested = *(arg as *const i64);
+                    *(arg as *mut i64) = self.mmap.set_limit(self.fd, requested)?;
+                }
+                SQLITE_FCNTL_EXTERNAL_READER => {
+                    let external = match &self.shm {
+                        Some(shm) => shm.has_external_reader()?,
+                        None => false,
+                    };
+                    *(arg as *mut c_int) = external as c_int;
+                }
+                SQLITE_FCNTL_NULL_IO => {
+                    libc::close(self.fd);
+                    self.fd = -1;
+                }
+                SQLITE_FCNTL_PRAGMA => return self.pragma(arg as *mut *mut c_char),
+                _ => return Ok(Control::NotFound),
+            }
+        }
+        Ok(Control::Handled)
+    }
+
+    /// xShmMap. `Ok((pointer, readonly))`; SQLite gets SQLITE_READONLY when `readonly`.
+    pub(crate) fn shm_map(
+        &mut self,
+        region: usize,
+        region_size_bytes: usize,
+        extend: bool,
+    ) -> Result<(*mut u8, bool), Failure> {
+        if self.shm.is_none() {
+            let path = self.path.clone().ok_or(Failure::ShmOpen(libc::EINVAL))?;
+            let st = fstat(self.fd).map_err(Failure::Fstat)?;
+            self.shm = Some(Shm::open(&path, &st, self.readonly_shm)?);
+        }
+        let mut shm = self.shm.take().expect("opened above");
+        let result = shm.map(&mut self.submitter(), region, region_size_bytes, extend);
+        let readonly = shm.is_readonly();
+        self.shm = Some(shm);
+        Ok((result?, readonly))
+    }
+
+    pub(crate) fn shm_lock(
+        &mut self,
+        offset: c_int,
+        count: c_int,
+        flags: c_int,
+    ) -> Result<(), Failure> {
+        match self.shm.as_mut() {
+            Some(shm) => shm.lock(offset, count, flags),
+            None => Err(Failure::ShmOpen(libc::EBADF)),
+        }
+    }
+
+    /// xShmBarrier: a full memory barrier between WAL-index writes and reads of other
+    /// processes' writes (the mapping is shared memory).
+    pub(crate) fn shm_barrier(&mut self) {
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub(crate) fn shm_unmap(&mut self, delete: bool) {
+        if let Some(shm) = self.shm.take() {
+            shm.close(delete);
+        }
+    }
+
+    pub(crate) fn fetch(&mut self, offset: i64, amount: c_int) -> Result<*mut u8, Failure> {
+        self.mmap.fetch(self.fd, offset, amount)
+    }
+
+    pub(crate) fn unfetch(&mut self, page: *mut u8) {
+        self.mmap.unfetch(page)
+    }
+}
+
+impl Drop for File {
+    fn drop(&mut self) {
+        self.mmap.unmap();
+        self.shm = None;
+        if self.fd >= 0 {
+            // SAFETY: we own the fd. Closing our description releases only our OFD locks.
+            unsafe { libc::close(self.fd) };
+            self.fd = -1;
+        }
+    }
+}
+
+/// `value` rounded up to a multiple of `chunk` (> 0).
+fn round_up(value: i64, chunk: i64) -> i64 {
+    (value + chunk - 1) / chunk * chunk
+}
+
+/// os_unix.c unixModeBit: negative queries, zero clears, positive sets.
+///
+/// # Safety
+/// `arg` must point to a writable int.
+unsafe fn mode_bit(flag: &mut bool, arg: *mut c_int) {
+    // SAFETY: caller contract.
+    unsafe {
+        if *arg < 0 {
+            *arg = *flag as c_int;
+        } else {
+            *flag = *arg != 0;
+        }
+    }
+}
+
+/// Opens `directory` and syncs it through `io` (journal creation, xDelete with dirSync).
+pub(crate) fn sync_directory_with(
+    io: &mut Submitter<'_>,
+    directory: &str,
+    data_only: bool,
+) -> Result<(), Failure> {
+    let c_dir = cstring(directory).map_err(|_| Failure::DirFsync(libc::EINVAL))?;
+    // SAFETY: `c_dir` is NUL-terminated.
+    let dir_fd = unsafe { libc::open(c_dir.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if dir_fd < 0 {
+        return Err(Failure::CantOpen(last_errno()));
+    }
+    let result = io.sync(dir_fd, data_only).map_err(Failure::DirFsync);
+    // SAFETY: we own dir_fd.
+    unsafe { libc::close(dir_fd) };
+    result
+}

@@ -29,7 +29,14 @@ pub use config::{Backend, Options, SyncMode};
 pub use error::Error;
 pub use probe::{probe, ProbeReport};
 pub use stats::IoStats;
-pub use vfs::{register, register_with_api_routines, reset_vfs_stats, vfs_stats, Registration};
+pub use vfs::{
+    alloc_error_message, register, register_with_api_routines, register_with_faults,
+    reset_vfs_stats, sqlite_version, vfs_stats, Registration,
+};
 
-#[cfg(feature = "fault-injection")]
-pub use io::fault::{FaultKind, FaultPlan, FaultRule, OpKind};
+/// Fault injection for tests of error paths (hidden: not a stable API).
+#[doc(hidden)]
+pub use io::{
+    fault::{FaultKind, FaultPlan, FaultRule},
+    OpKind,
+};

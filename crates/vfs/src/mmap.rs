@@ -1,1 +1,196 @@
-//! TODO
+//! Memory-mapped reads of the database file (xFetch/xUnfetch, `PRAGMA mmap_size`).
+//!
+//! Mirrors os_unix.c: a read-only `MAP_SHARED` mapping of the first
+//! `min(file size, mmap_size)` bytes. Writes still go through the engine; the mapping
+//! stays coherent with them because both use the page cache. The mapping only changes
+//! while no page is fetched (`fetch_count == 0`), since SQLite holds pointers into it.
+//! If `mmap` fails, mapping is switched off for the file and reads fall back to the
+//! engine, as os_unix.c does ("assume that all subsequent mmap() calls will probably
+//! fail too").
+
+use std::os::fd::RawFd;
+
+use crate::error::Failure;
+
+/// `SQLITE_MAX_MMAP_SIZE` of the default build: the largest mapping SQLite asks for.
+pub(crate) const MAX_MMAP_SIZE_BYTES: i64 = 0x7fff_0000;
+
+/// Bytes of addressable memory required after a fetched page: SQLite may over-read a
+/// corrupt page slightly (os_unix.c, unixFetch, "nEofBuffer").
+const EOF_BUFFER_BYTES: i64 = 256;
+
+pub(crate) struct MemoryMap {
+    base: *mut u8,
+    /// Bytes mapped; reads at offsets below this can be served from the mapping.
+    size_bytes: i64,
+    /// Bytes of address space reserved by the current mapping (≥ size_bytes).
+    mapped_bytes: usize,
+    /// `PRAGMA mmap_size` for this file; 0 disables mapping.
+    limit_bytes: i64,
+    /// Pages handed to SQLite by xFetch and not yet returned by xUnfetch.
+    fetch_count: i32,
+}
+
+// SAFETY: the mapping is owned by one file object, which SQLite uses from one thread at a
+// time; the raw pointer is just an address into shared file pages.
+unsafe impl Send for MemoryMap {}
+
+impl MemoryMap {
+    pub(crate) fn new(limit_bytes: i64) -> MemoryMap {
+        MemoryMap {
+            base: std::ptr::null_mut(),
+            size_bytes: 0,
+            mapped_bytes: 0,
+            limit_bytes,
+            fetch_count: 0,
+        }
+    }
+
+    /// Copies from the mapping when `[offset, offset + buf.len())` lies inside it.
+    /// Returns how many leading bytes of `buf` were filled (os_unix.c unixRead serves
+    /// the mapped prefix from memory and reads the rest).
+    pub(crate) fn read_prefix(&self, buf: &mut [u8], offset: i64) -> usize {
+        if offset >= self.size_bytes || self.base.is_null() {
+            return 0;
+        }
+        let available = (self.size_bytes - offset) as usize;
+        let count = available.min(buf.len());
+        // SAFETY: offset + count <= size_bytes <= mapped_bytes, so the source range lies in
+        // the live mapping; `buf` is a distinct Rust buffer.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.base.add(offset as usize), buf.as_mut_ptr(), count)
+        };
+        count
+    }
+
+    /// Truncation: pages past the new end must not be served from the mapping.
+    pub(crate) fn clamp_to(&mut self, size_bytes: i64) {
+        self.size_bytes = self.size_bytes.min(size_bytes);
+    }
+
+    /// xFetch: a pointer to `amount` bytes at `offset`, or null (SQLite then reads).
+    pub(crate) fn fetch(
+        &mut self,
+        fd: RawFd,
+        offset: i64,
+        amount: i32,
+    ) -> Result<*mut u8, Failure> {
+        if self.limit_bytes <= 0 {
+            return Ok(std::ptr::null_mut());
+        }
+        if self.base.is_null() {
+            self.map(fd, None)?;
+        }
+        if self.size_bytes >= offset + amount as i64 + EOF_BUFFER_BYTES {
+            self.fetch_count += 1;
+            // SAFETY: offset < size_bytes <= mapped_bytes, inside the mapping.
+            return Ok(unsafe { self.base.add(offset as usize) });
+        }
+        Ok(std::ptr::null_mut())
+    }
+
+    /// xUnfetch: returns one page (`page` non-null) or, with null, drops the whole
+    /// mapping so the next fetch maps the file at its current size.
+    pub(crate) fn unfetch(&mut self, page: *mut u8) {
+        if page.is_null() {
+            assert_eq!(
+                self.fetch_count, 0,
+                "xUnfetch(NULL) with pages still fetched"
+            );
+            self.unmap();
+        } else {
+            assert!(self.fetch_count > 0, "xUnfetch of a page never fetched");
+            self.fetch_count -= 1;
+        }
+    }
+
+    /// SQLITE_FCNTL_MMAP_SIZE: sets a new limit (negative: query only) and returns the old.
+    pub(crate) fn set_limit(&mut self, fd: RawFd, requested_bytes: i64) -> Result<i64, Failure> {
+        let old = self.limit_bytes;
+        let new = requested_bytes.min(MAX_MMAP_SIZE_BYTES);
+        if new >= 0 && new != self.limit_bytes && self.fetch_count == 0 {
+            self.limit_bytes = new;
+            if self.size_bytes > 0 {
+                self.unmap();
+                self.map(fd, None)?;
+            }
+        }
+        Ok(old)
+    }
+
+    /// SQLITE_FCNTL_SIZE_HINT growth: map `size_bytes` (the file has been extended).
+    pub(crate) fn grow_to(&mut self, fd: RawFd, size_bytes: i64) -> Result<(), Failure> {
+        self.map(fd, Some(size_bytes))
+    }
+
+    pub(crate) fn wants_growth(&self, size_bytes: i64) -> bool {
+        self.limit_bytes > 0 && size_bytes > self.size_bytes
+    }
+
+    /// Maps `min(size, limit)` bytes, `size` defaulting to the file's current size.
+    fn map(&mut self, fd: RawFd, size_bytes: Option<i64>) -> Result<(), Failure> {
+        if self.fetch_count > 0 {
+            return Ok(());
+        }
+        let file_size = match size_bytes {
+            Some(size) => size,
+            None => file_size(fd).map_err(Failure::Fstat)?,
+        };
+        let want = file_size.min(self.limit_bytes);
+        if want == self.size_bytes && !self.base.is_null() {
+            return Ok(());
+        }
+        self.unmap();
+        if want <= 0 {
+            return Ok(());
+        }
+        // SAFETY: a fresh read-only shared mapping of our own fd; we keep `base` until unmap.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                want as usize,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            self.limit_bytes = 0;
+            return Ok(());
+        }
+        self.base = base as *mut u8;
+        self.size_bytes = want;
+        self.mapped_bytes = want as usize;
+        Ok(())
+    }
+
+    pub(crate) fn unmap(&mut self) {
+        if !self.base.is_null() {
+            // SAFETY: base/mapped_bytes describe a mapping we created and no fetched page
+            // remains (callers check fetch_count).
+            unsafe { libc::munmap(self.base.cast(), self.mapped_bytes) };
+        }
+        self.base = std::ptr::null_mut();
+        self.size_bytes = 0;
+        self.mapped_bytes = 0;
+    }
+}
+
+impl Drop for MemoryMap {
+    fn drop(&mut self) {
+        self.unmap();
+    }
+}
+
+pub(crate) fn file_size(fd: RawFd) -> Result<i64, i32> {
+    // SAFETY: stat is plain data, written by fstat.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `stat` is writable for the call.
+    if unsafe { libc::fstat(fd, &mut stat) } != 0 {
+        return Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO));
+    }
+    Ok(stat.st_size)
+}

@@ -79,7 +79,11 @@ impl SharedStats {
     }
 
     pub(crate) fn snapshot(&self) -> IoStats {
-        let v: Vec<u64> = self.fields.iter().map(|f| f.load(Ordering::Relaxed)).collect();
+        let v: Vec<u64> = self
+            .fields
+            .iter()
+            .map(|f| f.load(Ordering::Relaxed))
+            .collect();
         IoStats {
             read_calls: v[0],
             write_calls: v[1],

@@ -1,1 +1,175 @@
-pub struct FaultPlan; pub struct FaultRule; pub enum FaultKind {} pub enum OpKind {}
+//! A fault-injecting engine for tests: wraps the io_uring or syscall engine and makes
+//! chosen ops fail with an errno or complete short, so every error path of the
+//! SQLite-facing code can be driven deterministically (TigerBeetle-style).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::{EngineKind, Op, OpKind};
+use crate::Backend;
+
+/// What happens to a matching op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultKind {
+    /// The op fails with this errno (e.g. `libc::EIO`, `libc::ENOSPC`) and does nothing.
+    Errno(i32),
+    /// A read or write transfers at most this many bytes (a short completion).
+    Short(u32),
+}
+
+/// Which ops fail: the ops of `op` kind on files whose path ends with `path_suffix`
+/// (any file when `None`), after skipping `skip` matches, for `count` matches.
+#[derive(Clone, Debug)]
+pub struct FaultRule {
+    pub op: OpKind,
+    pub path_suffix: Option<String>,
+    pub skip: u64,
+    pub count: u64,
+    pub kind: FaultKind,
+}
+
+struct ActiveRule {
+    rule: FaultRule,
+    seen: u64,
+    fired: u64,
+}
+
+/// A shared, mutable set of fault rules over a real engine.
+pub struct FaultPlan {
+    inner: EngineKind,
+    rules: Mutex<Vec<ActiveRule>>,
+    injected: AtomicU64,
+}
+
+impl FaultPlan {
+    /// A plan with no rules over `backend` (it then behaves exactly like `backend`).
+    pub fn new(backend: Backend) -> Arc<FaultPlan> {
+        Arc::new(FaultPlan {
+            inner: match backend {
+                Backend::IoUring => EngineKind::IoUring,
+                Backend::Syscall => EngineKind::Syscall,
+            },
+            rules: Mutex::new(Vec::new()),
+            injected: AtomicU64::new(0),
+        })
+    }
+
+    pub fn add(&self, rule: FaultRule) {
+        self.lock_rules().push(ActiveRule {
+            rule,
+            seen: 0,
+            fired: 0,
+        });
+    }
+
+    pub fn clear(&self) {
+        self.lock_rules().clear();
+    }
+
+    /// How many faults have been injected so far.
+    pub fn injected(&self) -> u64 {
+        self.injected.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn inner(&self) -> &EngineKind {
+        &self.inner
+    }
+
+    fn lock_rules(&self) -> std::sync::MutexGuard<'_, Vec<ActiveRule>> {
+        // A panicking test thread must not disable fault injection for the others.
+        self.rules
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn decide(&self, op: &Op) -> Option<FaultKind> {
+        let mut rules = self.lock_rules();
+        if rules.is_empty() {
+            return None;
+        }
+        let fd = match *op {
+            Op::Read { fd, .. }
+            | Op::Write { fd, .. }
+            | Op::Sync { fd, .. }
+            | Op::Truncate { fd, .. } => fd,
+        };
+        let path = std::fs::read_link(format!("/proc/self/fd/{fd}"))
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        for active in rules.iter_mut() {
+            let rule = &active.rule;
+            if rule.op != op.kind()
+                || !rule
+                    .path_suffix
+                    .as_ref()
+                    .is_none_or(|suffix| path.ends_with(suffix.as_str()))
+            {
+                continue;
+            }
+            active.seen += 1;
+            if active.seen > rule.skip && active.fired < rule.count {
+                active.fired += 1;
+                self.injected.fetch_add(1, Ordering::Relaxed);
+                return Some(rule.kind);
+            }
+        }
+        None
+    }
+
+    /// # Safety
+    /// As [`super::Engine::perform`].
+    pub(crate) unsafe fn perform(&self, ops: &[Op], results: &mut [i32]) -> Result<u64, i32> {
+        let mut forwarded: Vec<Op> = Vec::with_capacity(ops.len());
+        let mut forwarded_index = Vec::with_capacity(ops.len());
+        for (index, op) in ops.iter().enumerate() {
+            match (self.decide(op), *op) {
+                (Some(FaultKind::Errno(errno)), _) => results[index] = -errno,
+                (
+                    Some(FaultKind::Short(max)),
+                    Op::Read {
+                        fd,
+                        buf,
+                        len,
+                        offset,
+                    },
+                ) => {
+                    forwarded.push(Op::Read {
+                        fd,
+                        buf,
+                        len: len.min(max),
+                        offset,
+                    });
+                    forwarded_index.push(index);
+                }
+                (
+                    Some(FaultKind::Short(max)),
+                    Op::Write {
+                        fd,
+                        buf,
+                        len,
+                        offset,
+                    },
+                ) => {
+                    forwarded.push(Op::Write {
+                        fd,
+                        buf,
+                        len: len.min(max),
+                        offset,
+                    });
+                    forwarded_index.push(index);
+                }
+                _ => {
+                    forwarded.push(*op);
+                    forwarded_index.push(index);
+                }
+            }
+        }
+        let mut forwarded_results = vec![0i32; forwarded.len()];
+        // SAFETY: forwarded ops name the caller's buffers with equal or shorter lengths.
+        let entries = unsafe { self.inner.perform(&forwarded, &mut forwarded_results) }?;
+        for (index, result) in forwarded_index.into_iter().zip(forwarded_results) {
+            results[index] = result;
+        }
+        Ok(entries)
+    }
+}

@@ -1,3 +1,301 @@
-pub(crate) mod uring;
-#[cfg(feature = "fault-injection")]
+//! The I/O engine: the one interface between the SQLite-facing code and the kernel.
+//!
+//! ```text
+//! file.rs / shm.rs ──► Submitter::{read_at, write_at, sync, truncate, write_batch}
+//!                           │  (retries EINTR/EAGAIN, continues short transfers,
+//!                           │   maps nothing to SQLite codes: returns errno)
+//!                           ▼
+//!                      Engine::perform(ops, results)      one call = one batch
+//!                 ┌─────────┼──────────────┐
+//!            uring.rs   syscall.rs     fault.rs (wraps either; tests)
+//! ```
+//!
+//! **Buffer-lifetime rule.** [`Op`] carries raw pointers. `Engine::perform` returns only
+//! after every op it was given has completed (its completion reaped), so a buffer only
+//! has to outlive the `perform` call that names it. No I/O is ever in flight between two
+//! VFS method calls; that is what lets a file move between threads (SQLite's
+//! multi-thread mode) while each thread owns its own ring.
+
 pub(crate) mod fault;
+pub(crate) mod syscall;
+pub(crate) mod uring;
+
+use std::os::fd::RawFd;
+use std::sync::Arc;
+
+use crate::stats::{IoStats, SharedStats};
+
+/// One I/O operation. Pointers must stay valid until the `perform` that carries them
+/// returns (see the module's buffer-lifetime rule).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Op {
+    Read {
+        fd: RawFd,
+        buf: *mut u8,
+        len: u32,
+        offset: u64,
+    },
+    Write {
+        fd: RawFd,
+        buf: *const u8,
+        len: u32,
+        offset: u64,
+    },
+    Sync {
+        fd: RawFd,
+        data_only: bool,
+    },
+    Truncate {
+        fd: RawFd,
+        len: u64,
+    },
+}
+
+impl Op {
+    pub(crate) fn kind(&self) -> OpKind {
+        match self {
+            Op::Read { .. } => OpKind::Read,
+            Op::Write { .. } => OpKind::Write,
+            Op::Sync { .. } => OpKind::Sync,
+            Op::Truncate { .. } => OpKind::Truncate,
+        }
+    }
+}
+
+/// The kind of an [`Op`], for fault rules and counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpKind {
+    Read,
+    Write,
+    Sync,
+    Truncate,
+}
+
+/// A backend that performs batches of [`Op`]s.
+pub(crate) trait Engine {
+    /// Performs every op in `ops`; `results[i]` receives op i's result: bytes transferred
+    /// (reads/writes), 0 (sync/truncate), or `-errno`. Ops in one batch are independent:
+    /// the engine may run them in any order or concurrently.
+    ///
+    /// Returns the number of kernel entries made, or `Err(errno)` when the batch could not
+    /// be submitted at all (then no op ran, or every op's result is still reported).
+    ///
+    /// # Safety
+    /// Every pointer in `ops` must be valid for its length until this call returns.
+    unsafe fn perform(&mut self, ops: &[Op], results: &mut [i32]) -> Result<u64, i32>;
+}
+
+/// Which engine a file uses. Chosen at open; the SQLite-facing code never looks inside.
+#[derive(Clone)]
+pub(crate) enum EngineKind {
+    IoUring,
+    Syscall,
+    Fault(Arc<fault::FaultPlan>),
+}
+
+impl EngineKind {
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            EngineKind::IoUring => "io_uring",
+            EngineKind::Syscall => "syscall",
+            EngineKind::Fault(_) => "fault-injection",
+        }
+    }
+
+    /// Checks, on this thread, that the engine can run; the error names cause and remedy.
+    pub(crate) fn ensure_available(&self) -> Result<(), String> {
+        match self {
+            EngineKind::IoUring => uring::ensure_thread_ring(),
+            EngineKind::Syscall => Ok(()),
+            EngineKind::Fault(plan) => plan.inner().ensure_available(),
+        }
+    }
+
+    /// # Safety
+    /// As [`Engine::perform`].
+    pub(crate) unsafe fn perform(&self, ops: &[Op], results: &mut [i32]) -> Result<u64, i32> {
+        debug_assert_eq!(ops.len(), results.len());
+        // SAFETY: forwarded caller contract.
+        unsafe {
+            match self {
+                EngineKind::IoUring => uring::with_thread_ring(|ring| ring.perform(ops, results)),
+                EngineKind::Syscall => syscall::SyscallEngine.perform(ops, results),
+                EngineKind::Fault(plan) => plan.perform(ops, results),
+            }
+        }
+    }
+}
+
+/// How many times an op is reissued after EINTR/EAGAIN before the error is reported.
+/// Regular files do not return EAGAIN for blocking I/O; the bound turns a kernel or
+/// seccomp oddity into an error instead of a livelock.
+const RETRY_LIMIT: u32 = 64;
+
+fn is_retryable(errno: i32) -> bool {
+    errno == libc::EINTR || errno == libc::EAGAIN
+}
+
+/// A write that did not complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WriteFailure {
+    /// The kernel reported an error.
+    Errno(i32),
+    /// The kernel accepted zero bytes without an error (no space, in practice).
+    NoProgress,
+}
+
+/// Performs ops for one file and counts them.
+pub(crate) struct Submitter<'a> {
+    pub(crate) engine: &'a EngineKind,
+    pub(crate) file_stats: &'a mut IoStats,
+    pub(crate) vfs_stats: &'a SharedStats,
+}
+
+impl Submitter<'_> {
+    /// # Safety
+    /// As [`Engine::perform`].
+    pub(crate) unsafe fn perform(&mut self, ops: &[Op], results: &mut [i32]) -> Result<(), i32> {
+        // SAFETY: forwarded caller contract.
+        let entries = unsafe { self.engine.perform(ops, results) }?;
+        let mut delta = IoStats {
+            ops: ops.len() as u64,
+            kernel_entries: entries,
+            ..IoStats::default()
+        };
+        delta.fsyncs = ops.iter().filter(|op| op.kind() == OpKind::Sync).count() as u64;
+        self.file_stats.add(&delta);
+        self.vfs_stats.add(&delta);
+        Ok(())
+    }
+
+    fn perform_one(&mut self, op: Op) -> i32 {
+        let mut result = [0i32];
+        // SAFETY: every caller builds `op` from a live borrow that outlives this call.
+        match unsafe { self.perform(&[op], &mut result) } {
+            Ok(()) => result[0],
+            Err(errno) => -errno,
+        }
+    }
+
+    /// Reads into `buf` from `offset` until it is full or the file ends.
+    /// Returns the bytes read (fewer than `buf.len()` only at end of file).
+    pub(crate) fn read_at(&mut self, fd: RawFd, buf: &mut [u8], offset: u64) -> Result<usize, i32> {
+        let mut done = 0usize;
+        let mut retries = 0;
+        while done < buf.len() {
+            let rest = &mut buf[done..];
+            let len = rest.len().min(i32::MAX as usize) as u32;
+            let result = self.perform_one(Op::Read {
+                fd,
+                buf: rest.as_mut_ptr(),
+                len,
+                offset: offset + done as u64,
+            });
+            match result {
+                0 => break,
+                n if n > 0 => {
+                    assert!(n as u32 <= len, "kernel read more than asked");
+                    done += n as usize;
+                }
+                n if is_retryable(-n) && retries < RETRY_LIMIT => retries += 1,
+                n => return Err(-n),
+            }
+        }
+        Ok(done)
+    }
+
+    /// Writes all of `buf` at `offset`, continuing short writes.
+    pub(crate) fn write_at(
+        &mut self,
+        fd: RawFd,
+        buf: &[u8],
+        offset: u64,
+    ) -> Result<(), WriteFailure> {
+        let mut done = 0usize;
+        let mut retries = 0;
+        while done < buf.len() {
+            let rest = &buf[done..];
+            let len = rest.len().min(i32::MAX as usize) as u32;
+            let result = self.perform_one(Op::Write {
+                fd,
+                buf: rest.as_ptr(),
+                len,
+                offset: offset + done as u64,
+            });
+            match result {
+                0 => return Err(WriteFailure::NoProgress),
+                n if n > 0 => {
+                    assert!(n as u32 <= len, "kernel wrote more than asked");
+                    done += n as usize;
+                }
+                n if is_retryable(-n) && retries < RETRY_LIMIT => retries += 1,
+                n => return Err(WriteFailure::Errno(-n)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes independent `(offset, bytes)` pieces in one batch (one kernel entry on the
+    /// ring), then completes any short or interrupted piece on its own.
+    pub(crate) fn write_batch(
+        &mut self,
+        fd: RawFd,
+        pieces: &[(u64, &[u8])],
+    ) -> Result<(), WriteFailure> {
+        const BATCH: usize = 64;
+        for chunk in pieces.chunks(BATCH) {
+            let mut ops = [Op::Sync {
+                fd,
+                data_only: true,
+            }; BATCH];
+            let mut results = [0i32; BATCH];
+            for (slot, (offset, bytes)) in ops.iter_mut().zip(chunk) {
+                assert!(bytes.len() <= i32::MAX as usize);
+                *slot = Op::Write {
+                    fd,
+                    buf: bytes.as_ptr(),
+                    len: bytes.len() as u32,
+                    offset: *offset,
+                };
+            }
+            let count = chunk.len();
+            // SAFETY: every buffer is borrowed from `pieces`, which outlives this call.
+            if let Err(errno) = unsafe { self.perform(&ops[..count], &mut results[..count]) } {
+                return Err(WriteFailure::Errno(errno));
+            }
+            for ((offset, bytes), &result) in chunk.iter().zip(&results[..count]) {
+                if result == bytes.len() as i32 {
+                    continue;
+                }
+                if result == 0 {
+                    return Err(WriteFailure::NoProgress);
+                }
+                if result < 0 && !is_retryable(-result) {
+                    return Err(WriteFailure::Errno(-result));
+                }
+                let written = result.max(0) as usize;
+                self.write_at(fd, &bytes[written..], offset + written as u64)?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn sync(&mut self, fd: RawFd, data_only: bool) -> Result<(), i32> {
+        self.simple(Op::Sync { fd, data_only })
+    }
+
+    pub(crate) fn truncate(&mut self, fd: RawFd, len: u64) -> Result<(), i32> {
+        self.simple(Op::Truncate { fd, len })
+    }
+
+    fn simple(&mut self, op: Op) -> Result<(), i32> {
+        let mut retries = 0;
+        loop {
+            match self.perform_one(op) {
+                n if n >= 0 => return Ok(()),
+                n if is_retryable(-n) && retries < RETRY_LIMIT => retries += 1,
+                n => return Err(-n),
+            }
+        }
+    }
+}

@@ -1,3 +1,351 @@
+//! The io_uring backend. This is the only file that touches a ring.
+//!
+//! One ring per thread (`thread_local!`), created on first use. A ring is driven only by
+//! the thread that owns it, which is what lets us ask for `IORING_SETUP_SINGLE_ISSUER` and
+//! `IORING_SETUP_DEFER_TASKRUN` (completion work runs in our own `io_uring_enter`, not in
+//! interrupts or extra task wakeups; see io_uring_setup(2)).
+//!
+//! Every `perform` submits its whole batch, waits for every completion, and returns with
+//! the ring empty: see the buffer-lifetime rule in `io/mod.rs`.
+
+use std::cell::RefCell;
+use std::os::fd::RawFd;
+
+use io_uring::{opcode, types, IoUring};
+
+use super::{Engine, Op};
+
+/// Submission-queue entries per ring. SQLite rarely has more than a few ops ready at
+/// once; bigger batches are split, never dropped.
+const RING_ENTRIES: u32 = 128;
+
+/// Consecutive EINTR/EAGAIN/EBUSY answers from `io_uring_enter` tolerated before the
+/// batch is treated as failed.
+const ENTER_RETRY_LIMIT: u32 = 1000;
+
+/// Environment switch that makes ring creation fail as if `io_uring_setup` had returned
+/// the named errno (`EPERM`, `ENOSYS`, `ENOMEM`). It exists so tests and users can see the
+/// "io_uring unavailable" path on a machine where io_uring works.
+pub(crate) const SIMULATE_UNAVAILABLE_ENV: &str = "SQLITE_URING_SIMULATE_UNAVAILABLE";
+
+pub(crate) struct Ring {
+    ring: IoUring,
+    has_ftruncate: bool,
+}
+
+enum Slot {
+    Uninit,
+    Ready(Ring),
+    Failed(String, i32),
+}
+
+thread_local! {
+    static THREAD_RING: RefCell<Slot> = const { RefCell::new(Slot::Uninit) };
+}
+
+/// Creates this thread's ring if needed; the error names the cause and the remedy.
+pub(crate) fn ensure_thread_ring() -> Result<(), String> {
+    THREAD_RING.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        init_slot(&mut slot);
+        match &*slot {
+            Slot::Ready(_) => Ok(()),
+            Slot::Failed(reason, _) => Err(reason.clone()),
+            Slot::Uninit => unreachable!("init_slot leaves the slot initialised"),
+        }
+    })
+}
+
+fn init_slot(slot: &mut Slot) {
+    if matches!(slot, Slot::Uninit) {
+        *slot = match Ring::new() {
+            Ok(ring) => Slot::Ready(ring),
+            Err(errno) => Slot::Failed(explain_setup_failure(errno), errno),
+        };
+    }
+}
+
+/// Runs `f` with this thread's ring; `Err(errno)` when the ring cannot be created.
+pub(crate) fn with_thread_ring<T>(f: impl FnOnce(&mut Ring) -> Result<T, i32>) -> Result<T, i32> {
+    THREAD_RING.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        init_slot(&mut slot);
+        match &mut *slot {
+            Slot::Ready(ring) => {
+                let result = f(ring);
+                if result.is_err() {
+                    // A failed batch left nothing in flight (see `perform`); a fresh ring
+                    // next time is cheaper than reasoning about this one's state.
+                    *slot = Slot::Uninit;
+                }
+                result
+            }
+            Slot::Failed(_, errno) => Err(*errno),
+            Slot::Uninit => unreachable!("init_slot leaves the slot initialised"),
+        }
+    })
+}
+
+fn simulated_setup_errno() -> Option<i32> {
+    let name = std::env::var(SIMULATE_UNAVAILABLE_ENV).ok()?;
+    Some(match name.as_str() {
+        "ENOSYS" => libc::ENOSYS,
+        "ENOMEM" => libc::ENOMEM,
+        _ => libc::EPERM,
+    })
+}
+
+fn build_ring(single_issuer: bool, coop_taskrun: bool) -> std::io::Result<IoUring> {
+    let mut builder = IoUring::builder();
+    if single_issuer {
+        builder.setup_single_issuer().setup_defer_taskrun();
+    } else if coop_taskrun {
+        builder.setup_coop_taskrun();
+    }
+    builder.build(RING_ENTRIES)
+}
+
+impl Ring {
+    fn new() -> Result<Ring, i32> {
+        if let Some(errno) = simulated_setup_errno() {
+            return Err(errno);
+        }
+        // Newest flags first; older kernels reject unknown setup flags with EINVAL.
+        let ring = build_ring(true, false)
+            .or_else(|_| build_ring(false, true))
+            .or_else(|_| build_ring(false, false))
+            .map_err(|error| error.raw_os_error().unwrap_or(libc::EIO))?;
+        let mut probe = io_uring::Probe::new();
+        let has_ftruncate = ring.submitter().register_probe(&mut probe).is_ok()
+            && probe.is_supported(opcode::Ftruncate::CODE);
+        let ring = Ring {
+            ring,
+            has_ftruncate,
+        };
+        // A registered ring fd saves an fdget/fdput per io_uring_enter (Linux 5.18+);
+        // without it everything still works.
+        let _ = ring.ring.submitter().register_ring_fd();
+        Ok(ring)
+    }
+
+    fn entry_for(op: &Op) -> io_uring::squeue::Entry {
+        match *op {
+            Op::Read {
+                fd,
+                buf,
+                len,
+                offset,
+            } => opcode::Read::new(types::Fd(fd), buf, len)
+                .offset(offset)
+                .build(),
+            Op::Write {
+                fd,
+                buf,
+                len,
+                offset,
+            } => opcode::Write::new(types::Fd(fd), buf, len)
+                .offset(offset)
+                .build(),
+            Op::Sync { fd, data_only } => {
+                let flags = if data_only {
+                    types::FsyncFlags::DATASYNC
+                } else {
+                    types::FsyncFlags::empty()
+                };
+                opcode::Fsync::new(types::Fd(fd)).flags(flags).build()
+            }
+            Op::Truncate { fd, len } => opcode::Ftruncate::new(types::Fd(fd), len).build(),
+        }
+    }
+
+    fn truncate_by_syscall(fd: RawFd, len: u64) -> i32 {
+        // SAFETY: ftruncate takes no pointers.
+        if unsafe { libc::ftruncate(fd, len as i64) } == 0 {
+            0
+        } else {
+            -std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO)
+        }
+    }
+}
+
+impl Engine for Ring {
+    unsafe fn perform(&mut self, ops: &[Op], results: &mut [i32]) -> Result<u64, i32> {
+        assert!(
+            self.ring.completion().is_empty(),
+            "ring has stale completions"
+        );
+        let mut next = 0usize;
+        let mut in_flight = 0usize;
+        let mut kernel_entries = 0u64;
+        let mut enter_retries = 0u32;
+        while next < ops.len() || in_flight > 0 {
+            {
+                let mut queue = self.ring.submission();
+                while next < ops.len() && !queue.is_full() {
+                    let op = &ops[next];
+                    if let (Op::Truncate { fd, len }, false) = (op, self.has_ftruncate) {
+                        // IORING_OP_FTRUNCATE needs Linux 6.9.
+                        results[next] = Self::truncate_by_syscall(*fd, *len);
+                        kernel_entries += 1;
+                    } else {
+                        let entry = Self::entry_for(op).user_data(next as u64);
+                        // SAFETY: the buffers named by `entry` stay valid until this
+                        // function returns (caller contract), and it returns only after
+                        // reaping this entry's completion.
+                        unsafe { queue.push(&entry) }.expect("queue checked not full");
+                        in_flight += 1;
+                    }
+                    next += 1;
+                }
+            }
+            if in_flight == 0 {
+                continue;
+            }
+            let queued = self.ring.submission().len();
+            let held_by_kernel = in_flight - queued;
+            match self.ring.submit_and_wait(in_flight) {
+                Ok(_) => {
+                    kernel_entries += 1;
+                    enter_retries = 0;
+                }
+                Err(error) => {
+                    let errno = error.raw_os_error().unwrap_or(libc::EIO);
+                    kernel_entries += 1;
+                    let retryable = matches!(errno, libc::EINTR | libc::EAGAIN | libc::EBUSY);
+                    if retryable && enter_retries < ENTER_RETRY_LIMIT {
+                        // Interrupted wait, or the kernel asks us to reap first: retry.
+                        enter_retries += 1;
+                    } else if held_by_kernel > 0 || self.ring.submission().len() < queued {
+                        // Some entries reached the kernel and their buffers may still be in
+                        // use: returning would break the buffer-lifetime rule.
+                        eprintln!(
+                            "sqlite-uring: io_uring_enter failed with errno {errno} while I/O \
+                             was in flight; aborting rather than freeing buffers in use"
+                        );
+                        std::process::abort();
+                    } else {
+                        // Nothing reached the kernel: report it; the caller drops the ring,
+                        // and with it the entries still queued.
+                        return Err(errno);
+                    }
+                }
+            }
+            for completion in self.ring.completion() {
+                let index = completion.user_data() as usize;
+                assert!(index < ops.len(), "completion for an op we did not submit");
+                results[index] = completion.result();
+                in_flight -= 1;
+            }
+        }
+        Ok(kernel_entries)
+    }
+}
+
+fn io_uring_disabled_sysctl() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled")
+        .ok()
+        .map(|text| text.trim().to_string())
+}
+
+const FALLBACK_HINT: &str = "or opt into the plain-syscall fallback (URI parameter \
+    `uring_fallback=syscall`, `Options::fallback_to_syscall`, or SQLITE_URING_FALLBACK=syscall \
+    for the loadable extension)";
+
+fn explain_setup_failure(errno: i32) -> String {
+    match errno {
+        libc::ENOSYS => format!(
+            "io_uring_setup returned ENOSYS: this kernel has no io_uring (older than 5.1 or \
+             built without CONFIG_IO_URING). Remedy: run on Linux 5.6 or newer with io_uring, {FALLBACK_HINT}."
+        ),
+        libc::EPERM | libc::EACCES => {
+            let sysctl = match io_uring_disabled_sysctl().as_deref() {
+                Some("2") => "kernel.io_uring_disabled=2 forbids io_uring for every process".to_string(),
+                Some("1") => "kernel.io_uring_disabled=1 allows io_uring only to members of kernel.io_uring_group".to_string(),
+                Some(value) => format!("kernel.io_uring_disabled={value}, so a seccomp profile (Docker's default blocks io_uring) or an LSM is the likely cause"),
+                None => "a seccomp profile (Docker's default blocks io_uring) or an LSM is the likely cause".to_string(),
+            };
+            format!(
+                "io_uring_setup was refused with {}: {sysctl}. Remedy: `sysctl kernel.io_uring_disabled=0`, \
+                 a seccomp profile that allows io_uring_setup/io_uring_enter/io_uring_register, {FALLBACK_HINT}.",
+                if errno == libc::EPERM { "EPERM" } else { "EACCES" }
+            )
+        }
+        libc::ENOMEM => format!(
+            "io_uring_setup returned ENOMEM: the ring could not be allocated (before Linux 5.12 \
+             rings count against RLIMIT_MEMLOCK). Remedy: raise `ulimit -l`, {FALLBACK_HINT}."
+        ),
+        libc::EMFILE | libc::ENFILE => format!(
+            "io_uring_setup returned EMFILE/ENFILE: too many open files. Remedy: raise `ulimit -n`, {FALLBACK_HINT}."
+        ),
+        other => format!(
+            "io_uring_setup failed with errno {other} ({}). Remedy: {FALLBACK_HINT}.",
+            std::io::Error::from_raw_os_error(other)
+        ),
+    }
+}
+
+fn kernel_release() -> String {
+    // SAFETY: utsname is plain data; uname fills it and NUL-terminates each field.
+    unsafe {
+        let mut name: libc::utsname = std::mem::zeroed();
+        if libc::uname(&mut name) != 0 {
+            return "unknown".to_string();
+        }
+        std::ffi::CStr::from_ptr(name.release.as_ptr())
+            .to_string_lossy()
+            .into_owned()
+    }
+}
+
 pub(crate) fn probe_report() -> crate::ProbeReport {
-    crate::ProbeReport { kernel_release: String::new(), unavailable_reason: Some("not yet".into()), features: vec![], opcodes: vec![] }
+    let kernel_release = kernel_release();
+    let setup = |single_issuer, coop| match simulated_setup_errno() {
+        Some(errno) => Err(errno),
+        None => build_ring(single_issuer, coop).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO)),
+    };
+    let ring = match setup(false, false) {
+        Ok(ring) => ring,
+        Err(errno) => {
+            return crate::ProbeReport {
+                kernel_release,
+                unavailable_reason: Some(explain_setup_failure(errno)),
+                features: Vec::new(),
+                opcodes: Vec::new(),
+            }
+        }
+    };
+    let params = ring.params();
+    let mut probe = io_uring::Probe::new();
+    let probed = ring.submitter().register_probe(&mut probe).is_ok();
+    let supported = |code| probed && probe.is_supported(code);
+    let mut ring_fd_ring = setup(false, false).ok();
+    let features = vec![
+        ("single_issuer+defer_taskrun", setup(true, false).is_ok()),
+        ("coop_taskrun", setup(false, true).is_ok()),
+        (
+            "registered_ring_fd",
+            ring_fd_ring
+                .as_mut()
+                .is_some_and(|r| r.submitter().register_ring_fd().is_ok()),
+        ),
+        ("nodrop", params.is_feature_nodrop()),
+        ("submit_stable", params.is_feature_submit_stable()),
+        ("native_workers", params.is_feature_native_workers()),
+    ];
+    let opcodes = vec![
+        ("read", supported(opcode::Read::CODE)),
+        ("write", supported(opcode::Write::CODE)),
+        ("fsync", supported(opcode::Fsync::CODE)),
+        ("ftruncate (6.9+)", supported(opcode::Ftruncate::CODE)),
+        ("read_fixed", supported(opcode::ReadFixed::CODE)),
+        ("write_fixed", supported(opcode::WriteFixed::CODE)),
+    ];
+    crate::ProbeReport {
+        kernel_release,
+        unavailable_reason: None,
+        features,
+        opcodes,
+    }
 }

@@ -1,0 +1,54 @@
+//! The plain-syscall backend: one blocking syscall per op, one kernel entry each.
+//!
+//! Used as the `io_uring_sync` benchmark target (the same VFS code without the ring, to
+//! separate the effect of the ring from the effect of batching) and, when the user opts
+//! in, as the fallback where io_uring is unavailable.
+
+use super::{Engine, Op};
+
+pub(crate) struct SyscallEngine;
+
+fn result_of(ret: isize) -> i32 {
+    if ret < 0 {
+        -std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO)
+    } else {
+        ret.min(i32::MAX as isize) as i32
+    }
+}
+
+impl Engine for SyscallEngine {
+    unsafe fn perform(&mut self, ops: &[Op], results: &mut [i32]) -> Result<u64, i32> {
+        for (op, result) in ops.iter().zip(results.iter_mut()) {
+            // SAFETY: the caller guarantees each buffer is valid for `len` bytes for the
+            // duration of this call; the syscalls do not retain the pointers.
+            *result = unsafe {
+                match *op {
+                    Op::Read {
+                        fd,
+                        buf,
+                        len,
+                        offset,
+                    } => result_of(libc::pread(fd, buf.cast(), len as usize, offset as i64)),
+                    Op::Write {
+                        fd,
+                        buf,
+                        len,
+                        offset,
+                    } => result_of(libc::pwrite(fd, buf.cast(), len as usize, offset as i64)),
+                    Op::Sync {
+                        fd,
+                        data_only: true,
+                    } => result_of(libc::fdatasync(fd) as isize),
+                    Op::Sync {
+                        fd,
+                        data_only: false,
+                    } => result_of(libc::fsync(fd) as isize),
+                    Op::Truncate { fd, len } => result_of(libc::ftruncate(fd, len as i64) as isize),
+                }
+            };
+        }
+        Ok(ops.len() as u64)
+    }
+}
