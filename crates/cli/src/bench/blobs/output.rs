@@ -381,7 +381,7 @@ pub fn warnings(args: &BlobsArgs, records: &[BlobRecord]) -> Vec<String> {
 /// for the first compression mode of the run. log10 because rates span four orders of
 /// magnitude (60 durable commits/s to 10^6 in-memory inserts/s) and the shared chart has
 /// a linear axis only.
-pub fn chart(args: &BlobsArgs, records: &[BlobRecord]) -> Option<BarChart> {
+pub fn chart(records: &[BlobRecord]) -> Option<BarChart> {
     let writes: Vec<&BlobRecord> = records
         .iter()
         .filter(|r| r.suite == "storage" && r.phase == Phase::Write.name())
@@ -436,11 +436,9 @@ pub fn chart(args: &BlobsArgs, records: &[BlobRecord]) -> Option<BarChart> {
         })
         .collect();
     Some(BarChart {
-        title: format!(
-            "bench blobs: write rate by size × writes per commit (compression {compression}, {} content)",
-            args.content.name()
-        ),
-        y_label: "log10(files written/s): 2 = 100/s, 5 = 100,000/s".to_string(),
+        // Short: the chart is as wide as its bars, and a long title is clipped.
+        title: format!("blobs: write rate, size × writes/commit, {compression}"),
+        y_label: "log10(files written/s): 2 = 100/s, 5 = 100k/s".to_string(),
         categories: categories.into_iter().map(|(_, _, label)| label).collect(),
         series,
         reference_line: None,
@@ -497,7 +495,7 @@ pub fn report(args: &BlobsArgs, env: &EnvInfo, records: &[BlobRecord]) -> anyhow
         export::export_markdown_document(path, &text)?;
     }
     if let Some(path) = &args.chart {
-        match chart(args, records) {
+        match chart(records) {
             Some(chart) => chart.write_svg(path)?,
             None => eprintln!(
                 "warning: --chart {}: no storage write results to chart (--suite compressor only)",
