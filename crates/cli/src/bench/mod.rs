@@ -11,12 +11,13 @@ pub enum BenchCommand {
     /// IO models: 1 GiB in 4 KiB writes through blocking write, pwrite threads, io_uring.
     Io,
     /// Files stored in SQLite: blob sizes, commit batching, zstd, backends.
-    Blobs(blobs::BlobsArgs),
+    // Boxed: the options struct is large and the other variants are empty.
+    Blobs(Box<blobs::BlobsArgs>),
 }
 
 pub fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
-        BenchCommand::Blobs(args) => blobs::run(args),
+        BenchCommand::Blobs(args) => blobs::run(*args),
         BenchCommand::Speed | BenchCommand::Io => {
             anyhow::bail!("not implemented yet")
         }

@@ -62,7 +62,7 @@ impl fmt::Display for ByteSize {
             ("KiB", 1 << 10),
         ];
         for (unit, factor) in exact {
-            if self.0 >= factor && self.0 % factor == 0 {
+            if self.0 >= factor && self.0 / factor * factor == self.0 {
                 return write!(f, "{}{unit}", self.0 / factor);
             }
         }
