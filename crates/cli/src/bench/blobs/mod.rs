@@ -92,6 +92,10 @@ pub struct BlobsArgs {
     #[arg(long, default_value_t = 1)]
     pub runs: u32,
 
+    /// Discarded runs of every case before the measured ones (warms caches and files).
+    #[arg(long, default_value_t = 0)]
+    pub warmup: u32,
+
     /// Parts to run.
     #[arg(long, value_delimiter = ',', default_value = "storage,compressor")]
     pub suite: Vec<Suite>,
@@ -461,12 +465,14 @@ pub fn run(args: BlobsArgs) -> anyhow::Result<()> {
         println!("{line}");
     }
     println!(
-        "blobs: content {}, seed {:#x}, zstd level {}, ≤ {} s per phase, {} run(s) per case",
+        "blobs: content {}, seed {:#x}, zstd level {}, ≤ {} s per phase, {} run(s) per case \
+         after {} warmup run(s)",
         args.content.name(),
         args.seed,
         args.zstd_level,
         args.max_seconds,
-        args.runs
+        args.runs,
+        args.warmup
     );
 
     guard::install_signal_handlers()?;
@@ -478,7 +484,8 @@ pub fn run(args: BlobsArgs) -> anyhow::Result<()> {
     let _run_dir = RunDir(run_dir.clone());
 
     let multi = MultiProgress::new();
-    let total = (plan.storage.len() + plan.compressor.len()) as u64 * u64::from(args.runs);
+    let runs_per_case = u64::from(args.warmup) + u64::from(args.runs);
+    let total = (plan.storage.len() + plan.compressor.len()) as u64 * runs_per_case;
     let overall = multi.add(ProgressBar::new(total));
     overall.set_style(progress_style());
     overall.set_prefix("cases");
@@ -488,8 +495,11 @@ pub fn run(args: BlobsArgs) -> anyhow::Result<()> {
     let mut storage_runs: Vec<Vec<Vec<Measured>>> = Vec::new();
     for case in &plan.storage {
         let mut runs = Vec::new();
-        for _ in 0..args.runs {
-            runs.push(run_storage_case(case, &args, &run_dir, plan.max, &bar)?);
+        for run in 0..args.warmup + args.runs {
+            let measured = run_storage_case(case, &args, &run_dir, plan.max, &bar)?;
+            if run >= args.warmup {
+                runs.push(measured);
+            }
             overall.inc(1);
         }
         storage_runs.push(runs);
@@ -502,17 +512,19 @@ pub fn run(args: BlobsArgs) -> anyhow::Result<()> {
             content: args.content,
         };
         let mut runs = Vec::new();
-        for _ in 0..args.runs {
+        for run in 0..args.warmup + args.runs {
             bar.set_prefix(format!("{} {size} compressor", mode.name()));
             bar.set_length(ops);
             bar.set_position(0);
             let budget = Budget { ops, max: plan.max };
-            runs.push(
+            let measured =
                 runner::compressor_phases(mode, args.zstd_level, &workload, budget, &mut |n| {
                     bar.set_position(n)
                 })
-                .with_context(|| format!("compressor {} {size}", mode.name()))?,
-            );
+                .with_context(|| format!("compressor {} {size}", mode.name()))?;
+            if run >= args.warmup {
+                runs.push(measured);
+            }
             overall.inc(1);
         }
         compressor_runs.push(runs);

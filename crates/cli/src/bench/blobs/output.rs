@@ -344,7 +344,9 @@ fn terminal_table(headers: &[&str], rows: &[Vec<String>], numeric_from: usize) -
     table
 }
 
-/// Lines that must not go unnoticed: io_uring slower than unix, noisy measurements.
+/// Lines that must not go unnoticed: every case where io_uring measured below unix, and
+/// a count of the rows with noisy measurements (their details are in the `warnings` field
+/// of the JSON/CSV: one line per row would bury the table).
 pub fn warnings(args: &BlobsArgs, records: &[BlobRecord]) -> Vec<String> {
     let mut lines = Vec::new();
     if args.runs == 1 {
@@ -354,25 +356,34 @@ pub fn warnings(args: &BlobsArgs, records: &[BlobRecord]) -> Vec<String> {
         );
     }
     for r in records {
-        let case = format!(
-            "{} {} {} {}×{} {}",
-            r.target,
-            r.journal,
-            r.compression,
-            r.size,
-            r.batch.unwrap_or(0),
-            r.phase
-        );
-        if r.target == Target::IoUring.name() {
-            if let Some(ratio) = r.vs_unix.filter(|ratio| *ratio < 1.0) {
-                lines.push(format!(
-                    "io_uring below unix: {case}: {ratio:.2}× the unix rate"
-                ));
+        if r.target != Target::IoUring.name() {
+            continue;
+        }
+        if let Some(ratio) = r.vs_unix.filter(|ratio| *ratio < 1.0) {
+            let relative = Relative {
+                ratio,
+                error: r.vs_unix_error,
             }
+            .display();
+            lines.push(format!(
+                "io_uring below unix: {} {} {}×{} {}: {relative} × the unix rate",
+                r.journal,
+                r.compression,
+                r.size,
+                r.batch.unwrap_or(0),
+                r.phase
+            ));
         }
-        if !r.warnings.is_empty() {
-            lines.push(format!("{case}: {}", r.warnings));
-        }
+    }
+    let noisy = records.iter().filter(|r| !r.warnings.is_empty()).count();
+    if noisy > 0 {
+        lines.push(format!(
+            "{noisy} of {} rows have noisy measurements (high variance, outliers or a cold \
+             first run; details in the `warnings` field of --export-json/--export-csv): \
+             differences within their σ mean nothing; use more --runs, --warmup 1, or a \
+             quieter system",
+            records.len()
+        ));
     }
     lines
 }
@@ -437,7 +448,7 @@ pub fn chart(records: &[BlobRecord]) -> Option<BarChart> {
         .collect();
     Some(BarChart {
         // Short: the chart is as wide as its bars, and a long title is clipped.
-        title: format!("blobs: write rate, size × writes/commit, {compression}"),
+        title: format!("blobs: write rate, size × writes/commit, compression {compression}"),
         y_label: "log10(files written/s): 2 = 100/s, 5 = 100k/s".to_string(),
         categories: categories.into_iter().map(|(_, _, label)| label).collect(),
         series,
@@ -469,12 +480,14 @@ pub fn report(args: &BlobsArgs, env: &EnvInfo, records: &[BlobRecord]) -> anyhow
     if let Some(path) = &args.export_markdown {
         let mut text = format!("# sqlite-uring bench blobs\n\n{}\n", env.markdown());
         text.push_str(&format!(
-            "content {}, seed {:#x}, zstd level {}, at most {} s per phase, {} run(s) per case\n\n",
+            "content {}, seed {:#x}, zstd level {}, at most {} s per phase, {} run(s) per case \
+             after {} warmup run(s)\n\n",
             args.content.name(),
             args.seed,
             args.zstd_level,
             args.max_seconds,
-            args.runs
+            args.runs,
+            args.warmup
         ));
         if !storage.is_empty() {
             text.push_str("## Storage\n\n");
@@ -509,6 +522,75 @@ pub fn report(args: &BlobsArgs, env: &EnvInfo, records: &[BlobRecord]) -> anyhow
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::blobs::store::Journal;
+    use crate::bench::blobs::units::ByteSize;
+    use crate::bench::blobs::StorageCase;
+    use clap::Parser;
+    use std::time::Duration;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: BlobsArgs,
+    }
+
+    fn write_result(ops: u64, millis: u64) -> Measured {
+        Measured {
+            result: PhaseResult {
+                phase: Phase::Write,
+                ops_planned: 1000,
+                ops_done: ops,
+                stopped_by: StopReason::Time,
+                elapsed: Duration::from_millis(millis),
+                logical_bytes: ops * 64,
+                stored_bytes: ops * 32,
+                verified: 0,
+                commits: Some(ops),
+            },
+            io: None,
+            db_bytes: None,
+        }
+    }
+
+    #[test]
+    fn records_compute_rates_and_report_io_uring_below_unix() {
+        let args = Cli::try_parse_from(["blobs", "--runs", "2"]).unwrap().args;
+        let case = |target| StorageCase {
+            target,
+            journal: Some(Journal::Wal),
+            compression: Compression::None,
+            size: ByteSize(64),
+            batch: 1,
+            ops: 1000,
+        };
+        let plan = Plan {
+            storage: vec![case(Target::Unix), case(Target::IoUring)],
+            compressor: vec![],
+            max: Duration::from_secs(1),
+        };
+        // unix: 100 and 300 files in 1 s (mean 200/s); io_uring: 100 files in 1 s twice.
+        let storage_runs = vec![
+            vec![vec![write_result(100, 1000)], vec![write_result(300, 1000)]],
+            vec![vec![write_result(100, 1000)], vec![write_result(100, 1000)]],
+        ];
+        let records = records(&args, &plan, &storage_runs, &[]);
+        assert_eq!(records.len(), 2);
+        let (unix, uring) = (&records[0], &records[1]);
+        assert_eq!(unix.rate_ops_per_s, Some(200.0));
+        assert_eq!(unix.ops_done, 100); // the shortest run
+        assert_eq!(unix.stored_ratio, Some(0.5));
+        assert_eq!(uring.rate_mb_per_s, Some(100.0 * 64.0 / 1e6));
+        assert_eq!(uring.vs_unix, Some(0.5));
+        assert!(uring.vs_unix_error.is_some());
+        let lines = warnings(&args, &records);
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("io_uring below unix: wal none 64B×1 write: 0.50")),
+            "{lines:?}"
+        );
+        assert!(chart(&records).is_some());
+    }
 
     #[test]
     fn rates_format_with_three_significant_digits() {
