@@ -331,7 +331,7 @@ unsafe extern "C" fn x_unfetch(raw: *mut sqlite3_file, _offset: i64, page: *mut 
 
 /// # Safety
 /// `vfs` must be one of our registered VFS objects.
-unsafe fn state_of<'a>(vfs: *mut sqlite3_vfs) -> &'static VfsState {
+unsafe fn state_of(vfs: *mut sqlite3_vfs) -> &'static VfsState {
     // SAFETY: registration stores a leaked, immutable VfsState in pAppData.
     unsafe { &*((*vfs).p_app_data as *const VfsState) }
 }

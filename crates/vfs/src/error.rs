@@ -48,7 +48,7 @@ pub(crate) enum Failure {
     /// EIO/ERANGE/ENXIO on read: os_unix.c reports these as SQLITE_IOERR_CORRUPTFS.
     CorruptFs(i32),
     Write(i32),
-    /// ENOSPC/EDQUOT, or a write that made no progress.
+    /// ENOSPC, or a write that made no progress.
     Full(i32),
     Fsync(i32),
     DirFsync(i32),
@@ -136,10 +136,11 @@ impl Failure {
         }
     }
 
-    /// Classifies a write errno: out-of-space conditions are SQLITE_FULL, as in os_unix.c.
+    /// Classifies a write errno as os_unix.c unixWrite does: only ENOSPC is SQLITE_FULL
+    /// (EDQUOT and EFBIG, e.g. RLIMIT_FSIZE, are SQLITE_IOERR_WRITE there too).
     pub(crate) fn from_write_errno(errno: i32) -> Failure {
         match errno {
-            libc::ENOSPC | libc::EDQUOT | libc::EFBIG => Failure::Full(errno),
+            libc::ENOSPC => Failure::Full(errno),
             _ => Failure::Write(errno),
         }
     }

@@ -11,12 +11,13 @@ use std::os::fd::RawFd;
 use crate::config::SyncMode;
 use crate::error::Failure;
 use crate::ffi::*;
-use crate::io::{EngineKind, Submitter, WriteFailure};
+use crate::io::{EngineKind, FlushFailure, Submitter, SyncPlan, SyncRequest, WriteFailure};
 use crate::lock::DbLock;
 use crate::mmap::MemoryMap;
 use crate::shm::Shm;
-use crate::stats::IoStats;
+use crate::stats::{IoStats, SharedStats};
 use crate::vfs::VfsState;
+use crate::writeback;
 
 /// os_unix.c SQLITE_DEFAULT_SECTOR_SIZE: what `unix` reports on Linux.
 const SECTOR_SIZE_BYTES: c_int = 4096;
@@ -28,6 +29,15 @@ const PRIVATE_FILE_MODE: libc::mode_t = 0o600;
 /// a stray `printf` could overwrite it.
 const MINIMUM_FILE_DESCRIPTOR: RawFd = 3;
 
+/// The URI parameters this VFS owns; any other `uring_*` key is rejected at open.
+pub(crate) const URI_PARAMETERS: [&str; 5] = [
+    "uring_backend",
+    "uring_fallback",
+    "uring_sync",
+    "uring_sync_plan",
+    "uring_write_behind",
+];
+
 /// Per-file options from URI parameters (`uring_*` plus the SQLite ones os_unix.c reads).
 struct FileOptions {
     engine: EngineKind,
@@ -36,6 +46,34 @@ struct FileOptions {
     psow: bool,
     readonly_shm: bool,
     nolock: bool,
+    write_behind: bool,
+    sync_plan: SyncPlan,
+}
+
+/// Distinguishes files in the write-behind queue (fds are reused after close).
+static NEXT_FILE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// Size of a WAL frame header (walformat.html, "WAL Frame Format").
+const WAL_FRAME_HEADER_BYTES: usize = 24;
+/// Size of the WAL file header, which precedes the first frame.
+const WAL_HEADER_BYTES: u64 = 32;
+/// The checksum that ends a rollback-journal record (fileformat.html, "The Rollback
+/// Journal").
+const JOURNAL_CHECKSUM_BYTES: usize = 4;
+/// SQLite's smallest page size.
+const MIN_PAGE_BYTES: usize = 512;
+
+fn flush_failure(failure: FlushFailure) -> Failure {
+    match failure {
+        FlushFailure::Write(WriteFailure::Errno(errno)) => Failure::from_write_errno(errno),
+        FlushFailure::Write(WriteFailure::NoProgress) => Failure::Full(0),
+        FlushFailure::Sync(errno) => Failure::Fsync(errno),
+    }
+}
+
+/// The write-behind flush point at the start of every method but xWrite and xSync.
+fn flush_queue(caller: writeback::Caller) -> Result<(), Failure> {
+    writeback::flush(caller).map_err(flush_failure)
 }
 
 /// Result of a file control: handled, or not ours (SQLITE_NOTFOUND, so SQLite applies
@@ -47,7 +85,22 @@ pub(crate) enum Control {
 
 pub(crate) struct File {
     pub(crate) vfs: &'static VfsState,
+    id: u64,
     fd: RawFd,
+    is_wal: bool,
+    /// A rollback journal (main or temp): queued writes never span a journal record.
+    is_journal: bool,
+    /// End offset and length of this file's previous write, to recognise record ends.
+    last_write_end: i64,
+    last_write_len: usize,
+    write_behind: bool,
+    sync_plan: SyncPlan,
+    /// A main database: SQLite's locks live on it (see `lock::close_preserving_process_locks`).
+    carries_locks: bool,
+    /// The last write was a WAL commit-frame header: its page must be flushed at once.
+    commit_frame_pending: bool,
+    /// Between SQLITE_FCNTL_CKPT_START and CKPT_DONE: writes go straight through.
+    in_checkpoint: bool,
     /// Full path; `None` for anonymous temporary files.
     path: Option<String>,
     engine: EngineKind,
@@ -66,7 +119,7 @@ pub(crate) struct File {
     /// its size may be cached.
     private: bool,
     cached_size_bytes: Option<i64>,
-    stats: IoStats,
+    stats: std::sync::Arc<SharedStats>,
     shm: Option<Shm>,
     mmap: MemoryMap,
 }
@@ -164,7 +217,7 @@ impl File {
     fn submitter(&mut self) -> Submitter<'_> {
         Submitter {
             engine: &self.engine,
-            file_stats: &mut self.stats,
+            file_stats: &self.stats,
             vfs_stats: &self.vfs.stats,
         }
     }
@@ -192,27 +245,24 @@ impl File {
         let param = |key: &CStr| unsafe { api.uri_parameter(name, key) };
         // SAFETY: forwarded caller contract.
         for key in unsafe { api.uri_keys(name) } {
-            if key.starts_with("uring_")
-                && !["uring_backend", "uring_fallback", "uring_sync"].contains(&key.as_str())
-            {
+            if key.starts_with("uring_") && !URI_PARAMETERS.contains(&key.as_str()) {
                 return Err(format!(
-                    "unknown URI parameter `{key}`; this VFS knows uring_backend, uring_fallback, uring_sync"
+                    "unknown URI parameter `{key}`; this VFS knows {}",
+                    URI_PARAMETERS.join(", ")
                 ));
             }
         }
         let mut engine = vfs.engine.clone();
         match param(c"uring_backend").as_deref() {
             None => {}
-            Some("io_uring") => {
-                if !matches!(engine, EngineKind::Fault(_)) {
-                    engine = EngineKind::IoUring
-                }
+            // A fault-injecting VFS keeps its engine: the test decides.
+            Some("io_uring") if !matches!(engine, EngineKind::Fault(_)) => {
+                engine = EngineKind::IoUring
             }
-            Some("syscall") => {
-                if !matches!(engine, EngineKind::Fault(_)) {
-                    engine = EngineKind::Syscall
-                }
+            Some("syscall") if !matches!(engine, EngineKind::Fault(_)) => {
+                engine = EngineKind::Syscall
             }
+            Some("io_uring" | "syscall") => {}
             Some(other) => {
                 return Err(format!(
                     "uring_backend={other} is not valid; use io_uring or syscall"
@@ -234,7 +284,27 @@ impl File {
             Some(text) => SyncMode::parse(&text)
                 .ok_or_else(|| format!("uring_sync={text} is not valid; use fsync or fdatasync"))?,
         };
+        let write_behind = match param(c"uring_write_behind").as_deref() {
+            None | Some("on") => true,
+            Some("off") => false,
+            Some(other) => {
+                return Err(format!(
+                    "uring_write_behind={other} is not valid; use on or off"
+                ))
+            }
+        };
+        let sync_plan = match param(c"uring_sync_plan").as_deref() {
+            None | Some("linked") => SyncPlan::Linked,
+            Some("separate") => SyncPlan::Separate,
+            Some(other) => {
+                return Err(format!(
+                    "uring_sync_plan={other} is not valid; use linked or separate"
+                ))
+            }
+        };
         Ok(FileOptions {
+            write_behind,
+            sync_plan,
             engine,
             fallback_to_syscall,
             sync_mode,
@@ -427,7 +497,17 @@ impl File {
         }
         let file = File {
             vfs,
+            id: NEXT_FILE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             fd,
+            is_wal: file_type & SQLITE_OPEN_WAL != 0,
+            carries_locks: file_type & SQLITE_OPEN_MAIN_DB != 0,
+            is_journal: file_type & (SQLITE_OPEN_MAIN_JOURNAL | SQLITE_OPEN_TEMP_JOURNAL) != 0,
+            last_write_end: -1,
+            last_write_len: 0,
+            write_behind: options.write_behind,
+            sync_plan: options.sync_plan,
+            commit_frame_pending: false,
+            in_checkpoint: false,
             path: (!name.is_null()).then_some(path),
             engine,
             sync_mode: options.sync_mode,
@@ -441,7 +521,7 @@ impl File {
             last_errno: 0,
             private: is_delete,
             cached_size_bytes: None,
-            stats: IoStats::default(),
+            stats: std::sync::Arc::new(SharedStats::default()),
             shm: None,
             mmap: MemoryMap::new(0),
         };
@@ -463,6 +543,7 @@ impl File {
     /// reports SQLITE_IOERR_SHORT_READ, as SQLite requires.
     pub(crate) fn read(&mut self, buf: &mut [u8], offset: i64) -> Result<(), Failure> {
         assert!(offset >= 0);
+        flush_queue(self.as_reader())?;
         self.count(IoStats {
             read_calls: 1,
             ..IoStats::default()
@@ -489,16 +570,80 @@ impl File {
         Ok(())
     }
 
-    /// xWrite: all of `buf` at `offset`, or an error; a write that cannot make progress
-    /// is SQLITE_FULL, as in os_unix.c.
+    fn as_reader(&self) -> writeback::Caller {
+        writeback::Caller::Reader(self.id)
+    }
+
+    fn as_writer(&self) -> writeback::Caller {
+        writeback::Caller::Writer(Some(self.id))
+    }
+
+    fn writer(&self) -> writeback::Writer<'_> {
+        writeback::Writer {
+            file_id: self.id,
+            fd: self.fd,
+            engine: &self.engine,
+            file_stats: &self.stats,
+            vfs_stats: &self.vfs.stats,
+        }
+    }
+
+    /// xWrite: queued for write-behind (see `writeback.rs` for when it reaches the
+    /// kernel), or written at once when write-behind is off. A write that cannot make
+    /// progress is SQLITE_FULL, as in os_unix.c.
     pub(crate) fn write(&mut self, buf: &[u8], offset: i64) -> Result<(), Failure> {
         assert!(offset >= 0);
         self.count(IoStats {
             write_calls: 1,
             ..IoStats::default()
         });
-        let fd = self.fd;
-        let result = self.submitter().write_at(fd, buf, offset as u64);
+        // A journal record is a 4-byte page number, the page, and a 4-byte checksum. Its
+        // checksum write flushes: SQLite reads the journal back to roll back its cache,
+        // so a failed journal write must surface before SQLite modifies the page, exactly
+        // where a failed pwrite surfaces under `unix`.
+        let journal_record_end = self.is_journal
+            && buf.len() == JOURNAL_CHECKSUM_BYTES
+            && self.last_write_len >= MIN_PAGE_BYTES
+            && self.last_write_end == offset;
+        self.last_write_end = offset + buf.len() as i64;
+        self.last_write_len = buf.len();
+        let result = if self.write_behind {
+            // SQLite publishes a WAL commit right after writing the commit frame's page,
+            // with no reportable call in between: that page flushes the queue.
+            // While the file is memory-mapped, SQLite may read the new bytes through the
+            // mapping without another VFS call (its sorter does): they must be in the page
+            // cache when xWrite returns, as with `unix`.
+            let flush_now = self.in_checkpoint
+                || journal_record_end
+                || self.mmap.is_mapped()
+                || std::mem::take(&mut self.commit_frame_pending);
+            let result = writeback::write(&self.writer(), offset as u64, buf, flush_now);
+            if self.is_wal
+                && buf.len() == WAL_FRAME_HEADER_BYTES
+                && offset as u64 >= WAL_HEADER_BYTES
+                && buf[4..8] != [0, 0, 0, 0]
+            {
+                // Bytes 4..8 of a frame header: database size after a commit, 0 otherwise.
+                self.commit_frame_pending = true;
+            }
+            result
+        } else {
+            flush_queue(self.as_writer())
+                .and_then(|()| {
+                    let fd = self.fd;
+                    self.submitter()
+                        .write_at(fd, buf, offset as u64)
+                        .map_err(|f| flush_failure(FlushFailure::Write(f)))
+                })
+                .map_err(|failure| match failure {
+                    Failure::Full(e) => FlushFailure::Write(if e == 0 {
+                        WriteFailure::NoProgress
+                    } else {
+                        WriteFailure::Errno(e)
+                    }),
+                    other => FlushFailure::Write(WriteFailure::Errno(other.errno())),
+                })
+        };
         match result {
             Ok(()) => {
                 self.count(IoStats {
@@ -508,13 +653,9 @@ impl File {
                 self.note_size_at_least(offset + buf.len() as i64);
                 Ok(())
             }
-            Err(WriteFailure::Errno(errno)) => {
+            Err(failure) => {
                 self.cached_size_bytes = None;
-                Err(Failure::from_write_errno(errno))
-            }
-            Err(WriteFailure::NoProgress) => {
-                self.cached_size_bytes = None;
-                Err(Failure::Full(0))
+                Err(flush_failure(failure))
             }
         }
     }
@@ -531,6 +672,7 @@ impl File {
         } else {
             size_bytes
         };
+        flush_queue(self.as_writer())?;
         let fd = self.fd;
         if let Err(errno) = self.submitter().truncate(fd, size_bytes as u64) {
             self.cached_size_bytes = None;
@@ -551,29 +693,31 @@ impl File {
             sync_calls: 1,
             ..IoStats::default()
         });
-        let fd = self.fd;
         let data_only = self.sync_mode == SyncMode::Fdatasync;
-        self.submitter()
-            .sync(fd, data_only)
-            .map_err(Failure::Fsync)?;
-        if self.dir_sync_pending {
-            self.dir_sync_pending = false;
-            if let Some(path) = self.path.clone() {
-                // Errors are ignored, as os_unix.c does: some filesystems cannot sync a
-                // directory, and the file's own data is already durable.
-                let _ = self.sync_directory(directory_of(&path));
-            }
+        // The directory sync is independent of the file's: both are submitted together
+        // and both complete before xSync returns, as os_unix.c's two sequential calls do.
+        let directory_fd = match (&self.path, self.dir_sync_pending) {
+            (Some(path), true) => open_directory(directory_of(path)),
+            _ => None,
+        };
+        let request = SyncRequest {
+            data_only,
+            directory_fd,
+            plan: self.sync_plan,
+        };
+        let result = writeback::sync(&self.writer(), request);
+        if let Some(dir_fd) = directory_fd {
+            // SAFETY: we opened dir_fd above and own it.
+            unsafe { libc::close(dir_fd) };
         }
+        result.map_err(flush_failure)?;
+        self.dir_sync_pending = false;
         Ok(())
-    }
-
-    fn sync_directory(&mut self, directory: &str) -> Result<(), Failure> {
-        let data_only = self.sync_mode == SyncMode::Fdatasync;
-        sync_directory_with(&mut self.submitter(), directory, data_only)
     }
 
     /// xFileSize. Caches the size while nobody else can change the file.
     pub(crate) fn file_size(&mut self) -> Result<i64, Failure> {
+        flush_queue(self.as_reader())?;
         if self.size_cache_valid() {
             if let Some(size) = self.cached_size_bytes {
                 return Ok(size);
@@ -590,6 +734,7 @@ impl File {
     }
 
     pub(crate) fn lock(&mut self, level: c_int) -> Result<(), Failure> {
+        flush_queue(writeback::Caller::Quiet)?;
         if self.nolock {
             self.lock
                 .set_level_without_os_lock(level.max(self.lock.level()));
@@ -599,6 +744,7 @@ impl File {
     }
 
     pub(crate) fn unlock(&mut self, level: c_int) -> Result<(), Failure> {
+        flush_queue(writeback::Caller::Quiet)?;
         if !self.private {
             // Another connection may change the file once we drop EXCLUSIVE.
             self.cached_size_bytes = None;
@@ -612,6 +758,7 @@ impl File {
     }
 
     pub(crate) fn check_reserved_lock(&mut self) -> Result<bool, Failure> {
+        flush_queue(writeback::Caller::Quiet)?;
         if self.nolock {
             return Ok(false);
         }
@@ -642,7 +789,7 @@ impl File {
             if target > st.st_size {
                 // Write one byte at the end of every block of the new region, then at the
                 // new end, like os_unix.c does without posix_fallocate.
-                let block = (st.st_blksize as i64).max(512);
+                let block = st.st_blksize.max(512);
                 let mut pieces = Vec::new();
                 let mut at = (st.st_size / block) * block + block - 1;
                 while at < target + block - 1 {
@@ -710,11 +857,11 @@ impl File {
                 "{{\"vfs\":\"{}\",\"engine\":\"{}\",\"file\":{},\"vfs_total\":{}}}",
                 self.vfs.name,
                 self.engine.name(),
-                self.stats.to_json(),
+                self.stats.snapshot().to_json(),
                 self.vfs.stats.snapshot().to_json()
             ),
             Some(v) if v.eq_ignore_ascii_case("reset") => {
-                self.stats = IoStats::default();
+                self.stats.reset();
                 self.vfs.stats.reset();
                 "reset".to_string()
             }
@@ -739,6 +886,24 @@ impl File {
         op: c_int,
         arg: *mut c_void,
     ) -> Result<Control, Failure> {
+        match op {
+            // Checkpoint writes go straight through: SQLite ignores CKPT_DONE's result and
+            // then publishes nBackfill, so nothing may still be queued by then.
+            SQLITE_FCNTL_CKPT_START => {
+                flush_queue(self.as_writer())?;
+                self.in_checkpoint = true;
+                return Ok(Control::NotFound);
+            }
+            SQLITE_FCNTL_CKPT_DONE => {
+                self.in_checkpoint = false;
+                flush_queue(writeback::Caller::Quiet)?;
+                return Ok(Control::NotFound);
+            }
+            // Sent after a commit's database writes, before xSync or instead of it with
+            // synchronous=OFF; SQLite checks its result: a reportable flush point.
+            SQLITE_FCNTL_SYNC | SQLITE_FCNTL_SIZE_HINT => flush_queue(self.as_writer())?,
+            _ => flush_queue(writeback::Caller::Quiet)?,
+        }
         // SAFETY (whole block): each arm casts `arg` to the type sqlite3.h documents for
         // that opcode; SQLite owns the pointee for the duration of the call.
         unsafe {
@@ -785,6 +950,7 @@ impl File {
         region_size_bytes: usize,
         extend: bool,
     ) -> Result<(*mut u8, bool), Failure> {
+        flush_queue(writeback::Caller::Quiet)?;
         if self.shm.is_none() {
             let path = self.path.clone().ok_or(Failure::ShmOpen(libc::EINVAL))?;
             let st = fstat(self.fd).map_err(Failure::Fstat)?;
@@ -803,6 +969,8 @@ impl File {
         count: c_int,
         flags: c_int,
     ) -> Result<(), Failure> {
+        // Taking or dropping a WAL-index lock can publish what was written: flush first.
+        flush_queue(writeback::Caller::Quiet)?;
         match self.shm.as_mut() {
             Some(shm) => shm.lock(offset, count, flags),
             None => Err(Failure::ShmOpen(libc::EBADF)),
@@ -812,16 +980,20 @@ impl File {
     /// xShmBarrier: a full memory barrier between WAL-index writes and reads of other
     /// processes' writes (the mapping is shared memory).
     pub(crate) fn shm_barrier(&mut self) {
+        let _ = flush_queue(writeback::Caller::Quiet);
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
     }
 
     pub(crate) fn shm_unmap(&mut self, delete: bool) {
+        let _ = flush_queue(writeback::Caller::Quiet);
         if let Some(shm) = self.shm.take() {
             shm.close(delete);
         }
     }
 
     pub(crate) fn fetch(&mut self, offset: i64, amount: c_int) -> Result<*mut u8, Failure> {
+        // A fetched page is read straight from the page cache: queued writes first.
+        flush_queue(self.as_reader())?;
         self.mmap.fetch(self.fd, offset, amount)
     }
 
@@ -832,11 +1004,16 @@ impl File {
 
 impl Drop for File {
     fn drop(&mut self) {
+        writeback::flush_before_close(self.id);
         self.mmap.unmap();
         self.shm = None;
         if self.fd >= 0 {
-            // SAFETY: we own the fd. Closing our description releases only our OFD locks.
-            unsafe { libc::close(self.fd) };
+            if self.carries_locks {
+                crate::lock::close_preserving_process_locks(self.fd);
+            } else {
+                // SAFETY: we own the fd; nobody locks journals, WALs or temp files.
+                unsafe { libc::close(self.fd) };
+            }
             self.fd = -1;
         }
     }
@@ -860,6 +1037,15 @@ unsafe fn mode_bit(flag: &mut bool, arg: *mut c_int) {
             *flag = *arg != 0;
         }
     }
+}
+
+/// Opens `directory` for syncing (os_unix.c osOpenDirectory); `None` if it cannot be
+/// opened, which os_unix.c does not treat as an error either.
+fn open_directory(directory: &str) -> Option<RawFd> {
+    let c_dir = CString::new(directory).ok()?;
+    // SAFETY: `c_dir` is NUL-terminated.
+    let fd = unsafe { libc::open(c_dir.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    (fd >= 0).then_some(fd)
 }
 
 /// Opens `directory` and syncs it through `io` (journal creation, xDelete with dirSync).

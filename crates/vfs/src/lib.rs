@@ -24,6 +24,7 @@ mod probe;
 mod shm;
 mod stats;
 mod vfs;
+mod writeback;
 
 pub use config::{Backend, Options, SyncMode};
 pub use error::Error;

@@ -205,3 +205,106 @@ impl DbLock {
         self.level = level;
     }
 }
+
+// ─── Closing descriptors without dropping this process's POSIX locks ─────────────────
+//
+// POSIX record locks belong to the process, and close(2) of *any* descriptor of a file
+// releases all of them (fcntl(2), "Advisory record locking"). If a `unix`-VFS connection
+// in this process holds SQLite locks on a database (or its -shm) that we also have open,
+// closing our descriptor would silently release its locks. As os_unix.c does for its own
+// connections, such a descriptor is parked instead and closed once the process holds no
+// POSIX lock on that file any more. Our own OFD locks are released before parking, so a
+// parked descriptor blocks nobody.
+
+struct Parked {
+    fd: RawFd,
+    file: FileKey,
+}
+
+/// `major:minor:inode`, as /proc/locks names a file.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct FileKey {
+    major: u32,
+    minor: u32,
+    inode: u64,
+}
+
+static PARKED: std::sync::Mutex<Vec<Parked>> = std::sync::Mutex::new(Vec::new());
+
+fn file_key(fd: RawFd) -> Option<FileKey> {
+    // SAFETY: stat is plain data written by fstat.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `stat` is writable for the call.
+    if unsafe { libc::fstat(fd, &mut stat) } != 0 {
+        return None;
+    }
+    Some(FileKey {
+        major: libc::major(stat.st_dev),
+        minor: libc::minor(stat.st_dev),
+        inode: stat.st_ino,
+    })
+}
+
+/// Files on which this process holds POSIX locks, from /proc/locks lines such as
+/// `3: POSIX  ADVISORY  READ 1234 fe:00:10018963 1073741826 1073742335`.
+/// `None` when /proc/locks cannot be read.
+fn files_with_process_posix_locks() -> Option<Vec<FileKey>> {
+    let text = std::fs::read_to_string("/proc/locks").ok()?;
+    let pid = std::process::id().to_string();
+    let mut files = Vec::new();
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // Blocked waiters are listed with a "->" field; they hold nothing.
+        if fields.len() < 8 || fields[1] != "POSIX" || fields[4] != pid {
+            continue;
+        }
+        let mut device = fields[5].split(':');
+        let (Some(major), Some(minor), Some(inode)) = (device.next(), device.next(), device.next())
+        else {
+            continue;
+        };
+        if let (Ok(major), Ok(minor), Ok(inode)) = (
+            u32::from_str_radix(major, 16),
+            u32::from_str_radix(minor, 16),
+            inode.parse::<u64>(),
+        ) {
+            files.push(FileKey {
+                major,
+                minor,
+                inode,
+            });
+        }
+    }
+    Some(files)
+}
+
+/// Closes `fd` (of a database or -shm file, which carry SQLite's locks) unless that would
+/// release POSIX locks this process holds on the same file; then parks it. Parked
+/// descriptors whose file is free again are closed on the way.
+pub(crate) fn close_preserving_process_locks(fd: RawFd) {
+    let _ = set_lock(fd, LockType::Unlock, 0, 0);
+    let mut parked = PARKED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let locked_files = files_with_process_posix_locks();
+    let still_locked = |file: &FileKey| {
+        locked_files
+            .as_ref()
+            .is_some_and(|files| files.contains(file))
+    };
+    parked.retain(|p| {
+        if still_locked(&p.file) {
+            return true;
+        }
+        // SAFETY: a parked descriptor is owned by the parking list alone.
+        unsafe { libc::close(p.fd) };
+        false
+    });
+    match file_key(fd) {
+        Some(file) if still_locked(&file) => parked.push(Parked { fd, file }),
+        // SAFETY: the caller hands over ownership of `fd`.
+        _ => unsafe {
+            libc::close(fd);
+        },
+    }
+}

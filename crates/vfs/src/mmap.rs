@@ -46,6 +46,10 @@ impl MemoryMap {
         }
     }
 
+    pub(crate) fn is_mapped(&self) -> bool {
+        !self.base.is_null()
+    }
+
     /// Copies from the mapping when `[offset, offset + buf.len())` lies inside it.
     /// Returns how many leading bytes of `buf` were filled (os_unix.c unixRead serves
     /// the mapped prefix from memory and reads the rest).

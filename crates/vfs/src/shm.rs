@@ -297,8 +297,9 @@ impl Drop for Shm {
     fn drop(&mut self) {
         self.unmap_regions();
         if self.fd >= 0 {
-            // SAFETY: we own the fd; closing it releases this description's OFD locks.
-            unsafe { libc::close(self.fd) };
+            // Releases our OFD locks; parks the fd if a `unix` connection of this process
+            // holds POSIX locks on the -shm file.
+            crate::lock::close_preserving_process_locks(self.fd);
             self.fd = -1;
         }
     }

@@ -38,18 +38,6 @@ impl IoStats {
             self.kernel_entries
         )
     }
-
-    pub(crate) fn add(&mut self, other: &IoStats) {
-        self.read_calls += other.read_calls;
-        self.write_calls += other.write_calls;
-        self.sync_calls += other.sync_calls;
-        self.truncate_calls += other.truncate_calls;
-        self.bytes_read += other.bytes_read;
-        self.bytes_written += other.bytes_written;
-        self.fsyncs += other.fsyncs;
-        self.ops += other.ops;
-        self.kernel_entries += other.kernel_entries;
-    }
 }
 
 /// Lock-free totals of one VFS; files add their deltas as they go.

@@ -40,6 +40,19 @@ impl VfsState {
     /// xDelete: unlink, then sync the directory when SQLite asks (journal deletion is a
     /// commit point in DELETE mode).
     pub(crate) fn delete(&self, path: &str, sync_dir: bool) -> Result<(), Failure> {
+        // A queued write that failed unreported (e.g. at a journal's xClose) must stop the
+        // journal from being deleted: it is what repairs the database.
+        crate::writeback::flush(crate::writeback::Caller::Writer(None)).map_err(|failure| {
+            match failure {
+                crate::io::FlushFailure::Write(crate::io::WriteFailure::Errno(errno)) => {
+                    Failure::from_write_errno(errno)
+                }
+                crate::io::FlushFailure::Write(crate::io::WriteFailure::NoProgress) => {
+                    Failure::Full(0)
+                }
+                crate::io::FlushFailure::Sync(errno) => Failure::Fsync(errno),
+            }
+        })?;
         let c_path = CString::new(path).map_err(|_| Failure::Delete(libc::EINVAL))?;
         // SAFETY: `c_path` is NUL-terminated.
         if unsafe { libc::unlink(c_path.as_ptr()) } != 0 {
@@ -58,10 +71,10 @@ impl VfsState {
                 Some(index) => &path[..index],
                 None => ".",
             };
-            let mut scratch = IoStats::default();
+            let scratch = SharedStats::default();
             let mut io = Submitter {
                 engine: &self.engine,
-                file_stats: &mut scratch,
+                file_stats: &scratch,
                 vfs_stats: &self.stats,
             };
             match crate::file::sync_directory_with(

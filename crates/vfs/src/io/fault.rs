@@ -91,6 +91,7 @@ impl FaultPlan {
             Op::Read { fd, .. }
             | Op::Write { fd, .. }
             | Op::Sync { fd, .. }
+            | Op::SyncAfterWrites { fd, .. }
             | Op::Truncate { fd, .. } => fd,
         };
         let path = std::fs::read_link(format!("/proc/self/fd/{fd}"))
@@ -119,10 +120,29 @@ impl FaultPlan {
     /// # Safety
     /// As [`super::Engine::perform`].
     pub(crate) unsafe fn perform(&self, ops: &[Op], results: &mut [i32]) -> Result<u64, i32> {
+        // Test-only engine: allocating here is fine.
         let mut forwarded: Vec<Op> = Vec::with_capacity(ops.len());
         let mut forwarded_index = Vec::with_capacity(ops.len());
+        let mut faulted = vec![false; ops.len()];
         for (index, op) in ops.iter().enumerate() {
-            match (self.decide(op), *op) {
+            let decision = self.decide(op);
+            faulted[index] = decision.is_some();
+            if let Op::SyncAfterWrites { fd, .. } = *op {
+                // A fault in the chain cancels the sync, as a failed link does on io_uring.
+                let chain_faulted = ops[..index]
+                    .iter()
+                    .zip(&faulted)
+                    .rev()
+                    .take_while(
+                        |(op, _)| matches!(op, Op::Write { fd: write_fd, .. } if *write_fd == fd),
+                    )
+                    .any(|(_, &fault)| fault);
+                if chain_faulted {
+                    results[index] = -libc::ECANCELED;
+                    continue;
+                }
+            }
+            match (decision, *op) {
                 (Some(FaultKind::Errno(errno)), _) => results[index] = -errno,
                 (
                     Some(FaultKind::Short(max)),

@@ -45,6 +45,13 @@ pub(crate) enum Op {
         fd: RawFd,
         data_only: bool,
     },
+    /// A sync of `fd` that starts only after every `Write` placed immediately before it in
+    /// the same batch has completed in full; it is cancelled (`-ECANCELED`) when one of
+    /// them failed or was short. On io_uring this is a linked chain (IOSQE_IO_LINK).
+    SyncAfterWrites {
+        fd: RawFd,
+        data_only: bool,
+    },
     Truncate {
         fd: RawFd,
         len: u64,
@@ -56,7 +63,7 @@ impl Op {
         match self {
             Op::Read { .. } => OpKind::Read,
             Op::Write { .. } => OpKind::Write,
-            Op::Sync { .. } => OpKind::Sync,
+            Op::Sync { .. } | Op::SyncAfterWrites { .. } => OpKind::Sync,
             Op::Truncate { .. } => OpKind::Truncate,
         }
     }
@@ -91,6 +98,12 @@ pub(crate) enum EngineKind {
     IoUring,
     Syscall,
     Fault(Arc<fault::FaultPlan>),
+}
+
+impl std::fmt::Debug for EngineKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 impl EngineKind {
@@ -135,6 +148,50 @@ fn is_retryable(errno: i32) -> bool {
     errno == libc::EINTR || errno == libc::EAGAIN
 }
 
+/// Most ops submitted in one batch; longer lists are split into several batches.
+pub(crate) const MAX_BATCH: usize = 64;
+
+fn write_op(fd: RawFd, offset: u64, bytes: &[u8]) -> Op {
+    assert!(bytes.len() <= i32::MAX as usize);
+    Op::Write {
+        fd,
+        buf: bytes.as_ptr(),
+        len: bytes.len() as u32,
+        offset,
+    }
+}
+
+/// How a flush that ends in a sync is submitted (see [`Submitter::flush`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncPlan {
+    /// Writes →link→ fsync in one submission.
+    Linked,
+    /// Writes in one submission, then the fsync in another.
+    Separate,
+}
+
+/// A sync to perform at the end of a flush.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SyncRequest {
+    pub(crate) data_only: bool,
+    /// The containing directory, to sync alongside (first sync after creating a journal).
+    pub(crate) directory_fd: Option<RawFd>,
+    pub(crate) plan: SyncPlan,
+}
+
+/// A flush that did not complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FlushFailure {
+    Write(WriteFailure),
+    Sync(i32),
+}
+
+impl From<WriteFailure> for FlushFailure {
+    fn from(failure: WriteFailure) -> Self {
+        FlushFailure::Write(failure)
+    }
+}
+
 /// A write that did not complete.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum WriteFailure {
@@ -147,7 +204,7 @@ pub(crate) enum WriteFailure {
 /// Performs ops for one file and counts them.
 pub(crate) struct Submitter<'a> {
     pub(crate) engine: &'a EngineKind,
-    pub(crate) file_stats: &'a mut IoStats,
+    pub(crate) file_stats: &'a SharedStats,
     pub(crate) vfs_stats: &'a SharedStats,
 }
 
@@ -235,49 +292,147 @@ impl Submitter<'_> {
         Ok(())
     }
 
-    /// Writes independent `(offset, bytes)` pieces in one batch (one kernel entry on the
-    /// ring), then completes any short or interrupted piece on its own.
+    /// Writes independent `(offset, bytes)` pieces of `fd` in one batch (one kernel entry
+    /// on the ring), completing any short or interrupted piece afterwards.
     pub(crate) fn write_batch(
         &mut self,
         fd: RawFd,
         pieces: &[(u64, &[u8])],
     ) -> Result<(), WriteFailure> {
-        const BATCH: usize = 64;
-        for chunk in pieces.chunks(BATCH) {
-            let mut ops = [Op::Sync {
-                fd,
-                data_only: true,
-            }; BATCH];
-            let mut results = [0i32; BATCH];
-            for (slot, (offset, bytes)) in ops.iter_mut().zip(chunk) {
-                assert!(bytes.len() <= i32::MAX as usize);
-                *slot = Op::Write {
-                    fd,
-                    buf: bytes.as_ptr(),
-                    len: bytes.len() as u32,
-                    offset: *offset,
+        self.flush(fd, pieces, None)
+            .map_err(|failure| match failure {
+                FlushFailure::Write(write) => write,
+                FlushFailure::Sync(errno) => WriteFailure::Errno(errno),
+            })
+    }
+
+    /// The write-behind flush: writes `pieces` of `fd` and, with `sync`, makes them durable
+    /// — all in one submission when the batch fits the ring. Returns the first failure;
+    /// a write failure takes precedence over the sync that depended on it.
+    ///
+    /// * `SyncPlan::Linked`: writes and a `SyncAfterWrites` in one batch (plus the
+    ///   independent directory sync alongside, so both syncs overlap).
+    /// * `SyncPlan::Separate`: the writes as one batch, then the sync(s) as another.
+    pub(crate) fn flush(
+        &mut self,
+        fd: RawFd,
+        pieces: &[(u64, &[u8])],
+        sync: Option<SyncRequest>,
+    ) -> Result<(), FlushFailure> {
+        let linked = matches!(
+            sync,
+            Some(SyncRequest {
+                plan: SyncPlan::Linked,
+                ..
+            })
+        ) && pieces.len() + 2 <= MAX_BATCH;
+        let mut ops = [Op::Sync {
+            fd,
+            data_only: true,
+        }; MAX_BATCH];
+        let mut results = [0i32; MAX_BATCH];
+        if linked {
+            let request = sync.expect("linked implies a sync request");
+            let mut count = 0;
+            if let Some(dir_fd) = request.directory_fd {
+                ops[count] = Op::Sync {
+                    fd: dir_fd,
+                    data_only: request.data_only,
                 };
+                count += 1;
+            }
+            let first_write = count;
+            for (offset, bytes) in pieces {
+                ops[count] = write_op(fd, *offset, bytes);
+                count += 1;
+            }
+            ops[count] = Op::SyncAfterWrites {
+                fd,
+                data_only: request.data_only,
+            };
+            count += 1;
+            // SAFETY: every buffer is borrowed from `pieces`, which outlives this call.
+            unsafe { self.perform(&ops[..count], &mut results[..count]) }
+                .map_err(|errno| FlushFailure::Write(WriteFailure::Errno(errno)))?;
+            let write_results = &results[first_write..first_write + pieces.len()];
+            self.finish_writes(fd, pieces, write_results)
+                .map_err(FlushFailure::from)?;
+            // A failed directory sync (results[0]) is ignored, as os_unix.c does: some
+            // filesystems cannot sync a directory.
+            let sync_result = results[count - 1];
+            if sync_result >= 0 {
+                return Ok(());
+            }
+            if sync_result != -libc::ECANCELED && !is_retryable(-sync_result) {
+                return Err(FlushFailure::Sync(-sync_result));
+            }
+            // Cancelled because a write was short (now completed) or interrupted: sync again.
+            return self.sync(fd, request.data_only).map_err(FlushFailure::Sync);
+        }
+        for chunk in pieces.chunks(MAX_BATCH) {
+            for (slot, (offset, bytes)) in ops.iter_mut().zip(chunk) {
+                *slot = write_op(fd, *offset, bytes);
             }
             let count = chunk.len();
             // SAFETY: every buffer is borrowed from `pieces`, which outlives this call.
-            if let Err(errno) = unsafe { self.perform(&ops[..count], &mut results[..count]) } {
-                return Err(WriteFailure::Errno(errno));
+            unsafe { self.perform(&ops[..count], &mut results[..count]) }
+                .map_err(|errno| FlushFailure::Write(WriteFailure::Errno(errno)))?;
+            self.finish_writes(fd, chunk, &results[..count])
+                .map_err(FlushFailure::from)?;
+        }
+        if let Some(request) = sync {
+            let mut count = 0;
+            ops[count] = Op::Sync {
+                fd,
+                data_only: request.data_only,
+            };
+            count += 1;
+            if let Some(dir_fd) = request.directory_fd {
+                ops[count] = Op::Sync {
+                    fd: dir_fd,
+                    data_only: request.data_only,
+                };
+                count += 1;
             }
-            for ((offset, bytes), &result) in chunk.iter().zip(&results[..count]) {
-                if result == bytes.len() as i32 {
-                    continue;
-                }
-                if result == 0 {
-                    return Err(WriteFailure::NoProgress);
-                }
-                if result < 0 && !is_retryable(-result) {
-                    return Err(WriteFailure::Errno(-result));
-                }
-                let written = result.max(0) as usize;
-                self.write_at(fd, &bytes[written..], offset + written as u64)?;
+            // SAFETY: sync ops carry no buffers.
+            unsafe { self.perform(&ops[..count], &mut results[..count]) }
+                .map_err(FlushFailure::Sync)?;
+            match results[0] {
+                result if result >= 0 => {}
+                result if is_retryable(-result) => self
+                    .sync(fd, request.data_only)
+                    .map_err(FlushFailure::Sync)?,
+                result => return Err(FlushFailure::Sync(-result)),
             }
         }
         Ok(())
+    }
+
+    /// Checks a batch's write results, finishing short or interrupted pieces one by one.
+    fn finish_writes(
+        &mut self,
+        fd: RawFd,
+        pieces: &[(u64, &[u8])],
+        results: &[i32],
+    ) -> Result<(), WriteFailure> {
+        let mut first_failure = None;
+        for ((offset, bytes), &result) in pieces.iter().zip(results) {
+            if result == bytes.len() as i32 {
+                continue;
+            }
+            let outcome = if result == 0 && !bytes.is_empty() {
+                Err(WriteFailure::NoProgress)
+            } else if result < 0 && !is_retryable(-result) && result != -libc::ECANCELED {
+                Err(WriteFailure::Errno(-result))
+            } else {
+                let written = result.max(0) as usize;
+                self.write_at(fd, &bytes[written..], offset + written as u64)
+            };
+            if let Err(failure) = outcome {
+                first_failure.get_or_insert(failure);
+            }
+        }
+        first_failure.map_or(Ok(()), Err)
     }
 
     pub(crate) fn sync(&mut self, fd: RawFd, data_only: bool) -> Result<(), i32> {

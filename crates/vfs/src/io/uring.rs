@@ -31,11 +31,34 @@ pub(crate) const SIMULATE_UNAVAILABLE_ENV: &str = "SQLITE_URING_SIMULATE_UNAVAIL
 pub(crate) struct Ring {
     ring: IoUring,
     has_ftruncate: bool,
+    /// `FORK_GENERATION` when the ring was created (see [`fork_generation`]).
+    generation: u64,
+}
+
+/// Bumped in the child after every `fork()`. A forked child inherits its parent's ring
+/// mappings: submitting on them would mix the child's I/O into the parent's queues, so a
+/// ring from an older generation is abandoned (the parent still uses it) and a new one
+/// is created.
+static FORK_GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static FORK_HANDLER: std::sync::Once = std::sync::Once::new();
+
+extern "C" fn after_fork_in_child() {
+    FORK_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    crate::writeback::forget_after_fork();
+}
+
+fn fork_generation() -> u64 {
+    FORK_HANDLER.call_once(|| {
+        // SAFETY: registers a child handler that only touches an atomic and try_locks the
+        // write queue, which is safe in the single-threaded child after fork.
+        unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+    });
+    FORK_GENERATION.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 enum Slot {
     Uninit,
-    Ready(Ring),
+    Ready(Box<Ring>),
     Failed(String, i32),
 }
 
@@ -57,9 +80,20 @@ pub(crate) fn ensure_thread_ring() -> Result<(), String> {
 }
 
 fn init_slot(slot: &mut Slot) {
+    if let Slot::Ready(ring) = slot {
+        if ring.generation != fork_generation() {
+            // Inherited from the parent across fork(): never submit on it, and do not
+            // tear it down either (io_uring teardown in a child is not worth reasoning
+            // about for a few pages of leaked mapping).
+            let Slot::Ready(inherited) = std::mem::replace(slot, Slot::Uninit) else {
+                unreachable!("matched above")
+            };
+            std::mem::forget(inherited);
+        }
+    }
     if matches!(slot, Slot::Uninit) {
         *slot = match Ring::new() {
-            Ok(ring) => Slot::Ready(ring),
+            Ok(ring) => Slot::Ready(Box::new(ring)),
             Err(errno) => Slot::Failed(explain_setup_failure(errno), errno),
         };
     }
@@ -121,6 +155,7 @@ impl Ring {
         let ring = Ring {
             ring,
             has_ftruncate,
+            generation: fork_generation(),
         };
         // A registered ring fd saves an fdget/fdput per io_uring_enter (Linux 5.18+);
         // without it everything still works.
@@ -146,7 +181,7 @@ impl Ring {
             } => opcode::Write::new(types::Fd(fd), buf, len)
                 .offset(offset)
                 .build(),
-            Op::Sync { fd, data_only } => {
+            Op::Sync { fd, data_only } | Op::SyncAfterWrites { fd, data_only } => {
                 let flags = if data_only {
                     types::FsyncFlags::DATASYNC
                 } else {
@@ -176,6 +211,28 @@ impl Engine for Ring {
             self.ring.completion().is_empty(),
             "ring has stale completions"
         );
+        // Writes directly before a SyncAfterWrites on the same fd are linked to it, so the
+        // sync starts after they complete (and is cancelled if one fails). A chain must
+        // reach the kernel in one submission: batches with chains fit the ring whole.
+        let mut linked = [false; super::MAX_BATCH];
+        let has_chain = ops
+            .iter()
+            .any(|op| matches!(op, Op::SyncAfterWrites { .. }));
+        if has_chain {
+            assert!(ops.len() <= super::MAX_BATCH && super::MAX_BATCH <= RING_ENTRIES as usize);
+            for (index, op) in ops.iter().enumerate() {
+                if let Op::SyncAfterWrites { fd, .. } = *op {
+                    for earlier in (0..index).rev() {
+                        match ops[earlier] {
+                            Op::Write { fd: write_fd, .. } if write_fd == fd => {
+                                linked[earlier] = true
+                            }
+                            _ => break,
+                        }
+                    }
+                }
+            }
+        }
         let mut next = 0usize;
         let mut in_flight = 0usize;
         let mut kernel_entries = 0u64;
@@ -190,7 +247,10 @@ impl Engine for Ring {
                         results[next] = Self::truncate_by_syscall(*fd, *len);
                         kernel_entries += 1;
                     } else {
-                        let entry = Self::entry_for(op).user_data(next as u64);
+                        let mut entry = Self::entry_for(op).user_data(next as u64);
+                        if has_chain && linked[next] {
+                            entry = entry.flags(io_uring::squeue::Flags::IO_LINK);
+                        }
                         // SAFETY: the buffers named by `entry` stay valid until this
                         // function returns (caller contract), and it returns only after
                         // reaping this entry's completion.

@@ -1,0 +1,232 @@
+//! The built extension, loaded into programs that link their own SQLite: Debian's
+//! `sqlite3` CLI and `/usr/bin/python3`'s sqlite3 module.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+/// `target/<profile>/libsqlite_uring.so`, built by cargo for this test run.
+fn extension() -> PathBuf {
+    let deps = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let so = deps.parent().unwrap().join("libsqlite_uring.so");
+    assert!(so.exists(), "{} was not built", so.display());
+    so.with_extension("")
+}
+
+fn sqlite3(script: &str, env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new("sqlite3");
+    command
+        .arg("-bail")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child = command
+        .spawn()
+        .expect("Debian's sqlite3 CLI is required (apt-get install sqlite3)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn stock_sqlite3_cli_runs_a_script_on_io_uring() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("cli.db");
+    let script = format!(
+        ".load {ext}
+.open file:{db}?vfs=io_uring
+.vfsname
+PRAGMA journal_mode;
+CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT, c BLOB);
+WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM n WHERE x<5000)
+  INSERT INTO t(b, c) SELECT printf('v%05d', x), zeroblob(x % 900) FROM n;
+CREATE INDEX tb ON t(b);
+BEGIN; UPDATE t SET b = b || '!' WHERE a % 3 = 0; SAVEPOINT s; DELETE FROM t; ROLLBACK TO s; COMMIT;
+SELECT count(*), sum(length(b)), sum(length(c)) FROM t;
+PRAGMA journal_mode=WAL;
+INSERT INTO t(b) VALUES('wal row');
+PRAGMA wal_checkpoint(TRUNCATE);
+PRAGMA mmap_size=67108864;
+SELECT count(*) FROM t WHERE b LIKE '%!';
+VACUUM;
+PRAGMA integrity_check;
+",
+        ext = extension().display(),
+        db = db.display()
+    );
+    let output = sqlite3(&script, &[]);
+    let stdout = text(&output.stdout);
+    assert!(
+        output.status.success(),
+        "sqlite3 failed:\n{stdout}\n{}",
+        text(&output.stderr)
+    );
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        [
+            "io_uring",
+            "delete",
+            "5000|31666|2148000",
+            "wal",
+            "0|0|0",
+            "67108864",
+            "1666",
+            "ok"
+        ],
+        "{stdout}"
+    );
+    // The stock unix VFS reads what io_uring wrote.
+    let output = Command::new("sqlite3")
+        .arg(&db)
+        .arg("SELECT count(*) FROM t; PRAGMA integrity_check;")
+        .output()
+        .unwrap();
+    assert_eq!(text(&output.stdout), "5001\nok\n");
+}
+
+#[test]
+fn default_entry_point_makes_io_uring_the_default_vfs() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("default.db");
+    let script = format!(
+        "SELECT load_extension('{ext}', 'sqlite3_sqliteuring_default_init');
+.open {db}
+.vfsname
+CREATE TABLE t(x); INSERT INTO t VALUES(1);
+PRAGMA io_uring_stats;
+",
+        ext = extension().display(),
+        db = db.display()
+    );
+    let output = sqlite3(&script, &[]);
+    let stdout = text(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        text(&output.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[1], "io_uring", "{stdout}");
+    assert!(
+        lines[2].starts_with("{\"vfs\":\"io_uring\",\"engine\":\"io_uring\""),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn unavailable_io_uring_refuses_to_load_unless_fallback_requested() {
+    let script = format!(".load {}\nSELECT 'loaded';\n", extension().display());
+    let output = sqlite3(&script, &[("SQLITE_URING_SIMULATE_UNAVAILABLE", "EPERM")]);
+    let stderr = text(&output.stderr);
+    assert!(!output.status.success(), "load should fail");
+    assert!(
+        stderr.contains("io_uring is unavailable") && stderr.contains("Remedy"),
+        "{stderr}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        ".load {}\n.open file:{}?vfs=io_uring\nCREATE TABLE t(x); INSERT INTO t VALUES(7); SELECT x FROM t;\nPRAGMA io_uring_stats;\n",
+        extension().display(),
+        dir.path().join("fb.db").display()
+    );
+    let output = sqlite3(
+        &script,
+        &[
+            ("SQLITE_URING_SIMULATE_UNAVAILABLE", "EPERM"),
+            ("SQLITE_URING_FALLBACK", "syscall"),
+        ],
+    );
+    let stdout = text(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        text(&output.stderr)
+    );
+    assert!(
+        stdout.starts_with("7\n") && stdout.contains("\"engine\":\"syscall\""),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn debian_python3_sqlite3_module_uses_the_extension() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = r#"
+import sqlite3, sys
+ext, db = sys.argv[1], sys.argv[2]
+loader = sqlite3.connect(":memory:")
+loader.enable_load_extension(True)
+loader.load_extension(ext)
+loader.close()  # SQLITE_OK_LOAD_PERMANENTLY keeps the VFS registered
+conn = sqlite3.connect(f"file:{db}?vfs=io_uring", uri=True)
+conn.execute("PRAGMA journal_mode=WAL")
+conn.execute("CREATE TABLE t(x)")
+with conn:
+    conn.executemany("INSERT INTO t VALUES(?)", [(i,) for i in range(1000)])
+print(conn.execute("SELECT count(*), sum(x) FROM t").fetchone())
+print(conn.execute("PRAGMA journal_mode").fetchone()[0])
+print(conn.execute("PRAGMA integrity_check").fetchone()[0])
+"#;
+    let output = Command::new("/usr/bin/python3")
+        .arg("-c")
+        .arg(program)
+        .arg(extension())
+        .arg(dir.path().join("py.db"))
+        .output()
+        .expect("Debian's /usr/bin/python3 is required");
+    let stdout = text(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        text(&output.stderr)
+    );
+    assert_eq!(stdout, "(1000, 499500)\nwal\nok\n");
+}
+
+#[test]
+fn extension_links_no_sqlite() {
+    let so = extension().with_extension("so");
+    let output = Command::new("nm")
+        .args(["-D", "--undefined-only"])
+        .arg(&so)
+        .output()
+        .expect("nm (binutils)");
+    let undefined = text(&output.stdout);
+    assert!(
+        !undefined.contains("sqlite3_"),
+        "the extension must call SQLite only through sqlite3_api_routines:\n{undefined}"
+    );
+    let output = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(&so)
+        .output()
+        .unwrap();
+    let exported: Vec<String> = text(&output.stdout)
+        .lines()
+        .filter(|l| l.contains("sqlite3"))
+        .map(|l| l.rsplit(' ').next().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        exported,
+        [
+            "sqlite3_sqliteuring_default_init",
+            "sqlite3_sqliteuring_init"
+        ]
+    );
+}
