@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod counting_vfs;
 mod probe_cmd;
 mod report;
 

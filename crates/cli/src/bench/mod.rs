@@ -3,11 +3,12 @@
 use clap::Subcommand;
 
 mod blobs;
+pub mod speed;
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
     /// The 16 classic SQLite speed tests over memory / unix / io_uring and rollback / WAL.
-    Speed,
+    Speed(Box<speed::SpeedArgs>),
     /// IO models: 1 GiB in 4 KiB writes through blocking write, pwrite threads, io_uring.
     Io,
     /// Files stored in SQLite: blob sizes, commit batching, zstd, backends.
@@ -17,8 +18,9 @@ pub enum BenchCommand {
 
 pub fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
+        BenchCommand::Speed(args) => speed::run(*args),
         BenchCommand::Blobs(args) => blobs::run(*args),
-        BenchCommand::Speed | BenchCommand::Io => {
+        BenchCommand::Io => {
             anyhow::bail!("not implemented yet")
         }
     }

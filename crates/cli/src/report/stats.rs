@@ -91,11 +91,18 @@ impl Relative {
         Some(Relative { ratio, error })
     }
 
-    /// `1.00`, `2.31 ± 0.12`: the form of hyperfine's "Relative" column.
+    /// `1.00`, `2.31 ± 0.12`: the form of hyperfine's "Relative" column. Ratios below 0.1
+    /// get more decimals so that a much faster command does not read as `0.00`.
     pub fn display(&self) -> String {
+        let decimals = if self.ratio > 0.0 && self.ratio < 0.1 {
+            // Two significant digits: 0.042, 0.0013, …
+            ((-self.ratio.log10()).floor() as usize + 2).min(6)
+        } else {
+            2
+        };
         match self.error {
-            Some(error) => format!("{:.2} ± {:.2}", self.ratio, error),
-            None => format!("{:.2}", self.ratio),
+            Some(error) => format!("{:.*} ± {:.*}", decimals, self.ratio, decimals, error),
+            None => format!("{:.*}", decimals, self.ratio),
         }
     }
 }
@@ -180,6 +187,18 @@ impl Warning {
     }
 }
 
+impl Warning {
+    /// A few words for a table footnote; [`Warning::message`] has the remedy.
+    pub fn short(&self) -> String {
+        match self {
+            Warning::ColdFirstRun => "first run slow (cold cache)".to_string(),
+            Warning::Outliers { count } => format!("{count} outlier(s)"),
+            Warning::HighVariance { percent } => format!("σ = {percent}% of mean"),
+            Warning::SingleRun => "single run, no σ".to_string(),
+        }
+    }
+}
+
 /// The warnings hyperfine would print for these samples (in run order).
 pub fn warnings(samples: &[f64]) -> Vec<Warning> {
     let mut found = Vec::new();
@@ -219,6 +238,32 @@ pub fn format_seconds(seconds: f64) -> String {
     } else {
         format!("{:.1} µs", seconds * 1e6)
     }
+}
+
+/// Human form of a byte count in IEC units: `512 B`, `4.0 KiB`, `1.50 GiB`.
+pub fn format_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    match unit {
+        0 => format!("{bytes} B"),
+        _ if value >= 100.0 => format!("{value:.0} {}", UNITS[unit]),
+        _ if value >= 10.0 => format!("{value:.1} {}", UNITS[unit]),
+        _ => format!("{value:.2} {}", UNITS[unit]),
+    }
+}
+
+/// Throughput, e.g. `512 MiB/s`; `n/a` for a zero or invalid duration.
+pub fn format_rate(bytes: u64, seconds: f64) -> String {
+    if !(seconds.is_finite() && seconds > 0.0) {
+        return "n/a".to_string();
+    }
+    let per_second = (bytes as f64 / seconds).min(u64::MAX as f64) as u64;
+    format!("{}/s", format_bytes(per_second))
 }
 
 /// `12.3 ms ± 0.4 ms`, or just the mean with a single run.
@@ -272,6 +317,16 @@ mod tests {
         let expected = 2.0 * ((2f64.sqrt() / 4.0).powi(2) + (2f64.sqrt() / 2.0).powi(2)).sqrt();
         assert!(close(rel.error.unwrap(), expected));
         assert_eq!(rel.display(), format!("2.00 ± {expected:.2}"));
+        let fast = Relative {
+            ratio: 0.0042,
+            error: Some(0.0001),
+        };
+        assert_eq!(fast.display(), "0.0042 ± 0.0001");
+        let tenth = Relative {
+            ratio: 0.07,
+            error: None,
+        };
+        assert_eq!(tenth.display(), "0.070");
         let itself = base.relative_to(&base).unwrap();
         assert!(close(itself.ratio, 1.0));
     }
@@ -322,5 +377,11 @@ mod tests {
         assert_eq!(format_seconds(1.5), "1.500 s");
         assert_eq!(format_seconds(0.0123), "12.30 ms");
         assert_eq!(format_seconds(0.0000123), "12.3 µs");
+        assert_eq!(format_bytes(512), "512 B");
+        assert_eq!(format_bytes(4096), "4.00 KiB");
+        assert_eq!(format_bytes(15 << 20), "15.0 MiB");
+        assert_eq!(format_bytes(3 << 30), "3.00 GiB");
+        assert_eq!(format_rate(1 << 30, 2.0), "512 MiB/s");
+        assert_eq!(format_rate(1, 0.0), "n/a");
     }
 }

@@ -1,0 +1,669 @@
+//! `sqlite-uring bench speed`: the 16 tests of sqlite.org/speed.html on several storage
+//! targets and journal modes, measured with hyperfine's conventions.
+//!
+//! Per test, every target × journal mode runs `--warmup` + `--runs` times, interleaved
+//! run by run (the order rotates each round) so slow drifts of the machine hit all of
+//! them alike. Each run gets a fresh database rebuilt by an untimed prologue; only the
+//! test body is timed. How to read the output: `docs/BENCH_SPEED.md`.
+
+mod output;
+mod runner;
+mod targets;
+mod workload;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::report::{envinfo, export, stats};
+use output::{ComboResult, RunInfo, TestResult};
+use runner::{Mode, RunOutcome, TestPlan};
+use targets::{IoCounts, JournalMode, Settings, Synchronous, Target};
+use workload::{Checksum, Sizes};
+
+/// Options of `bench speed`.
+#[derive(Args, Debug, Clone)]
+pub struct SpeedArgs {
+    /// Targets to compare, comma-separated: memory (`:memory:`, the CPU floor), unix
+    /// (SQLite's own VFS), io_uring (ours), sync (our VFS on plain syscalls), or the name
+    /// of any registered VFS.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "memory,unix,io_uring",
+        value_name = "LIST"
+    )]
+    pub targets: Vec<String>,
+
+    /// Target the others are compared to (Relative column, chart); must be in --targets.
+    #[arg(long, default_value = "unix", value_name = "TARGET")]
+    pub baseline: String,
+
+    /// Journal modes, comma-separated; every file target runs in each (memory always
+    /// journals in memory).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "delete,wal",
+        value_name = "LIST"
+    )]
+    pub journal: Vec<JournalMode>,
+
+    /// PRAGMA synchronous, applied identically to every file target.
+    #[arg(long, value_enum, default_value = "full", value_name = "LEVEL")]
+    pub synchronous: Synchronous,
+
+    /// Unmeasured runs per test and target before the measured ones (warm caches).
+    #[arg(long, default_value_t = 1, value_name = "RUNS")]
+    pub warmup: u32,
+
+    /// Measured runs per test and target (at least 1; 3 or more gives σ and error bars).
+    #[arg(long, default_value_t = 3, value_name = "RUNS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub runs: u32,
+
+    /// Multiplies every row and statement count of speed.html (0.1 = a tenth of the
+    /// 25000-row tables); must be > 0.
+    #[arg(long, default_value_t = 1.0, value_name = "FACTOR", value_parser = parse_scale, allow_negative_numbers = true)]
+    pub scale: f64,
+
+    /// Directory for the database files; its filesystem and device are what gets measured.
+    #[arg(long, default_value = ".", value_name = "DIR")]
+    pub dir: PathBuf,
+
+    /// Tests to run, comma-separated numbers 1-16 (earlier tests still build the state in
+    /// the untimed prologue) [default: all 16].
+    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub tests: Vec<u32>,
+
+    /// Prepare each distinct statement once and bind parameters, instead of sending SQL
+    /// text as speed.html did.
+    #[arg(long)]
+    pub prepared: bool,
+
+    /// Write the environment header and every table as Markdown to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub export_markdown: Option<PathBuf>,
+
+    /// Write one row per test × target × journal mode (times in seconds) as CSV to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub export_csv: Option<PathBuf>,
+
+    /// Write one record per test × target × journal mode (times in seconds, VFS call
+    /// counts, checksum) as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub export_json: Option<PathBuf>,
+
+    /// Draw the time of every test relative to the baseline as an SVG bar chart to FILE.
+    #[arg(long, value_name = "FILE.svg")]
+    pub chart: Option<PathBuf>,
+
+    /// Run even in a debug build (timings are then meaningless; for testing the tool).
+    #[arg(long)]
+    pub allow_debug: bool,
+}
+
+fn parse_scale(text: &str) -> Result<f64, String> {
+    let value: f64 = text.parse().map_err(|_| {
+        format!("{text:?} is not a number; use e.g. --scale 0.1 for a tenth of the full size")
+    })?;
+    if !value.is_finite() || value <= 0.0 {
+        return Err(format!(
+            "the scale must be a positive number (e.g. 1 for speed.html's sizes, 0.1 for a tenth); got {text}"
+        ));
+    }
+    Ok(value)
+}
+
+/// One target in one journal mode: a line of the result tables.
+#[derive(Clone)]
+struct Combo {
+    target: Target,
+    /// `None` for `:memory:`, which runs once whatever --journal says.
+    journal: Option<JournalMode>,
+}
+
+impl Combo {
+    fn label(&self) -> String {
+        match self.journal {
+            None => self.target.label.clone(),
+            Some(journal) => format!("{} ({})", self.target.label, journal.name()),
+        }
+    }
+
+    fn journal_name(&self) -> &'static str {
+        self.journal.map_or("memory", JournalMode::name)
+    }
+}
+
+pub fn run(args: SpeedArgs) -> Result<()> {
+    let debug_warning = envinfo::check_release_build(args.allow_debug)?;
+    check_dir(&args.dir)?;
+    for (flag, path) in [
+        ("--export-markdown", &args.export_markdown),
+        ("--export-csv", &args.export_csv),
+        ("--export-json", &args.export_json),
+        ("--chart", &args.chart),
+    ] {
+        if let Some(path) = path {
+            check_output(flag, path)?;
+        }
+    }
+    if args.journal.is_empty() {
+        bail!("--journal is empty; name at least one journal mode, e.g. --journal delete,wal");
+    }
+    // Keep the user's order (the first journal mode is memory's reference), once each.
+    let mut journals: Vec<JournalMode> = Vec::new();
+    for journal in &args.journal {
+        if !journals.contains(journal) {
+            journals.push(*journal);
+        }
+    }
+    let mut tests = if args.tests.is_empty() {
+        (1..=16).collect()
+    } else {
+        args.tests.clone()
+    };
+    tests.sort_unstable();
+    tests.dedup();
+
+    let targets = targets::resolve(&args.targets)?;
+    if !targets.iter().any(|t| t.label == args.baseline) {
+        bail!(
+            "--baseline {} is not among --targets ({}); add it to --targets or choose one of them",
+            args.baseline,
+            args.targets.join(",")
+        );
+    }
+    let combos = combos(&targets, &journals);
+    let mode = if args.prepared {
+        Mode::Prepared
+    } else {
+        Mode::Text
+    };
+    let sizes = Sizes { scale: args.scale };
+
+    let env = envinfo::EnvInfo::collect(&args.dir);
+    let mut header = env.lines();
+    header.push(format!(
+        "settings:    synchronous={} · journal {} · {} statements · scale {} · {} warmup + {} runs · baseline {}",
+        args.synchronous.name(),
+        journals.iter().map(|j| j.name()).collect::<Vec<_>>().join(","),
+        mode.name(),
+        args.scale,
+        args.warmup,
+        args.runs,
+        args.baseline,
+    ));
+    if targets
+        .iter()
+        .any(|t| t.vfs.as_deref() == Some(targets::IO_URING_VFS))
+    {
+        if let Ok(registration) = targets::io_uring_registration() {
+            header.push(format!(
+                "io_uring:    VFS {} on backend {}{}",
+                registration.vfs_name,
+                registration.backend.name(),
+                registration
+                    .fallback_reason
+                    .as_ref()
+                    .map_or_else(String::new, |why| format!(" (fallback: {why})"))
+            ));
+        }
+    }
+    let mut cautions: Vec<String> = debug_warning.into_iter().collect();
+    if matches!(env.filesystem.as_str(), "tmpfs" | "ramfs") {
+        cautions.push(format!(
+            "WARNING: --dir is on {}: fsync costs nothing there, so these numbers say nothing \
+             about a disk; point --dir at the disk you care about",
+            env.filesystem
+        ));
+    }
+    for line in header.iter().chain(&cautions) {
+        println!("{line}");
+    }
+    header.extend(cautions);
+    println!();
+
+    let database_path = args
+        .dir
+        .join(format!("sqlite-uring-speed-{}.db", std::process::id()));
+    let rounds = args.warmup + args.runs;
+    let progress = ProgressBar::new(tests.len() as u64 * u64::from(rounds) * combos.len() as u64);
+    progress.set_style(
+        ProgressStyle::with_template("{bar:32} {pos}/{len} {msg} [{elapsed_precise}, ETA {eta}]")
+            .expect("the template is valid"),
+    );
+
+    let mut results = Vec::new();
+    for &number in &tests {
+        let plan = TestPlan::new(number, sizes, mode);
+        let mut outcomes: Vec<Vec<RunOutcome>> = vec![Vec::new(); combos.len()];
+        for round in 0..rounds {
+            for step in 0..combos.len() {
+                // Rotating the order each round spreads any "goes first" effect over all.
+                let index = (step + round as usize) % combos.len();
+                let combo = &combos[index];
+                let phase = if round < args.warmup { "warmup" } else { "run" };
+                progress.set_message(format!("test {number} · {phase} · {}", combo.label()));
+                let settings = Settings {
+                    journal: combo.journal.unwrap_or(JournalMode::Delete),
+                    synchronous: args.synchronous,
+                };
+                let outcome =
+                    runner::run_once(&combo.target, settings, &database_path, &plan, mode)?;
+                if round >= args.warmup {
+                    outcomes[index].push(outcome);
+                }
+                progress.inc(1);
+            }
+        }
+        let result = summarise(number, &combos, &outcomes, &args.baseline, &journals)?;
+        progress.suspend(|| {
+            println!("{}", output::title(&result));
+            println!("{}", output::terminal_table(&result));
+            for note in output::notes(&result) {
+                println!("{note}");
+            }
+            println!();
+        });
+        results.push(result);
+    }
+    progress.finish_and_clear();
+
+    let remedies = output::warning_remedies(&results);
+    if !remedies.is_empty() {
+        println!("About the warnings:");
+        for remedy in remedies {
+            println!("  - {remedy}");
+        }
+        println!();
+    }
+    println!("Geometric mean of Relative over {} test(s):", results.len());
+    for (label, mean, count) in output::geometric_means(&results) {
+        println!("  {label:<24} {mean:.3}  ({count} tests)");
+    }
+
+    let info = RunInfo {
+        synchronous: args.synchronous.name().to_string(),
+        mode: mode.name().to_string(),
+        scale: args.scale,
+    };
+    if let Some(path) = &args.export_markdown {
+        export::export_markdown_document(path, &output::markdown(&header, &results))?;
+    }
+    if let Some(path) = &args.export_csv {
+        export::export_csv(path, &output::records(&results, &info))?;
+    }
+    if let Some(path) = &args.export_json {
+        export::export_json(path, &output::records(&results, &info))?;
+    }
+    if let Some(path) = &args.chart {
+        output::chart(&results, &args.baseline).write_svg(path)?;
+    }
+    Ok(())
+}
+
+/// Memory once (it has no journal file), then every file target in every journal mode.
+fn combos(targets: &[Target], journals: &[JournalMode]) -> Vec<Combo> {
+    let mut combos: Vec<Combo> = targets
+        .iter()
+        .filter(|t| t.is_memory())
+        .map(|t| Combo {
+            target: t.clone(),
+            journal: None,
+        })
+        .collect();
+    for &journal in journals {
+        for target in targets.iter().filter(|t| !t.is_memory()) {
+            combos.push(Combo {
+                target: target.clone(),
+                journal: Some(journal),
+            });
+        }
+    }
+    combos
+}
+
+/// Summaries, warnings and the checksum check of one test.
+fn summarise(
+    number: u32,
+    combos: &[Combo],
+    outcomes: &[Vec<RunOutcome>],
+    baseline: &str,
+    journals: &[JournalMode],
+) -> Result<TestResult> {
+    check_checksums(number, combos, outcomes)?;
+    let baseline_of = |combo: &Combo| -> Option<usize> {
+        // Memory is compared to the baseline in the first journal mode; a memory baseline
+        // is the reference of everything.
+        let journal = combo.journal.or(journals.first().copied());
+        combos.iter().position(|c| {
+            c.target.label == baseline && (c.target.is_memory() || c.journal == journal)
+        })
+    };
+    let mut results = Vec::new();
+    for (combo, runs) in combos.iter().zip(outcomes) {
+        let samples: Vec<f64> = runs.iter().map(|o| o.elapsed_s).collect();
+        let summary = stats::Summary::from_samples(&samples)
+            .with_context(|| format!("test {number} on {} has no valid timing", combo.label()))?;
+        results.push(ComboResult {
+            label: combo.label(),
+            target: combo.target.label.clone(),
+            vfs: combo
+                .target
+                .vfs
+                .clone()
+                .unwrap_or_else(|| ":memory:".into()),
+            journal: combo.journal_name().to_string(),
+            summary,
+            cpu_mean_s: runs.iter().map(|o| o.cpu_s).sum::<f64>() / runs.len().max(1) as f64,
+            checksum: runs[0].checksum,
+            io: mean_io(runs),
+            warnings: stats::warnings(&samples),
+            baseline: baseline_of(combo),
+        });
+    }
+    let unfair = unfair_comparisons(&results);
+    Ok(TestResult {
+        number,
+        name: workload::test_name(number),
+        combos: results,
+        unfair,
+    })
+}
+
+/// Every run of every target must have seen the same rows and left the same database.
+fn check_checksums(number: u32, combos: &[Combo], outcomes: &[Vec<RunOutcome>]) -> Result<()> {
+    let all: Vec<(String, Checksum)> = combos
+        .iter()
+        .zip(outcomes)
+        .flat_map(|(combo, runs)| runs.iter().map(move |o| (combo.label(), o.checksum)))
+        .collect();
+    let Some((_, first)) = all.first() else {
+        return Ok(());
+    };
+    if all.iter().all(|(_, c)| c == first) {
+        return Ok(());
+    }
+    let listing: Vec<String> = all
+        .iter()
+        .map(|(label, c)| format!("{label}: {}", c.hex()))
+        .collect();
+    bail!(
+        "CHECKSUM MISMATCH in test {number} ({}): the targets returned different query results \
+         or stored different data, so at least one storage layer is wrong and no timing of this \
+         suite can be trusted. Checksums per run: {}",
+        workload::test_name(number),
+        listing.join(", ")
+    )
+}
+
+/// Per-run mean of the VFS counts (they are normally identical run to run).
+fn mean_io(runs: &[RunOutcome]) -> Option<IoCounts> {
+    let counted: Vec<IoCounts> = runs.iter().filter_map(|o| o.io).collect();
+    if counted.is_empty() {
+        return None;
+    }
+    let n = counted.len() as u64;
+    let mean = |f: fn(&IoCounts) -> u64| counted.iter().map(f).sum::<u64>() / n;
+    let mean_opt = |f: fn(&IoCounts) -> Option<u64>| -> Option<u64> {
+        counted
+            .iter()
+            .map(f)
+            .sum::<Option<u64>>()
+            .map(|total| total / n)
+    };
+    Some(IoCounts {
+        read_calls: mean(|c| c.read_calls),
+        write_calls: mean(|c| c.write_calls),
+        sync_calls: mean(|c| c.sync_calls),
+        truncate_calls: mean(|c| c.truncate_calls),
+        bytes_read: mean(|c| c.bytes_read),
+        bytes_written: mean(|c| c.bytes_written),
+        fsyncs: mean_opt(|c| c.fsyncs),
+        kernel_entries: mean_opt(|c| c.kernel_entries),
+    })
+}
+
+/// SQLite decides when to sync from what the VFS tells it (sector size, device
+/// characteristics); if two VFSes got different numbers of xSync calls for the same work,
+/// their times compare different durability work, not different I/O paths.
+///
+/// Every counted file target is checked against `unix` in the same journal mode (SQLite's
+/// own behaviour is the reference), or against its baseline when `unix` is not measured.
+fn unfair_comparisons(results: &[ComboResult]) -> Vec<String> {
+    let mut found = Vec::new();
+    for (index, result) in results.iter().enumerate() {
+        let reference = results
+            .iter()
+            .position(|r| r.target == "unix" && r.journal == result.journal)
+            .or(result.baseline);
+        let Some(reference) = reference.filter(|&r| r != index) else {
+            continue;
+        };
+        let base = &results[reference];
+        if let (Some(mine), Some(theirs)) = (result.io, base.io) {
+            if mine.sync_calls != theirs.sync_calls {
+                found.push(format!(
+                    "{} received {} xSync calls per run but {} received {}: SQLite synced \
+                     differently on them, so their times are not a like-for-like comparison",
+                    result.label, mine.sync_calls, base.label, theirs.sync_calls
+                ));
+            }
+        }
+    }
+    found
+}
+
+fn check_dir(dir: &Path) -> Result<()> {
+    if !dir.is_dir() {
+        bail!(
+            "--dir {}: no such directory; create it or point --dir at an existing directory",
+            dir.display()
+        );
+    }
+    let probe = dir.join(format!(".sqlite-uring-speed-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"probe").with_context(|| {
+        format!(
+            "--dir {} is not writable; choose a directory you can write to with --dir",
+            dir.display()
+        )
+    })?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+/// Catches a bad export path before a long benchmark rather than after it.
+fn check_output(flag: &str, path: &Path) -> Result<()> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !parent.is_dir() {
+        bail!(
+            "{flag} {}: the directory {} does not exist; create it or choose another path",
+            path.display(),
+            parent.display()
+        );
+    }
+    if path.is_dir() {
+        bail!("{flag} {} is a directory; give a file name", path.display());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: SpeedArgs,
+    }
+
+    fn parse(extra: &[&str]) -> Result<SpeedArgs, clap::Error> {
+        let mut argv = vec!["speed"];
+        argv.extend_from_slice(extra);
+        Cli::try_parse_from(argv).map(|cli| cli.args)
+    }
+
+    #[test]
+    fn bad_values_name_the_flag() {
+        for (argv, flag) in [
+            (vec!["--scale", "0"], "--scale"),
+            (vec!["--scale", "-1"], "--scale"),
+            (vec!["--scale", "abc"], "--scale"),
+            (vec!["--runs", "0"], "--runs"),
+            (vec!["--journal", "wall"], "--journal"),
+            (vec!["--tests", "17"], "--tests"),
+            (vec!["--synchronous", "maybe"], "--synchronous"),
+        ] {
+            let message = parse(&argv).err().unwrap().to_string();
+            assert!(message.contains(flag), "{argv:?}: {message}");
+        }
+        let args = parse(&["--targets", "memory,unix", "--scale", "0.5"]).unwrap();
+        assert_eq!(args.targets, ["memory", "unix"]);
+        assert_eq!(args.journal, [JournalMode::Delete, JournalMode::Wal]);
+    }
+
+    #[test]
+    fn bad_directories_targets_and_baselines_are_refused() {
+        let mut args = parse(&["--allow-debug", "--dir", "/nonexistent/speed"]).unwrap();
+        let message = format!("{:#}", run(args.clone()).unwrap_err());
+        assert!(
+            message.contains("--dir") && message.contains("create it"),
+            "{message}"
+        );
+
+        // /proc refuses new files even to root.
+        args.dir = PathBuf::from("/proc");
+        let message = format!("{:#}", run(args.clone()).unwrap_err());
+        assert!(message.contains("--dir /proc is not writable"), "{message}");
+
+        let dir = tempfile::tempdir().unwrap();
+        args.dir = dir.path().to_path_buf();
+        args.targets = vec!["memory".into(), "tape".into()];
+        let message = format!("{:#}", run(args.clone()).unwrap_err());
+        assert!(
+            message.contains("--targets") && message.contains("tape"),
+            "{message}"
+        );
+
+        args.targets = vec!["memory".into()];
+        let message = format!("{:#}", run(args.clone()).unwrap_err());
+        assert!(
+            message.contains("--baseline unix is not among --targets"),
+            "{message}"
+        );
+
+        args.export_json = Some(PathBuf::from("/nonexistent/out.json"));
+        let message = format!("{:#}", run(args).unwrap_err());
+        assert!(message.contains("--export-json"), "{message}");
+    }
+
+    fn outcome(checksum: Checksum, syncs: u64) -> RunOutcome {
+        RunOutcome {
+            elapsed_s: 0.01,
+            cpu_s: 0.01,
+            checksum,
+            io: Some(IoCounts {
+                sync_calls: syncs,
+                ..IoCounts::default()
+            }),
+        }
+    }
+
+    fn file_combos() -> Vec<Combo> {
+        let targets = targets::resolve(&["unix".into(), "unix-none".into()]).unwrap();
+        combos(&targets, &[JournalMode::Wal])
+    }
+
+    #[test]
+    fn a_checksum_mismatch_fails_loudly() {
+        let combos = file_combos();
+        let mut other = Checksum::default();
+        other.text("different");
+        let same = vec![vec![outcome(Checksum::default(), 1)]; 2];
+        assert!(check_checksums(3, &combos, &same).is_ok());
+        let differing = vec![
+            vec![outcome(Checksum::default(), 1)],
+            vec![outcome(other, 1)],
+        ];
+        let message = check_checksums(3, &combos, &differing)
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("CHECKSUM MISMATCH in test 3"), "{message}");
+        assert!(message.contains("unix-none (wal)"), "{message}");
+    }
+
+    #[test]
+    fn differing_sync_counts_are_flagged_unfair() {
+        let combos = file_combos();
+        let runs = vec![
+            vec![outcome(Checksum::default(), 10)],
+            vec![outcome(Checksum::default(), 12)],
+        ];
+        let result = summarise(1, &combos, &runs, "unix", &[JournalMode::Wal]).unwrap();
+        assert_eq!(result.unfair.len(), 1, "{:?}", result.unfair);
+        assert!(result.unfair[0].contains("unix-none (wal) received 12 xSync"));
+        let fair = vec![vec![outcome(Checksum::default(), 10)]; 2];
+        let result = summarise(1, &combos, &fair, "unix", &[JournalMode::Wal]).unwrap();
+        assert!(result.unfair.is_empty());
+    }
+
+    #[test]
+    fn smoke_run_of_the_whole_suite_at_a_tiny_scale() {
+        let _counters = targets::counters_lock();
+        let dir = tempfile::tempdir().unwrap();
+        let out = |name: &str| Some(dir.path().join(name));
+        let mut args = parse(&[
+            "--allow-debug",
+            "--targets",
+            "memory,unix",
+            "--scale",
+            "0.01",
+            "--runs",
+            "2",
+            "--warmup",
+            "0",
+        ])
+        .unwrap();
+        args.dir = dir.path().to_path_buf();
+        args.export_json = out("speed.json");
+        args.export_csv = out("speed.csv");
+        args.export_markdown = out("speed.md");
+        args.chart = out("speed.svg");
+        run(args).unwrap();
+
+        let json = std::fs::read_to_string(dir.path().join("speed.json")).unwrap();
+        let records: Vec<output::SpeedRecord> = serde_json::from_str(&json).unwrap();
+        // memory once + unix in delete and wal, for each of the 16 tests.
+        assert_eq!(records.len(), 16 * 3);
+        for test in 1..=16 {
+            let of_test: Vec<_> = records.iter().filter(|r| r.test == test).collect();
+            assert_eq!(of_test.len(), 3);
+            assert!(of_test.iter().all(|r| r.checksum == of_test[0].checksum));
+            let unix_wal = of_test.iter().find(|r| r.journal == "wal").unwrap();
+            assert_eq!(unix_wal.relative, Some(1.0));
+            assert!(unix_wal.sync_calls.is_some());
+        }
+        let mut csv = csv::Reader::from_path(dir.path().join("speed.csv")).unwrap();
+        let from_csv: Vec<output::SpeedRecord> = csv.deserialize().map(|r| r.unwrap()).collect();
+        assert_eq!(from_csv.len(), records.len());
+        let markdown = std::fs::read_to_string(dir.path().join("speed.md")).unwrap();
+        assert!(markdown.contains("## Test 16: DROP TABLE"));
+        let svg = std::fs::read_to_string(dir.path().join("speed.svg")).unwrap();
+        assert!(svg.contains("memory"));
+        // No database files are left behind.
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().contains(".db"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
+}

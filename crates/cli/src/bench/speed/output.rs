@@ -1,0 +1,395 @@
+//! Results of `bench speed`: terminal tables, exports and the chart.
+
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use serde::{Deserialize, Serialize};
+
+use super::targets::IoCounts;
+use super::workload::Checksum;
+use crate::report::chart::{BarChart, Series};
+use crate::report::stats::{
+    format_bytes, format_mean_stddev, format_seconds, Relative, Summary, Warning,
+};
+
+/// The measured runs of one target in one journal mode for one test.
+#[derive(Clone, Debug)]
+pub struct ComboResult {
+    /// `memory`, `unix (wal)`, …
+    pub label: String,
+    pub target: String,
+    pub vfs: String,
+    /// Journal mode in effect (`memory` for `:memory:`).
+    pub journal: String,
+    pub summary: Summary,
+    /// Mean user + system CPU time of the process per run.
+    pub cpu_mean_s: f64,
+    pub checksum: Checksum,
+    /// VFS calls per measured run (mean over runs); `None` where nothing is counted.
+    pub io: Option<IoCounts>,
+    pub warnings: Vec<Warning>,
+    /// Index of the result this one is compared to (itself for the baseline).
+    pub baseline: Option<usize>,
+}
+
+impl ComboResult {
+    pub fn relative(&self, all: &[ComboResult]) -> Option<Relative> {
+        let baseline = &all[self.baseline?];
+        if baseline.label == self.label {
+            // The reference itself: exactly 1, with no error of its own (as hyperfine).
+            return Some(Relative {
+                ratio: 1.0,
+                error: None,
+            });
+        }
+        self.summary.relative_to(&baseline.summary)
+    }
+}
+
+/// Everything measured for one test.
+#[derive(Clone, Debug)]
+pub struct TestResult {
+    pub number: u32,
+    pub name: &'static str,
+    pub combos: Vec<ComboResult>,
+    /// Comparisons that are not like for like (differing sync counts).
+    pub unfair: Vec<String>,
+}
+
+/// Settings shared by every record, for the exports.
+#[derive(Clone, Debug)]
+pub struct RunInfo {
+    pub synchronous: String,
+    pub mode: String,
+    pub scale: f64,
+}
+
+/// One JSON/CSV record: one test × target × journal mode. Flat, so CSV can hold it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SpeedRecord {
+    pub test: u32,
+    pub name: String,
+    pub target: String,
+    pub vfs: String,
+    pub journal: String,
+    pub synchronous: String,
+    pub mode: String,
+    pub scale: f64,
+    pub runs: usize,
+    pub mean_s: f64,
+    pub median_s: f64,
+    pub stddev_s: Option<f64>,
+    pub min_s: f64,
+    pub max_s: f64,
+    /// Mean user + system CPU seconds of the process during the body.
+    pub cpu_mean_s: f64,
+    /// Label of the result this one is compared to.
+    pub baseline: Option<String>,
+    /// mean / baseline mean (> 1: slower than the baseline).
+    pub relative: Option<f64>,
+    pub relative_error: Option<f64>,
+    pub checksum: String,
+    pub read_calls: Option<u64>,
+    pub write_calls: Option<u64>,
+    pub sync_calls: Option<u64>,
+    pub truncate_calls: Option<u64>,
+    pub bytes_read: Option<u64>,
+    pub bytes_written: Option<u64>,
+    pub fsyncs: Option<u64>,
+    pub kernel_entries: Option<u64>,
+    /// Warnings joined with "; ".
+    pub warnings: String,
+}
+
+pub fn records(results: &[TestResult], info: &RunInfo) -> Vec<SpeedRecord> {
+    let mut out = Vec::new();
+    for test in results {
+        for combo in &test.combos {
+            let relative = combo.relative(&test.combos);
+            let io = combo.io;
+            out.push(SpeedRecord {
+                test: test.number,
+                name: test.name.to_string(),
+                target: combo.target.clone(),
+                vfs: combo.vfs.clone(),
+                journal: combo.journal.clone(),
+                synchronous: info.synchronous.clone(),
+                mode: info.mode.clone(),
+                scale: info.scale,
+                runs: combo.summary.runs,
+                mean_s: combo.summary.mean,
+                median_s: combo.summary.median,
+                stddev_s: combo.summary.stddev,
+                min_s: combo.summary.min,
+                max_s: combo.summary.max,
+                cpu_mean_s: combo.cpu_mean_s,
+                baseline: combo.baseline.map(|i| test.combos[i].label.clone()),
+                relative: relative.map(|r| r.ratio),
+                relative_error: relative.and_then(|r| r.error),
+                checksum: combo.checksum.hex(),
+                read_calls: io.map(|c| c.read_calls),
+                write_calls: io.map(|c| c.write_calls),
+                sync_calls: io.map(|c| c.sync_calls),
+                truncate_calls: io.map(|c| c.truncate_calls),
+                bytes_read: io.map(|c| c.bytes_read),
+                bytes_written: io.map(|c| c.bytes_written),
+                fsyncs: io.and_then(|c| c.fsyncs),
+                kernel_entries: io.and_then(|c| c.kernel_entries),
+                warnings: combo
+                    .warnings
+                    .iter()
+                    .map(Warning::message)
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            });
+        }
+    }
+    out
+}
+
+const HEADERS: [&str; 9] = [
+    "Command",
+    "Mean ± σ",
+    "Min",
+    "Max",
+    "Relative",
+    "CPU",
+    "xRead / xWrite / xSync",
+    "Written",
+    "Kernel entries",
+];
+
+fn io_cell(io: Option<IoCounts>) -> String {
+    io.map_or_else(
+        || "–".into(),
+        |c| format!("{} / {} / {}", c.read_calls, c.write_calls, c.sync_calls),
+    )
+}
+
+/// One row of cells per result, shared by the terminal and Markdown tables.
+fn rows(test: &TestResult) -> Vec<Vec<String>> {
+    test.combos
+        .iter()
+        .map(|combo| {
+            let relative = match (combo.baseline, combo.relative(&test.combos)) {
+                (Some(b), Some(r)) if test.combos[b].label != combo.label => r.display(),
+                (Some(_), Some(_)) => "1.00 (baseline)".into(),
+                _ => "–".into(),
+            };
+            vec![
+                combo.label.clone(),
+                format_mean_stddev(&combo.summary),
+                format_seconds(combo.summary.min),
+                format_seconds(combo.summary.max),
+                relative,
+                format_seconds(combo.cpu_mean_s),
+                io_cell(combo.io),
+                combo
+                    .io
+                    .map_or_else(|| "–".into(), |c| format_bytes(c.bytes_written)),
+                combo
+                    .io
+                    .and_then(|c| c.kernel_entries)
+                    .map_or_else(|| "–".into(), |k| k.to_string()),
+            ]
+        })
+        .collect()
+}
+
+/// Wall time / CPU time of `:memory:` above which the machine is reported busy.
+const BUSY_WALL_OVER_CPU: f64 = 1.5;
+
+/// What each result is compared to, unfairness flags and warnings, under a test's table.
+pub fn notes(test: &TestResult) -> Vec<String> {
+    let mut notes = Vec::new();
+    let cross_journal: Vec<String> = test
+        .combos
+        .iter()
+        .filter_map(|combo| {
+            let baseline = &test.combos[combo.baseline?];
+            (baseline.journal != combo.journal && baseline.label != combo.label)
+                .then(|| format!("{} is relative to {}", combo.label, baseline.label))
+        })
+        .collect();
+    if !cross_journal.is_empty() {
+        notes.push(format!("note: {}", cross_journal.join("; ")));
+    }
+    notes.extend(test.unfair.iter().map(|u| format!("UNFAIR: {u}")));
+    for combo in test.combos.iter().filter(|c| c.vfs == ":memory:") {
+        // `:memory:` does no I/O, so wall time well above CPU time means it waited for a
+        // CPU: other processes competed, and every timing of this test is inflated.
+        if combo.cpu_mean_s > 0.0 && combo.summary.mean > BUSY_WALL_OVER_CPU * combo.cpu_mean_s {
+            notes.push(format!(
+                "warning: the machine was busy: {} (no I/O) took {:.1}× its CPU time in wall \
+                 time; rerun on a quiet machine",
+                combo.label,
+                combo.summary.mean / combo.cpu_mean_s
+            ));
+        }
+    }
+    let warned: Vec<String> = test
+        .combos
+        .iter()
+        .filter(|combo| !combo.warnings.is_empty())
+        .map(|combo| {
+            let shorts: Vec<String> = combo.warnings.iter().map(Warning::short).collect();
+            format!("{} ({})", combo.label, shorts.join(", "))
+        })
+        .collect();
+    if !warned.is_empty() {
+        notes.push(format!("warning: {}", warned.join("; ")));
+    }
+    notes
+}
+
+/// Each kind of warning that occurred, with its remedy, once for the whole suite.
+pub fn warning_remedies(results: &[TestResult]) -> Vec<String> {
+    let mut seen: Vec<String> = Vec::new();
+    for warning in results
+        .iter()
+        .flat_map(|t| &t.combos)
+        .flat_map(|c| &c.warnings)
+    {
+        let message = warning.message();
+        // Messages differ by number only within a kind; keep one per kind.
+        let kind = std::mem::discriminant(warning);
+        let new = !results
+            .iter()
+            .flat_map(|t| &t.combos)
+            .flat_map(|c| &c.warnings)
+            .take_while(|w| !std::ptr::eq(*w, warning))
+            .any(|w| std::mem::discriminant(w) == kind);
+        if new {
+            seen.push(message);
+        }
+    }
+    seen
+}
+
+pub fn terminal_table(test: &TestResult) -> Table {
+    let mut table = Table::new();
+    table.load_style(UTF8_FULL_CONDENSED).set_header(HEADERS);
+    for row in rows(test) {
+        let cells: Vec<Cell> = row
+            .into_iter()
+            .enumerate()
+            .map(|(i, text)| {
+                let cell = Cell::new(text);
+                if i == 0 {
+                    cell
+                } else {
+                    cell.set_alignment(CellAlignment::Right)
+                }
+            })
+            .collect();
+        table.add_row(cells);
+    }
+    table
+}
+
+pub fn title(test: &TestResult) -> String {
+    format!("Test {}: {}", test.number, test.name)
+}
+
+/// Geometric mean over tests of each result's relative time: one number per
+/// target × journal that does not let one long test dominate.
+pub fn geometric_means(results: &[TestResult]) -> Vec<(String, f64, usize)> {
+    let mut labels: Vec<String> = Vec::new();
+    for test in results {
+        for combo in &test.combos {
+            if !labels.contains(&combo.label) {
+                labels.push(combo.label.clone());
+            }
+        }
+    }
+    labels
+        .into_iter()
+        .filter_map(|label| {
+            let ratios: Vec<f64> = results
+                .iter()
+                .filter_map(|test| {
+                    let combo = test.combos.iter().find(|c| c.label == label)?;
+                    combo
+                        .relative(&test.combos)
+                        .map(|r| r.ratio)
+                        .filter(|r| *r > 0.0)
+                })
+                .collect();
+            (!ratios.is_empty()).then(|| {
+                let mean_log = ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64;
+                (label, mean_log.exp(), ratios.len())
+            })
+        })
+        .collect()
+}
+
+pub fn markdown(header: &[String], results: &[TestResult]) -> String {
+    let mut out = String::from("# sqlite-uring bench speed\n\n");
+    for line in header {
+        out.push_str(&format!("- {line}\n"));
+    }
+    for test in results {
+        out.push_str(&format!("\n## {}\n\n", title(test)));
+        out.push_str(&crate::report::export::markdown_table(
+            &HEADERS,
+            &rows(test),
+        ));
+        let notes = notes(test);
+        if !notes.is_empty() {
+            out.push('\n');
+            for note in notes {
+                out.push_str(&format!("- {note}\n"));
+            }
+        }
+    }
+    out.push_str("\n## Geometric mean of relative time over the tests\n\n");
+    let summary: Vec<Vec<String>> = geometric_means(results)
+        .into_iter()
+        .map(|(label, mean, n)| vec![label, format!("{mean:.3}"), n.to_string()])
+        .collect();
+    out.push_str(&crate::report::export::markdown_table(
+        &["Command", "Geometric mean of Relative", "Tests"],
+        &summary,
+    ));
+    out
+}
+
+/// Relative time per test (categories) and result (series); the baselines are the
+/// dashed line at 1.0 rather than bars.
+pub fn chart(results: &[TestResult], baseline_name: &str) -> BarChart {
+    let mut labels: Vec<String> = Vec::new();
+    for test in results {
+        for combo in &test.combos {
+            let is_baseline = combo
+                .baseline
+                .is_some_and(|b| test.combos[b].label == combo.label);
+            if !is_baseline && !labels.contains(&combo.label) {
+                labels.push(combo.label.clone());
+            }
+        }
+    }
+    let series = labels
+        .into_iter()
+        .map(|label| {
+            let relatives: Vec<Option<Relative>> = results
+                .iter()
+                .map(|test| {
+                    let combo = test.combos.iter().find(|c| c.label == label)?;
+                    combo.relative(&test.combos)
+                })
+                .collect();
+            Series {
+                name: label,
+                values: relatives.iter().map(|r| r.map(|r| r.ratio)).collect(),
+                errors: relatives.iter().map(|r| r.and_then(|r| r.error)).collect(),
+            }
+        })
+        .collect();
+    BarChart {
+        title: format!(
+            "bench speed: time relative to {baseline_name} in the same journal mode (lower is faster)"
+        ),
+        y_label: format!("time / {baseline_name} time"),
+        categories: results.iter().map(|t| t.number.to_string()).collect(),
+        series,
+        reference_line: Some(1.0),
+    }
+}
