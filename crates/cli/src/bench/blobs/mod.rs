@@ -24,6 +24,7 @@ use clap::{Args, ValueEnum};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use crate::report::envinfo::{check_release_build, EnvInfo};
+use crate::report::stats::format_bytes;
 use codec::{Codec, Compression};
 use guard::RemoveOnDrop;
 use runner::{Budget, PhaseResult};
@@ -320,10 +321,10 @@ fn check_room(plan: &Plan, dir: &Path) -> anyhow::Result<()> {
                 "--dir {} has {} free, but the largest case ({}, {} files) may need {}; \
                  free space, choose another --dir, or lower --ops / --sizes",
                 dir.display(),
-                units::approx(free),
+                format_bytes(free),
                 case.label(),
                 case.ops,
-                units::approx(case.planned_bytes())
+                format_bytes(case.planned_bytes())
             );
         }
     }
@@ -335,8 +336,8 @@ fn check_room(plan: &Plan, dir: &Path) -> anyhow::Result<()> {
                  available; lower --ops or --sizes, or drop memory targets from --targets",
                 case.label(),
                 case.ops,
-                units::approx(case.planned_bytes()),
-                units::approx(available)
+                format_bytes(case.planned_bytes()),
+                format_bytes(available)
             );
         }
     }

@@ -64,7 +64,7 @@ pub struct BlobRecord {
     /// Rate ÷ unix rate on the same case and phase (> 1: faster than unix).
     pub vs_unix: Option<f64>,
     pub vs_unix_error: Option<f64>,
-    /// Measurement warnings (variance, outliers), `; `-separated.
+    /// Measurement warnings (variance, outliers, cold first run), `; `-separated.
     pub warnings: String,
 }
 
@@ -93,7 +93,7 @@ fn summarise(results: &[&PhaseResult], base: BlobRecord) -> (BlobRecord, Option<
         stats::warnings(&rates)
             .into_iter()
             .filter(|w| *w != Warning::SingleRun)
-            .map(|w| w.message())
+            .map(|w| w.short())
             .collect()
     } else {
         Vec::new()
@@ -230,8 +230,9 @@ pub fn records(
     records
 }
 
-/// 3 significant digits, thousands separated: 61.2, 1,234, 123,456.
-pub fn format_rate(value: Option<f64>) -> String {
+/// A count per second (files/s, MB/s) with 3 significant digits, thousands separated:
+/// 61.2, 1,234, 123,456. (`report::stats::format_rate` formats byte rates in IEC units.)
+pub fn format_count(value: Option<f64>) -> String {
     let Some(value) = value.filter(|v| v.is_finite()) else {
         return "-".to_string();
     };
@@ -255,9 +256,9 @@ pub fn format_rate(value: Option<f64>) -> String {
 fn rate_cell(record: &BlobRecord) -> String {
     match (record.rate_ops_per_s, record.rate_ops_per_s_stddev) {
         (Some(mean), Some(sd)) => {
-            format!("{} ± {}", format_rate(Some(mean)), format_rate(Some(sd)))
+            format!("{} ± {}", format_count(Some(mean)), format_count(Some(sd)))
         }
-        (mean, _) => format_rate(mean),
+        (mean, _) => format_count(mean),
     }
 }
 
@@ -296,7 +297,7 @@ fn storage_rows(records: &[BlobRecord]) -> Vec<Vec<String>> {
                 format!("{}/{}", r.ops_done, r.ops_planned),
                 r.stopped_by.to_string(),
                 rate_cell(r),
-                format_rate(r.rate_mb_per_s),
+                format_count(r.rate_mb_per_s),
                 percent(r.stored_ratio),
                 ratio_cell(r),
                 r.fsyncs.map_or(String::new(), |f| format!("{f:.0}")),
@@ -321,7 +322,7 @@ fn compressor_rows(records: &[BlobRecord]) -> Vec<Vec<String>> {
                 format!("{}/{}", r.ops_done, r.ops_planned),
                 r.stopped_by.to_string(),
                 rate_cell(r),
-                format_rate(r.rate_mb_per_s),
+                format_count(r.rate_mb_per_s),
                 percent(r.stored_ratio),
             ]
         })
@@ -594,12 +595,12 @@ mod tests {
 
     #[test]
     fn rates_format_with_three_significant_digits() {
-        assert_eq!(format_rate(Some(1.234)), "1.23");
-        assert_eq!(format_rate(Some(61.25)), "61.2");
-        assert_eq!(format_rate(Some(1234.4)), "1,234");
-        assert_eq!(format_rate(Some(123456.0)), "123,456");
-        assert_eq!(format_rate(Some(1234567.0)), "1,234,567");
-        assert_eq!(format_rate(None), "-");
-        assert_eq!(format_rate(Some(f64::NAN)), "-");
+        assert_eq!(format_count(Some(1.234)), "1.23");
+        assert_eq!(format_count(Some(61.25)), "61.2");
+        assert_eq!(format_count(Some(1234.4)), "1,234");
+        assert_eq!(format_count(Some(123456.0)), "123,456");
+        assert_eq!(format_count(Some(1234567.0)), "1,234,567");
+        assert_eq!(format_count(None), "-");
+        assert_eq!(format_count(Some(f64::NAN)), "-");
     }
 }
