@@ -493,17 +493,32 @@ pub fn run(args: BlobsArgs) -> anyhow::Result<()> {
     let bar = multi.add(ProgressBar::new(0));
     bar.set_style(progress_style());
 
-    let mut storage_runs: Vec<Vec<Vec<Measured>>> = Vec::new();
-    for case in &plan.storage {
-        let mut runs = Vec::new();
-        for run in 0..args.warmup + args.runs {
-            let measured = run_storage_case(case, &args, &run_dir, plan.max, &bar)?;
-            if run >= args.warmup {
-                runs.push(measured);
-            }
-            overall.inc(1);
+    // Runs interleave the targets of a case (unix, io_uring, unix, io_uring, …), so a
+    // change of the machine's load during the run hits them alike instead of one of them.
+    let mut storage_runs: Vec<Vec<Vec<Measured>>> =
+        plan.storage.iter().map(|_| Vec::new()).collect();
+    let same_case = |c: &StorageCase| (c.compression, c.size, c.batch);
+    let mut start = 0;
+    while start < plan.storage.len() {
+        let mut end = start + 1;
+        while end < plan.storage.len()
+            && same_case(&plan.storage[end]) == same_case(&plan.storage[start])
+        {
+            end += 1;
         }
-        storage_runs.push(runs);
+        for run in 0..args.warmup + args.runs {
+            for (case, runs) in plan.storage[start..end]
+                .iter()
+                .zip(&mut storage_runs[start..end])
+            {
+                let measured = run_storage_case(case, &args, &run_dir, plan.max, &bar)?;
+                if run >= args.warmup {
+                    runs.push(measured);
+                }
+                overall.inc(1);
+            }
+        }
+        start = end;
     }
     let mut compressor_runs: Vec<Vec<Vec<PhaseResult>>> = Vec::new();
     for &(mode, size, ops) in &plan.compressor {
