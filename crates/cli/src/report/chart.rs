@@ -56,7 +56,7 @@ impl BarChart {
         }
         // Headroom for the legend, which sits at the top.
         if top > 0.0 {
-            top * 1.25
+            top * 1.35
         } else {
             1.0
         }

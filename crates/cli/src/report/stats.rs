@@ -384,4 +384,39 @@ mod tests {
         assert_eq!(format_rate(1 << 30, 2.0), "512 MiB/s");
         assert_eq!(format_rate(1, 0.0), "n/a");
     }
+
+    mod properties {
+        use super::super::*;
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, RngSeed};
+
+        fn config() -> Config {
+            // A fixed seed keeps the suite deterministic.
+            Config {
+                cases: 256,
+                rng_seed: RngSeed::Fixed(0x5eed),
+                failure_persistence: None,
+                ..Config::default()
+            }
+        }
+
+        proptest! {
+            #![proptest_config(config())]
+
+            #[test]
+            fn summaries_are_ordered_and_self_relative_is_one(
+                samples in prop::collection::vec(1e-6f64..1e3, 1..40)
+            ) {
+                let s = Summary::from_samples(&samples).unwrap();
+                prop_assert!(s.min <= s.median && s.median <= s.max);
+                prop_assert!(s.min <= s.mean * (1.0 + 1e-12) && s.mean <= s.max * (1.0 + 1e-12));
+                prop_assert!(s.stddev.map_or(samples.len() == 1, |sd| sd >= 0.0));
+                let itself = s.relative_to(&s).unwrap();
+                prop_assert!((itself.ratio - 1.0).abs() < 1e-12);
+                // Never panics, whatever the samples.
+                let _ = warnings(&samples);
+                prop_assert!(outlier_indices(&samples).len() <= samples.len());
+            }
+        }
+    }
 }

@@ -1,0 +1,242 @@
+//! `sqlite-uring bench io`: the IO-models playground, done right.
+//!
+//! Writes one file of `--size` bytes in `--block-size` writes through `dd`
+//! (control), a blocking write loop, pwrite on T threads, and io_uring with E
+//! entries on T threads (batch or refill submission), with honest durability
+//! (`--durability`), optional O_DIRECT, aligned disjoint ranges, seeded data
+//! and `--verify`. See docs/BENCH_IO.md.
+
+mod buffer;
+mod cleanup;
+mod engine;
+mod options;
+mod output;
+mod pattern;
+mod ring;
+mod split;
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{bail, Context};
+
+use crate::report::stats::format_bytes;
+pub use options::IoArgs;
+use options::Plan;
+use output::RunRecord;
+
+use crate::report::envinfo::{self, EnvInfo};
+
+/// Free space kept on top of `--size`, so the benchmark never fills the disk to the brim.
+const SPACE_MARGIN_BYTES: u64 = 64 << 20;
+
+pub fn run(args: IoArgs) -> anyhow::Result<()> {
+    if let Some(warning) = envinfo::check_release_build(args.allow_debug)? {
+        eprintln!("{warning}");
+    }
+    let plan = Plan::from_args(&args, engine::dd_available())?;
+    check_export_paths(&args)?;
+    let env = EnvInfo::collect(&plan.dir);
+    preflight(&plan)?;
+
+    let plan_line = plan_line(&plan);
+    for line in output::header_lines(&env) {
+        eprintln!("{line}");
+    }
+    eprintln!("plan:        {plan_line}");
+    if args.methods.contains(&options::MethodKind::Dd)
+        && !plan.methods.contains(&options::Method::Dd)
+    {
+        eprintln!("note:        dd not found on PATH: no control row");
+    }
+    eprintln!();
+
+    let stdout = std::io::stdout();
+    let records = execute(&plan, &mut |record: &RunRecord| {
+        // Printed as each run ends, like the study's programs: stdout is the CSV.
+        let mut out = stdout.lock();
+        let _ = writeln!(out, "{}", record.study_row());
+        let _ = out.flush();
+        let workers = if record.kind == "io_uring" {
+            format!(", {} iou-wrk", record.io_wq_workers_max)
+        } else {
+            String::new()
+        };
+        eprintln!(
+            "  round {:>2}  {:<48} {:>10}  {:>11}{workers}",
+            record.round,
+            record.method,
+            crate::report::stats::format_seconds(record.seconds),
+            output::format_rate(record.bytes_per_sec)
+        );
+    })?;
+
+    let summaries = output::summarize(&plan, &records);
+    let notes = output::notes(&plan, &env, &summaries);
+    eprintln!();
+    eprintln!("{}", output::summary_table(&summaries));
+    for note in &notes {
+        eprintln!("note: {note}");
+    }
+    for summary in &summaries {
+        for warning in &summary.warnings {
+            eprintln!("warning: {}: {warning}", summary.method);
+        }
+    }
+
+    let report = output::JsonReport {
+        env: &env,
+        size_bytes: plan.size_bytes,
+        block_size_bytes: plan.block_size_bytes,
+        direct: plan.direct,
+        preallocate: plan.preallocate,
+        durability: plan.durability,
+        rounds: plan.rounds,
+        seed: plan.seed,
+        runs: &records,
+        summaries: &summaries,
+        notes: &notes,
+    };
+    let markdown = output::markdown_report(&env, &plan_line, &summaries, &notes);
+    let chart = output::throughput_chart(&plan, &summaries);
+    output::write_exports(&args, &report, &markdown, &chart)
+}
+
+fn plan_line(plan: &Plan) -> String {
+    let mut line = format!(
+        "{} in {}-byte writes, {}, {}, durability {} ({}), {} round(s) × {} method(s){}",
+        format_bytes(plan.size_bytes),
+        plan.block_size_bytes,
+        if plan.direct {
+            "O_DIRECT"
+        } else {
+            "buffered (page cache)"
+        },
+        if plan.preallocate {
+            "preallocated (fallocate, not timed)"
+        } else {
+            "file grows (no preallocation)"
+        },
+        plan.durability.name(),
+        plan.durability.explain(),
+        plan.rounds,
+        plan.methods.len(),
+        if plan.verify { ", verified" } else { "" },
+    );
+    if plan.uses_io_uring() {
+        let flags = plan.ring;
+        let mut extras = Vec::new();
+        if flags.register_buffers {
+            extras.push("registered buffers");
+        }
+        if flags.register_files {
+            extras.push("registered file");
+        }
+        if flags.sqpoll {
+            extras.push("SQPOLL (one shared poller)");
+        }
+        if !extras.is_empty() {
+            line.push_str(&format!(", io_uring with {}", extras.join(", ")));
+        }
+    }
+    line
+}
+
+/// Checks that can fail before anything is written: free space, O_DIRECT,
+/// io_uring. Each error names the flag and the remedy.
+fn preflight(plan: &Plan) -> anyhow::Result<()> {
+    let free_bytes = free_space_bytes(&plan.dir)?;
+    if free_bytes < plan.size_bytes.saturating_add(SPACE_MARGIN_BYTES) {
+        bail!(
+            "--size {} does not fit in --dir {}: its filesystem has {} free (and {} is kept spare); lower --size or choose another --dir",
+            format_bytes(plan.size_bytes),
+            plan.dir.display(),
+            format_bytes(free_bytes),
+            format_bytes(SPACE_MARGIN_BYTES)
+        );
+    }
+    if plan.uses_io_uring() {
+        let max_entries = plan
+            .methods
+            .iter()
+            .filter_map(|m| match m {
+                options::Method::IoUring { entries, .. } => Some(*entries),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(1);
+        ring::check_available(max_entries, plan.ring)?;
+    }
+    // Open the test file once with the run's flags (O_DIRECT, O_DSYNC): an
+    // unsupported combination fails here, and the file is removed on drop.
+    let probe = cleanup::TestFile::new(&plan.dir)?;
+    engine::open_test_file(probe.path(), plan)?;
+    Ok(())
+}
+
+/// An export path whose directory is missing would only fail after minutes of
+/// measuring; say so before.
+fn check_export_paths(args: &IoArgs) -> anyhow::Result<()> {
+    let exports = [
+        ("--export-csv", &args.export_csv),
+        ("--export-json", &args.export_json),
+        ("--export-markdown", &args.export_markdown),
+        ("--chart", &args.chart),
+    ];
+    for (flag, path) in exports {
+        let Some(path) = path else { continue };
+        let parent = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        if !parent.is_dir() {
+            bail!(
+                "{flag} {}: directory {} does not exist; create it or choose another path",
+                path.display(),
+                parent.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+fn free_space_bytes(dir: &Path) -> anyhow::Result<u64> {
+    let c_dir = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(dir.as_os_str()))
+        .map_err(|_| anyhow::anyhow!("--dir {} contains a NUL byte", dir.display()))?;
+    // SAFETY: statvfs is plain old data; zeroed is valid and the call fills it.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c_dir is NUL-terminated, stat is a valid out pointer.
+    if unsafe { libc::statvfs(c_dir.as_ptr(), &mut stat) } != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("--dir {}: statvfs failed", dir.display()));
+    }
+    Ok((stat.f_bavail as u64).saturating_mul(stat.f_frsize as u64))
+}
+
+/// Runs every round of every method (interleaved: round 1 runs each method,
+/// then round 2…), calling `on_record` after each run. The test file is
+/// removed after every run and on every error path.
+pub fn execute(
+    plan: &Plan,
+    on_record: &mut dyn FnMut(&RunRecord),
+) -> anyhow::Result<Vec<RunRecord>> {
+    let test_file = cleanup::TestFile::new(&plan.dir)?;
+    let mut records = Vec::new();
+    for round in 1..=plan.rounds {
+        for &method in &plan.methods {
+            let outcome = engine::run_once(plan, method, &test_file);
+            test_file.remove().with_context(|| {
+                format!("cannot remove the test file {}", test_file.path().display())
+            })?;
+            let outcome = outcome?;
+            engine::settle(&plan.dir);
+            let record = RunRecord::new(plan, method, round, &outcome);
+            on_record(&record);
+            records.push(record);
+        }
+    }
+    Ok(records)
+}
+
+#[cfg(test)]
+mod tests;
