@@ -63,3 +63,27 @@ impl BlobStore for DuckStore {
         Ok(count as u64)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs only in builds with DuckDB (`--features duckdb` or `duckdb-system`).
+    #[test]
+    fn duckdb_store_round_trips_in_memory_and_on_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("blobs.duckdb");
+        for target in [None, Some(path.as_path())] {
+            let mut store = DuckStore::open(target).unwrap();
+            store.begin().unwrap();
+            store.put("a", b"one").unwrap();
+            store.put("b", &[0u8, 255, 7]).unwrap();
+            store.put("a", b"uno").unwrap();
+            store.commit().unwrap();
+            assert_eq!(store.get("a").unwrap().as_deref(), Some(&b"uno"[..]));
+            assert_eq!(store.get("b").unwrap().as_deref(), Some(&[0u8, 255, 7][..]));
+            assert_eq!(store.get("zzz").unwrap(), None);
+            assert_eq!(store.count().unwrap(), 2);
+        }
+    }
+}
