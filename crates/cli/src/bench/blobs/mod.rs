@@ -1,7 +1,7 @@
 //! `sqlite-uring bench blobs`: files stored in SQLite (EZFS's workload, measured honestly).
 //!
 //! Distinct keys and contents, N files of size S written with a commit every K writes,
-//! then read back in name order and in random order, every read verified; over targets,
+//! then read back in write order and in random order, every read verified; over targets,
 //! journal modes and compression modes; plus the zstd micro-benchmark on its own.
 //! See docs/BENCH_BLOBS.md.
 

@@ -1,4 +1,4 @@
-//! One benchmark case: write N files, read them back in name order and in random order,
+//! One benchmark case: write N files, read them back in write order and in random order,
 //! each phase time-boxed, every read verified against the checksum of what was written.
 //!
 //! Only the storage work is timed (compression + upsert + commit; select + decompression).

@@ -69,7 +69,8 @@ pub struct Workload {
 }
 
 impl Workload {
-    /// Name of file `index`: zero-padded, so names sort in write order (inserts append).
+    /// Name of file `index`, in one of 1000 directories: consecutive files land in 1000
+    /// places of the primary-key index, as the files of a tree would, not all at its end.
     pub fn key(&self, index: u64) -> String {
         format!("dir{:03}/file-{index:010}.dat", index % 1000)
     }
