@@ -2,6 +2,7 @@
 
 use clap::Subcommand;
 
+mod blobs;
 mod io;
 pub mod speed;
 
@@ -12,15 +13,13 @@ pub enum BenchCommand {
     /// IO models: 1 GiB in 4 KiB writes through blocking write, pwrite threads, io_uring.
     Io(Box<io::IoArgs>),
     /// Files stored in SQLite: blob sizes, commit batching, zstd, backends.
-    Blobs,
+    Blobs(Box<blobs::BlobsArgs>),
 }
 
 pub fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
         BenchCommand::Speed(args) => speed::run(*args),
         BenchCommand::Io(args) => io::run(*args),
-        BenchCommand::Blobs => {
-            anyhow::bail!("not implemented yet")
-        }
+        BenchCommand::Blobs(args) => blobs::run(*args),
     }
 }

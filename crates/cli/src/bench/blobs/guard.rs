@@ -1,0 +1,157 @@
+//! Safety around a run: room checks before starting, and no half-written databases left
+//! behind when a case fails or the run is interrupted (SIGINT/SIGTERM).
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use anyhow::{bail, Context};
+
+/// The signal that interrupted the run, 0 while none has.
+static INTERRUPTED_BY: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_signal(signal: libc::c_int) {
+    // Only an atomic store: async-signal-safe. The benchmark loops poll it between
+    // operations, then unwind normally so Drop removes the case's files.
+    INTERRUPTED_BY.store(signal, Ordering::SeqCst);
+}
+
+/// Installs the SIGINT/SIGTERM handlers. SA_RESETHAND: a second Ctrl-C kills at once,
+/// for a user who does not want to wait for the current SQLite call to return.
+pub fn install_signal_handlers() -> anyhow::Result<()> {
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: a zeroed sigaction is valid; the handler only stores an atomic.
+        let rc = unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_signal as *const () as libc::sighandler_t;
+            action.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(signal, &action, std::ptr::null_mut())
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("installing the handler for signal {signal}"));
+        }
+    }
+    Ok(())
+}
+
+/// Error if a signal arrived: the caller returns it and its guards clean up.
+pub fn check_interrupted() -> anyhow::Result<()> {
+    match INTERRUPTED_BY.load(Ordering::Relaxed) {
+        0 => Ok(()),
+        signal => bail!(
+            "interrupted by {}; the current case's database files were removed",
+            if signal == libc::SIGINT {
+                "SIGINT"
+            } else {
+                "SIGTERM"
+            }
+        ),
+    }
+}
+
+/// Removes the listed files (a case's database, journal, WAL, shm) when dropped, whether
+/// the case finished, failed or was interrupted.
+pub struct RemoveOnDrop {
+    paths: Vec<PathBuf>,
+}
+
+impl RemoveOnDrop {
+    pub fn new(paths: Vec<PathBuf>) -> Self {
+        // Leftovers of an earlier killed run would be mistaken for this case's data.
+        for path in &paths {
+            remove_path(path);
+        }
+        RemoveOnDrop { paths }
+    }
+
+    /// Total size of the files that exist now (the database as stored on disk).
+    pub fn size_bytes(&self) -> u64 {
+        self.paths
+            .iter()
+            .filter_map(|p| std::fs::metadata(p).ok())
+            .map(|m| m.len())
+            .sum()
+    }
+}
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        for path in &self.paths {
+            remove_path(path);
+        }
+    }
+}
+
+fn remove_path(path: &Path) {
+    // NotFound is the normal case (no -wal in rollback mode…); anything else cannot be
+    // reported from Drop, and the path is in the run's own directory anyway.
+    if path.is_dir() {
+        let _ = std::fs::remove_dir_all(path);
+    } else {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Bytes available to an unprivileged user on the filesystem of `dir`.
+pub fn free_bytes(dir: &Path) -> anyhow::Result<u64> {
+    let c_path = CString::new(dir.as_os_str().as_bytes())
+        .with_context(|| format!("--dir {} contains a NUL byte", dir.display()))?;
+    // SAFETY: statvfs writes into the zeroed struct we own; the path is NUL-terminated.
+    let mut stats: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c_path.as_ptr(), &mut stats) } != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("statvfs on --dir {}", dir.display()));
+    }
+    Ok(stats.f_bavail as u64 * stats.f_frsize as u64)
+}
+
+/// `MemAvailable` from /proc/meminfo, for in-memory targets.
+pub fn available_memory_bytes() -> anyhow::Result<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").context("reading /proc/meminfo")?;
+    parse_mem_available(&text).context("/proc/meminfo has no MemAvailable line")
+}
+
+fn parse_mem_available(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remove_on_drop_removes_every_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths: Vec<PathBuf> = ["x.db", "x.db-wal", "x.db-shm"]
+            .iter()
+            .map(|n| dir.path().join(n))
+            .collect();
+        {
+            let guard = RemoveOnDrop::new(paths.clone());
+            for p in &paths[..2] {
+                std::fs::write(p, b"12345").unwrap();
+            }
+            assert_eq!(guard.size_bytes(), 10);
+        }
+        assert!(paths.iter().all(|p| !p.exists()));
+    }
+
+    #[test]
+    fn reads_free_space_and_memory() {
+        assert!(free_bytes(Path::new("/")).is_ok());
+        assert!(free_bytes(Path::new("/no/such/dir"))
+            .unwrap_err()
+            .to_string()
+            .contains("--dir"));
+        assert_eq!(
+            parse_mem_available("MemTotal: 5 kB\nMemAvailable:  2 kB\n"),
+            Some(2048)
+        );
+        assert_eq!(parse_mem_available("MemTotal: 5 kB\n"), None);
+    }
+}
