@@ -51,27 +51,39 @@ impl SyncMode {
     }
 }
 
-/// How the io_uring backend issues buffered *writes* (reads, syncs and truncation always
-/// go through the ring).
+/// Whether the io_uring backend issues a kind of operation through the ring or with a
+/// plain syscall from the calling thread. Syncs (and the directory sync overlapped with
+/// them) and truncation always go through the ring.
 ///
-/// A filesystem without async buffered-write support (ext4 and tmpfs, as measured by
-/// `bench io`: every ring write is handed to an io-wq worker thread) makes a ring write
-/// cost a worker handoff — about twice a `pwrite` of 4 KiB. With `Syscall`, queued writes
-/// are issued with `pwrite` from the calling thread, still coalesced and still followed
-/// by the overlapped fsyncs. `bench speed` measures both (`io_uring` vs `io_uring_ringw`).
+/// Measured on this project's machine (ext4 on virtio, and tmpfs; `bench io`,
+/// `bench speed`): a lone buffered read or write through the ring costs one
+/// `io_uring_enter` like the syscall, plus a hand-off to an io-wq worker thread whenever
+/// the filesystem cannot complete it without blocking — every buffered write on ext4,
+/// reads on tmpfs — which makes it up to several times slower than `pread`/`pwrite`.
+/// `Syscall` (the default for reads and writes) keeps write-behind and coalescing, so a
+/// commit still makes a fraction of `unix`'s kernel entries; `Ring` is for filesystems and
+/// modes where ring I/O runs inline (XFS/btrfs buffered writes, O_DIRECT).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum WriteSubmission {
-    /// IORING_OP_WRITE, linked to the fsync at xSync.
+pub enum Submission {
+    /// Through the ring (IORING_OP_READ / IORING_OP_WRITE).
     Ring,
-    /// pwrite(2) from the submitting thread.
+    /// pread(2) / pwrite(2) from the calling thread.
     Syscall,
 }
 
-impl WriteSubmission {
+impl Submission {
     pub fn name(self) -> &'static str {
         match self {
-            WriteSubmission::Ring => "ring",
-            WriteSubmission::Syscall => "syscall",
+            Submission::Ring => "ring",
+            Submission::Syscall => "syscall",
+        }
+    }
+
+    pub(crate) fn parse(text: &str) -> Option<Submission> {
+        match text {
+            "ring" => Some(Submission::Ring),
+            "syscall" => Some(Submission::Syscall),
+            _ => None,
         }
     }
 }
@@ -90,8 +102,10 @@ pub struct Options {
     pub fallback_to_syscall: bool,
     /// Default sync primitive for files of this VFS (URI `uring_sync` overrides it).
     pub sync_mode: SyncMode,
+    /// How the io_uring backend issues reads (URI `uring_reads` overrides it).
+    pub read_submission: Submission,
     /// How the io_uring backend issues writes (URI `uring_writes` overrides it).
-    pub write_submission: WriteSubmission,
+    pub write_submission: Submission,
 }
 
 impl Default for Options {
@@ -102,7 +116,8 @@ impl Default for Options {
             make_default: false,
             fallback_to_syscall: false,
             sync_mode: SyncMode::Fsync,
-            write_submission: WriteSubmission::Syscall,
+            read_submission: Submission::Syscall,
+            write_submission: Submission::Syscall,
         }
     }
 }

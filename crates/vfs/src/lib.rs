@@ -26,7 +26,7 @@ mod stats;
 mod vfs;
 mod writeback;
 
-pub use config::{Backend, Options, SyncMode, WriteSubmission};
+pub use config::{Backend, Options, Submission, SyncMode};
 pub use error::Error;
 pub use probe::{probe, ProbeReport};
 pub use stats::IoStats;

@@ -7,9 +7,9 @@ use crate::api::SqliteApi;
 use crate::error::Failure;
 use crate::ffi::*;
 use crate::io::fault::FaultPlan;
-use crate::io::{EngineKind, Submitter};
+use crate::io::{EngineKind, Routing, Submitter};
 use crate::stats::{IoStats, SharedStats};
-use crate::{entry, Backend, Error, Options, SyncMode, WriteSubmission};
+use crate::{entry, Backend, Error, Options, Submission, SyncMode};
 
 /// os_unix.c MAX_PATHNAME.
 const MAX_PATHNAME_BYTES: c_int = 512;
@@ -26,7 +26,8 @@ pub(crate) struct VfsState {
     pub(crate) sync_mode: SyncMode,
     pub(crate) stats: SharedStats,
     backend: Backend,
-    write_submission: WriteSubmission,
+    read_submission: Submission,
+    write_submission: Submission,
     fallback_reason: Option<String>,
     c_name: CString,
 }
@@ -38,9 +39,14 @@ unsafe impl Send for VfsState {}
 unsafe impl Sync for VfsState {}
 
 impl VfsState {
-    /// Whether io_uring files of this VFS issue writes by pwrite unless the URI says so.
-    pub(crate) fn write_submission_default(&self) -> bool {
-        self.write_submission == WriteSubmission::Syscall
+    /// What io_uring files of this VFS send through the ring unless the URI says otherwise.
+    pub(crate) fn routing_default(&self) -> Routing {
+        Routing {
+            syscall_reads: self.read_submission == Submission::Syscall,
+            syscall_writes: self.write_submission == Submission::Syscall,
+            lone_op_by_syscall: self.read_submission == Submission::Syscall
+                || self.write_submission == Submission::Syscall,
+        }
     }
 
     /// xDelete: unlink, then sync the directory when SQLite asks (journal deletion is a
@@ -167,6 +173,7 @@ fn register_impl(
     if let Some(existing) = registry.iter().find(|r| r.state.name == options.vfs_name) {
         let same = existing.state.backend == options.backend
             && existing.state.sync_mode == options.sync_mode
+            && existing.state.read_submission == options.read_submission
             && existing.state.write_submission == options.write_submission
             && faults.is_none()
             && !matches!(existing.state.engine, EngineKind::Fault(_));
@@ -203,7 +210,7 @@ fn register_impl(
     let mut backend = options.backend;
     let mut fallback_reason = None;
     if backend == Backend::IoUring {
-        if let Err(reason) = (EngineKind::IoUring { syscall_writes: false }).ensure_available() {
+        if let Err(reason) = EngineKind::IoUring(Routing::ALL_RING).ensure_available() {
             if !options.fallback_to_syscall {
                 return Err(Error::IoUringUnavailable(reason));
             }
@@ -217,9 +224,12 @@ fn register_impl(
     }
     let engine = match (faults, backend) {
         (Some(plan), _) => EngineKind::Fault(plan),
-        (None, Backend::IoUring) => EngineKind::IoUring {
-            syscall_writes: options.write_submission == WriteSubmission::Syscall,
-        },
+        (None, Backend::IoUring) => EngineKind::IoUring(Routing {
+            syscall_reads: options.read_submission == Submission::Syscall,
+            syscall_writes: options.write_submission == Submission::Syscall,
+            lone_op_by_syscall: options.read_submission == Submission::Syscall
+                || options.write_submission == Submission::Syscall,
+        }),
         (None, Backend::Syscall) => EngineKind::Syscall,
     };
     let c_name = CString::new(options.vfs_name.clone()).expect("checked for NUL above");
@@ -232,6 +242,7 @@ fn register_impl(
         sync_mode: options.sync_mode,
         stats: SharedStats::default(),
         backend,
+        read_submission: options.read_submission,
         write_submission: options.write_submission,
         fallback_reason: fallback_reason.clone(),
         c_name,

@@ -383,8 +383,12 @@ mod tests {
             writes in proptest::collection::vec(write_strategy(), 1..120),
             flush_every in 1..40usize,
             engine in prop_oneof![
-                Just(EngineKind::IoUring { syscall_writes: false }),
-                Just(EngineKind::IoUring { syscall_writes: true }),
+                Just(EngineKind::IoUring(crate::io::Routing::ALL_RING)),
+                Just(EngineKind::IoUring(crate::io::Routing {
+                    syscall_reads: true,
+                    syscall_writes: true,
+                    lone_op_by_syscall: true,
+                })),
                 Just(EngineKind::Syscall)
             ],
         ) {
@@ -430,7 +434,7 @@ mod tests {
         let writer = Writer {
             file_id: 2_000_000,
             fd: file.as_raw_fd(),
-            engine: &EngineKind::IoUring { syscall_writes: false },
+            engine: &EngineKind::IoUring(crate::io::Routing::ALL_RING),
             file_stats: &stats,
             vfs_stats,
         };

@@ -46,7 +46,7 @@ impl FaultPlan {
     pub fn new(backend: Backend) -> Arc<FaultPlan> {
         Arc::new(FaultPlan {
             inner: match backend {
-                Backend::IoUring => EngineKind::IoUring { syscall_writes: false },
+                Backend::IoUring => EngineKind::IoUring(super::Routing::ALL_RING),
                 Backend::Syscall => EngineKind::Syscall,
             },
             rules: Mutex::new(Vec::new()),

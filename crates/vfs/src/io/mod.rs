@@ -92,12 +92,37 @@ pub(crate) trait Engine {
     unsafe fn perform(&mut self, ops: &[Op], results: &mut [i32]) -> Result<u64, i32>;
 }
 
+/// Which operations of the io_uring engine bypass the ring (see [`crate::Submission`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Routing {
+    pub(crate) syscall_reads: bool,
+    pub(crate) syscall_writes: bool,
+    /// A batch left with a single ring op runs it as a syscall: one op alone cannot
+    /// overlap with anything, so the ring only adds a worker hand-off.
+    pub(crate) lone_op_by_syscall: bool,
+}
+
+impl Routing {
+    pub(crate) const ALL_RING: Routing = Routing {
+        syscall_reads: false,
+        syscall_writes: false,
+        lone_op_by_syscall: false,
+    };
+
+    fn bypasses(self, op: &Op) -> bool {
+        match op {
+            Op::Read { .. } => self.syscall_reads,
+            Op::Write { .. } => self.syscall_writes,
+            _ => false,
+        }
+    }
+}
+
 /// Which engine a file uses. Chosen at open; the SQLite-facing code never looks inside.
 #[derive(Clone)]
 pub(crate) enum EngineKind {
-    /// The ring; with `syscall_writes`, writes are issued with pwrite (see
-    /// [`crate::WriteSubmission`]).
-    IoUring { syscall_writes: bool },
+    /// The ring, with reads and/or writes issued by syscall (see [`crate::Submission`]).
+    IoUring(Routing),
     Syscall,
     Fault(Arc<fault::FaultPlan>),
 }
@@ -111,17 +136,36 @@ impl std::fmt::Debug for EngineKind {
 impl EngineKind {
     pub(crate) fn name(&self) -> &'static str {
         match self {
-            EngineKind::IoUring { syscall_writes: false } => "io_uring",
-            EngineKind::IoUring { syscall_writes: true } => "io_uring (writes by pwrite)",
+            EngineKind::IoUring(_) => "io_uring",
             EngineKind::Syscall => "syscall",
             EngineKind::Fault(_) => "fault-injection",
+        }
+    }
+
+    /// How reads and writes are issued, for `PRAGMA io_uring_stats`.
+    pub(crate) fn routing_json(&self) -> &'static str {
+        match self {
+            EngineKind::IoUring(Routing {
+                syscall_reads: false,
+                syscall_writes: false,
+                lone_op_by_syscall: false,
+            }) => r#""reads":"ring","writes":"ring","lone_ops":"ring""#,
+            EngineKind::IoUring(routing) => match (routing.syscall_reads, routing.syscall_writes) {
+                (true, true) => r#""reads":"syscall","writes":"syscall","lone_ops":"syscall""#,
+                (true, false) => r#""reads":"syscall","writes":"ring","lone_ops":"syscall""#,
+                (false, true) => r#""reads":"ring","writes":"syscall","lone_ops":"syscall""#,
+                (false, false) => r#""reads":"ring","writes":"ring","lone_ops":"syscall""#,
+            },
+            EngineKind::Syscall | EngineKind::Fault(_) => {
+                r#""reads":"syscall","writes":"syscall","lone_ops":"syscall""#
+            }
         }
     }
 
     /// Checks, on this thread, that the engine can run; the error names cause and remedy.
     pub(crate) fn ensure_available(&self) -> Result<(), String> {
         match self {
-            EngineKind::IoUring { .. } => uring::ensure_thread_ring(),
+            EngineKind::IoUring(_) => uring::ensure_thread_ring(),
             EngineKind::Syscall => Ok(()),
             EngineKind::Fault(plan) => plan.inner().ensure_available(),
         }
@@ -134,8 +178,8 @@ impl EngineKind {
         // SAFETY: forwarded caller contract.
         unsafe {
             match self {
-                EngineKind::IoUring { syscall_writes } => {
-                    uring::with_thread_ring(|ring| ring.perform_with(ops, results, *syscall_writes))
+                EngineKind::IoUring(routing) => {
+                    uring::with_thread_ring(|ring| ring.perform_with(ops, results, *routing))
                 }
                 EngineKind::Syscall => syscall::SyscallEngine.perform(ops, results),
                 EngineKind::Fault(plan) => plan.perform(ops, results),

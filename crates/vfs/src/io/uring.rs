@@ -208,33 +208,48 @@ impl Ring {
 impl Engine for Ring {
     unsafe fn perform(&mut self, ops: &[Op], results: &mut [i32]) -> Result<u64, i32> {
         // SAFETY: forwarded caller contract.
-        unsafe { self.perform_with(ops, results, false) }
+        unsafe { self.perform_with(ops, results, super::Routing::ALL_RING) }
     }
 }
 
 impl Ring {
-    /// [`Engine::perform`], with `syscall_writes`: writes are issued first with pwrite from
-    /// this thread (see `WriteSubmission`), and everything else goes through the ring; a
+    /// [`Engine::perform`], with the reads and/or writes `routing` names issued first by
+    /// syscall from this thread (see `Submission`) and everything else through the ring; a
     /// `SyncAfterWrites` runs as a plain sync when its writes all completed, and is
     /// cancelled otherwise, as a broken link would be.
     ///
     /// # Safety
     /// As [`Engine::perform`].
-    pub(crate) unsafe fn perform_with(&mut self, ops: &[Op], results: &mut [i32], syscall_writes: bool) -> Result<u64, i32> {
-        if !syscall_writes || !ops.iter().any(|op| matches!(op, Op::Write { .. })) {
+    pub(crate) unsafe fn perform_with(
+        &mut self,
+        ops: &[Op],
+        results: &mut [i32],
+        routing: super::Routing,
+    ) -> Result<u64, i32> {
+        let ring_ops = ops.iter().filter(|op| !routing.bypasses(op)).count();
+        if routing.lone_op_by_syscall && ring_ops <= 1 {
+            // SAFETY: forwarded caller contract.
+            return unsafe { super::syscall::SyscallEngine.perform(ops, results) };
+        }
+        if ring_ops == ops.len() {
             // SAFETY: forwarded caller contract.
             return unsafe { self.perform_on_ring(ops, results) };
         }
         let mut kernel_entries = 0u64;
-        let mut rest = [Op::Sync { fd: -1, data_only: true }; super::MAX_BATCH];
+        let mut rest = [Op::Sync {
+            fd: -1,
+            data_only: true,
+        }; super::MAX_BATCH];
         let mut rest_index = [0usize; super::MAX_BATCH];
         let mut rest_count = 0usize;
         for index in 0..ops.len() {
             match ops[index] {
-                Op::Write { .. } => {
+                ref op if routing.bypasses(op) => {
                     // SAFETY: the caller keeps the buffer valid for this call.
                     let mut one = [0i32];
-                    unsafe { super::syscall::SyscallEngine.perform(&ops[index..index + 1], &mut one) }?;
+                    unsafe {
+                        super::syscall::SyscallEngine.perform(&ops[index..index + 1], &mut one)
+                    }?;
                     results[index] = one[0];
                     kernel_entries += 1;
                     continue;
@@ -248,14 +263,19 @@ impl Ring {
                 }
                 other => rest[rest_count] = other,
             }
-            assert!(rest_count < super::MAX_BATCH, "batches are at most MAX_BATCH ops");
+            assert!(
+                rest_count < super::MAX_BATCH,
+                "batches are at most MAX_BATCH ops"
+            );
             rest_index[rest_count] = index;
             rest_count += 1;
         }
         if rest_count > 0 {
             let mut rest_results = [0i32; super::MAX_BATCH];
             // SAFETY: the remaining ops carry the caller's buffers unchanged.
-            kernel_entries += unsafe { self.perform_on_ring(&rest[..rest_count], &mut rest_results[..rest_count]) }?;
+            kernel_entries += unsafe {
+                self.perform_on_ring(&rest[..rest_count], &mut rest_results[..rest_count])
+            }?;
             for (slot, &index) in rest_index[..rest_count].iter().enumerate() {
                 results[index] = rest_results[slot];
             }

@@ -5,7 +5,6 @@
 //! an upsert to write, a point `SELECT` to read.
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 use anyhow::{anyhow, bail, Context};
 use clap::ValueEnum;
@@ -258,38 +257,18 @@ pub fn database_files(target: Target, path: &Path) -> Vec<PathBuf> {
     }
 }
 
-type RegistrationResult = Result<sqlite_uring::Registration, String>;
-static IO_URING: OnceLock<RegistrationResult> = OnceLock::new();
-static SYNC: OnceLock<RegistrationResult> = OnceLock::new();
-
-/// Registers the VFS a target needs, once per process, and says clearly when it cannot.
+/// Registers the VFS a target needs, once per process (shared with `bench speed`, so both
+/// benchmarks measure identically configured VFSes), and says clearly when it cannot.
 pub fn ensure_registered(target: Target) -> anyhow::Result<()> {
-    let (cell, options) = match target {
-        Target::IoUring => (&IO_URING, sqlite_uring::Options::default()),
-        Target::Sync => (
-            &SYNC,
-            sqlite_uring::Options {
-                vfs_name: "io_uring_sync".to_string(),
-                backend: sqlite_uring::Backend::Syscall,
-                make_default: false,
-                // Never fall back: a silently substituted backend would make the numbers lie.
-                fallback_to_syscall: false,
-                sync_mode: sqlite_uring::SyncMode::Fsync,
-            },
-        ),
+    let vfs = match target {
+        Target::IoUring => crate::bench::speed::targets::IO_URING_VFS,
+        Target::Sync => crate::bench::speed::targets::SYNC_VFS,
         Target::Duckdb | Target::DuckdbMemory if !DUCKDB_BUILT => {
             return Err(duckdb_missing(target))
         }
         _ => return Ok(()),
     };
-    let result = cell.get_or_init(|| {
-        let options = sqlite_uring::Options {
-            fallback_to_syscall: false,
-            ..options
-        };
-        sqlite_uring::register(options).map_err(|error| error.to_string())
-    });
-    match result {
+    match crate::bench::speed::targets::library_vfs(vfs) {
         Ok(_) => Ok(()),
         Err(why) => bail!(
             "--targets {}: the VFS cannot be registered here: {why}; run `sqlite-uring probe` \

@@ -8,7 +8,7 @@
 
 mod output;
 mod runner;
-mod targets;
+pub(crate) mod targets;
 mod workload;
 
 use std::path::{Path, PathBuf};

@@ -14,9 +14,9 @@ use crate::counting_vfs::{self, Behaviour, CountingVfs};
 pub const IO_URING_VFS: &str = "io_uring";
 /// Our same VFS on plain syscalls: isolates what io_uring itself changes.
 pub const SYNC_VFS: &str = "io_uring_sync";
-/// Our io_uring VFS with writes submitted through the ring too (`WriteSubmission::Ring`),
-/// to measure that choice against the default (writes by pwrite, the rest on the ring).
-pub const RING_WRITES_VFS: &str = "io_uring_ringw";
+/// Our io_uring VFS with reads and writes submitted through the ring too
+/// (`Submission::Ring`), to measure that choice against the default routing.
+pub const ALL_RING_VFS: &str = "io_uring_ring";
 
 /// Journal modes a file target can be measured in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, Serialize)]
@@ -152,15 +152,16 @@ impl Counter {
 }
 
 /// Our two VFSes, registered at most once per process (SQLite keeps them forever).
-fn library_vfs(name: &'static str) -> &'static Result<sqlite_uring::Registration, String> {
+pub fn library_vfs(name: &'static str) -> &'static Result<sqlite_uring::Registration, String> {
     static IO_URING: OnceLock<Result<sqlite_uring::Registration, String>> = OnceLock::new();
-    static RING_WRITES: OnceLock<Result<sqlite_uring::Registration, String>> = OnceLock::new();
+    static ALL_RING: OnceLock<Result<sqlite_uring::Registration, String>> = OnceLock::new();
     static SYNC: OnceLock<Result<sqlite_uring::Registration, String>> = OnceLock::new();
-    use sqlite_uring::{Backend, WriteSubmission};
-    let (cell, backend, write_submission) = match name {
-        IO_URING_VFS => (&IO_URING, Backend::IoUring, WriteSubmission::Syscall),
-        RING_WRITES_VFS => (&RING_WRITES, Backend::IoUring, WriteSubmission::Ring),
-        _ => (&SYNC, Backend::Syscall, WriteSubmission::Syscall),
+    use sqlite_uring::{Backend, Submission};
+    let defaults = sqlite_uring::Options::default();
+    let (cell, backend, submission) = match name {
+        IO_URING_VFS => (&IO_URING, Backend::IoUring, None),
+        ALL_RING_VFS => (&ALL_RING, Backend::IoUring, Some(Submission::Ring)),
+        _ => (&SYNC, Backend::Syscall, None),
     };
     cell.get_or_init(|| {
         sqlite_uring::register(sqlite_uring::Options {
@@ -170,7 +171,8 @@ fn library_vfs(name: &'static str) -> &'static Result<sqlite_uring::Registration
             // A silent fallback would measure syscalls under the name io_uring.
             fallback_to_syscall: false,
             sync_mode: sqlite_uring::SyncMode::Fsync,
-            write_submission,
+            read_submission: submission.unwrap_or(defaults.read_submission),
+            write_submission: submission.unwrap_or(defaults.write_submission),
         })
         .map_err(|e| e.to_string())
     })
@@ -199,10 +201,10 @@ pub fn resolve(names: &[String]) -> Result<Vec<Target>> {
                 counter: Counter::None,
             },
             "unix" => counted_target(name, "unix")?,
-            "io_uring" | "io_uring_ringw" | "sync" => {
+            "io_uring" | "io_uring_ring" | "sync" => {
                 let vfs = match name {
                     "io_uring" => IO_URING_VFS,
-                    "io_uring_ringw" => RING_WRITES_VFS,
+                    "io_uring_ring" => ALL_RING_VFS,
                     _ => SYNC_VFS,
                 };
                 match library_vfs(vfs) {
@@ -225,7 +227,7 @@ pub fn resolve(names: &[String]) -> Result<Vec<Target>> {
                     counted_target(other, other)?
                 } else {
                     bail!(
-                        "--targets: unknown target {other:?}; use memory, unix, io_uring, io_uring_ringw, sync, \
+                        "--targets: unknown target {other:?}; use memory, unix, io_uring, io_uring_ring, sync, \
                          or the name of a registered VFS ({})",
                         counting_vfs::registered_vfs_names().join(", ")
                     )
