@@ -240,7 +240,7 @@ impl File {
     }
 
     fn count(&mut self, delta: IoStats) {
-        self.stats.add(&delta);
+        self.stats.add_single_writer(&delta);
         self.vfs.stats.add(&delta);
     }
 
@@ -581,25 +581,24 @@ impl File {
     pub(crate) fn read(&mut self, buf: &mut [u8], offset: i64) -> Result<(), Failure> {
         assert!(offset >= 0);
         flush_queue(self.as_reader())?;
-        self.count(IoStats {
-            read_calls: 1,
-            ..IoStats::default()
-        });
         let from_map = self.mmap.read_prefix(buf, offset);
         let fd = self.fd;
         let rest = &mut buf[from_map..];
         let read = if rest.is_empty() {
-            0
+            Ok(0)
         } else {
             self.submitter()
                 .read_at(fd, rest, (offset + from_map as i64) as u64)
-                .map_err(Failure::from_read_errno)?
+                .map_err(Failure::from_read_errno)
         };
-        let total = from_map + read;
+        // One counter update per call: each is a locked instruction on the shared totals.
+        let total = from_map + *read.as_ref().unwrap_or(&0);
         self.count(IoStats {
+            read_calls: 1,
             bytes_read: total as u64,
             ..IoStats::default()
         });
+        read?;
         if total < buf.len() {
             buf[total..].fill(0);
             return Err(Failure::ShortRead);

@@ -97,6 +97,13 @@ pub(crate) enum Caller {
     Quiet,
 }
 
+/// Whether the queue holds writes or an unreported failure: published under the queue's
+/// lock whenever a guard is dropped, so a flush point can skip the lock when there is
+/// nothing to do. Acquire/Release: a caller that must see queued data is ordered after the
+/// xWrite that queued it (same thread, or SQLite's own locking in between), which makes
+/// the store visible to its load.
+static QUEUE_IN_USE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 static QUEUE: Mutex<WriteQueue> = Mutex::new(WriteQueue {
     owner: None,
     arena: Vec::new(),
@@ -104,12 +111,37 @@ static QUEUE: Mutex<WriteQueue> = Mutex::new(WriteQueue {
     unreported: None,
 });
 
-fn queue() -> MutexGuard<'static, WriteQueue> {
+/// The locked queue; dropping the guard republishes [`QUEUE_IN_USE`].
+struct QueueGuard(MutexGuard<'static, WriteQueue>);
+
+impl std::ops::Deref for QueueGuard {
+    type Target = WriteQueue;
+    fn deref(&self) -> &WriteQueue {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for QueueGuard {
+    fn deref_mut(&mut self) -> &mut WriteQueue {
+        &mut self.0
+    }
+}
+
+impl Drop for QueueGuard {
+    fn drop(&mut self) {
+        let in_use = self.0.owner.is_some() || self.0.unreported.is_some();
+        QUEUE_IN_USE.store(in_use, std::sync::atomic::Ordering::Release);
+    }
+}
+
+fn queue() -> QueueGuard {
     // The queue's invariants hold between statements, so a panic elsewhere (caught at the
     // FFI boundary) does not make it unusable.
-    QUEUE
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    QueueGuard(
+        QUEUE
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()),
+    )
 }
 
 /// What `xWrite` needs to know about its file.
@@ -209,6 +241,9 @@ impl WriteQueue {
 
 /// The flush point at the start of every VFS method but xWrite and xSync.
 pub(crate) fn flush(caller: Caller) -> Result<(), FlushFailure> {
+    if !QUEUE_IN_USE.load(std::sync::atomic::Ordering::Acquire) {
+        return Ok(());
+    }
     let mut queue = queue();
     queue.pending_failure_for(caller)?;
     queue.flush_for(caller)
@@ -314,6 +349,7 @@ pub(crate) fn forget_after_fork() {
         queue.pieces.clear();
         queue.arena.clear();
         queue.unreported = None;
+        QUEUE_IN_USE.store(false, std::sync::atomic::Ordering::Release);
     }
 }
 

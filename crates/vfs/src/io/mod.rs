@@ -269,7 +269,7 @@ impl Submitter<'_> {
             ..IoStats::default()
         };
         delta.fsyncs = ops.iter().filter(|op| op.kind() == OpKind::Sync).count() as u64;
-        self.file_stats.add(&delta);
+        self.file_stats.add_single_writer(&delta);
         self.vfs_stats.add(&delta);
         Ok(())
     }
