@@ -46,20 +46,26 @@ pub(crate) struct SharedStats {
     fields: [AtomicU64; 9],
 }
 
+impl IoStats {
+    /// The counters in `SharedStats::fields` order.
+    fn as_array(&self) -> [u64; 9] {
+        [
+            self.read_calls,
+            self.write_calls,
+            self.sync_calls,
+            self.truncate_calls,
+            self.bytes_read,
+            self.bytes_written,
+            self.fsyncs,
+            self.ops,
+            self.kernel_entries,
+        ]
+    }
+}
+
 impl SharedStats {
     pub(crate) fn add(&self, delta: &IoStats) {
-        let values = [
-            delta.read_calls,
-            delta.write_calls,
-            delta.sync_calls,
-            delta.truncate_calls,
-            delta.bytes_read,
-            delta.bytes_written,
-            delta.fsyncs,
-            delta.ops,
-            delta.kernel_entries,
-        ];
-        for (field, value) in self.fields.iter().zip(values) {
+        for (field, value) in self.fields.iter().zip(delta.as_array()) {
             if value != 0 {
                 field.fetch_add(value, Ordering::Relaxed);
             }
@@ -72,18 +78,7 @@ impl SharedStats {
     /// the only other writer is a thread flushing that file's queued writes, and a race
     /// with it can lose an increment of a counter, never data.
     pub(crate) fn add_single_writer(&self, delta: &IoStats) {
-        let values = [
-            delta.read_calls,
-            delta.write_calls,
-            delta.sync_calls,
-            delta.truncate_calls,
-            delta.bytes_read,
-            delta.bytes_written,
-            delta.fsyncs,
-            delta.ops,
-            delta.kernel_entries,
-        ];
-        for (field, value) in self.fields.iter().zip(values) {
+        for (field, value) in self.fields.iter().zip(delta.as_array()) {
             if value != 0 {
                 field.store(field.load(Ordering::Relaxed) + value, Ordering::Relaxed);
             }
