@@ -99,8 +99,7 @@ pub(crate) struct File {
     sync_plan: SyncPlan,
     /// A main database: SQLite's locks live on it (see `lock::close_preserving_process_locks`).
     carries_locks: bool,
-    /// On tmpfs or ramfs, where nothing is durable and fsync returns at once.
-    memory_backed: bool,
+
     /// The last write was a WAL commit-frame header: its page must be flushed at once.
     commit_frame_pending: bool,
     /// Between SQLITE_FCNTL_CKPT_START and CKPT_DONE: writes go straight through.
@@ -526,6 +525,15 @@ impl File {
                 }
             }
         }
+        if let EngineKind::IoUring(routing) = engine {
+            if routing.lone_op_by_syscall && is_memory_backed(fd) {
+                // tmpfs/ramfs: fsync does nothing there, so not even the journal/directory
+                // sync pair has anything to overlap; the ring would only add worker
+                // hand-offs (measured: 2.2× `unix` on speed test 1). Explicit
+                // `uring_reads=ring&uring_writes=ring` keeps the ring.
+                engine = EngineKind::Syscall;
+            }
+        }
         if is_delete {
             // Unlinking now means even a crash cannot leave the file behind.
             // SAFETY: `c_path` is NUL-terminated.
@@ -537,7 +545,7 @@ impl File {
             fd,
             is_wal: file_type & SQLITE_OPEN_WAL != 0,
             carries_locks: file_type & SQLITE_OPEN_MAIN_DB != 0,
-            memory_backed: is_memory_backed(fd),
+
             is_journal: file_type & (SQLITE_OPEN_MAIN_JOURNAL | SQLITE_OPEN_TEMP_JOURNAL) != 0,
             last_write_end: -1,
             last_write_len: 0,
@@ -741,20 +749,6 @@ impl File {
             directory_fd,
             plan: self.sync_plan,
         };
-        if self.memory_backed {
-            // tmpfs/ramfs: fsync does nothing there, so there is nothing to overlap; a ring
-            // submission would only add worker hand-offs (measured: 2.2× `unix` on test 1).
-            let saved = std::mem::replace(&mut self.engine, EngineKind::Syscall);
-            let result = writeback::sync(&self.writer(), request);
-            self.engine = saved;
-            if let Some(dir_fd) = directory_fd {
-                // SAFETY: we opened dir_fd above and own it.
-                unsafe { libc::close(dir_fd) };
-            }
-            result.map_err(flush_failure)?;
-            self.dir_sync_pending = false;
-            return Ok(());
-        }
         let result = writeback::sync(&self.writer(), request);
         if let Some(dir_fd) = directory_fd {
             // SAFETY: we opened dir_fd above and own it.

@@ -22,32 +22,29 @@ pub struct IoStats {
     pub kernel_entries: u64,
 }
 
+/// Names of the counters, in [`IoStats::as_array`] order (the JSON keys).
+const FIELD_NAMES: [&str; 9] = [
+    "read_calls",
+    "write_calls",
+    "sync_calls",
+    "truncate_calls",
+    "bytes_read",
+    "bytes_written",
+    "fsyncs",
+    "ops",
+    "kernel_entries",
+];
+
 impl IoStats {
     pub fn to_json(&self) -> String {
-        format!(
-            "{{\"read_calls\":{},\"write_calls\":{},\"sync_calls\":{},\"truncate_calls\":{},\
-             \"bytes_read\":{},\"bytes_written\":{},\"fsyncs\":{},\"ops\":{},\"kernel_entries\":{}}}",
-            self.read_calls,
-            self.write_calls,
-            self.sync_calls,
-            self.truncate_calls,
-            self.bytes_read,
-            self.bytes_written,
-            self.fsyncs,
-            self.ops,
-            self.kernel_entries
-        )
+        let fields: Vec<String> = FIELD_NAMES
+            .iter()
+            .zip(self.as_array())
+            .map(|(name, value)| format!("\"{name}\":{value}"))
+            .collect();
+        format!("{{{}}}", fields.join(","))
     }
-}
 
-/// Lock-free totals of one VFS; files add their deltas as they go.
-#[derive(Default)]
-pub(crate) struct SharedStats {
-    fields: [AtomicU64; 9],
-}
-
-impl IoStats {
-    /// The counters in `SharedStats::fields` order.
     fn as_array(&self) -> [u64; 9] {
         [
             self.read_calls,
@@ -61,9 +58,32 @@ impl IoStats {
             self.kernel_entries,
         ]
     }
+
+    fn from_array(values: [u64; 9]) -> IoStats {
+        let [read_calls, write_calls, sync_calls, truncate_calls, bytes_read, bytes_written, fsyncs, ops, kernel_entries] =
+            values;
+        IoStats {
+            read_calls,
+            write_calls,
+            sync_calls,
+            truncate_calls,
+            bytes_read,
+            bytes_written,
+            fsyncs,
+            ops,
+            kernel_entries,
+        }
+    }
+}
+
+/// Lock-free counters of one VFS or file; calls add their deltas as they go.
+#[derive(Default)]
+pub(crate) struct SharedStats {
+    fields: [AtomicU64; 9],
 }
 
 impl SharedStats {
+    /// Adds `delta` with atomic read-modify-writes: for counters several threads update.
     pub(crate) fn add(&self, delta: &IoStats) {
         for (field, value) in self.fields.iter().zip(delta.as_array()) {
             if value != 0 {
@@ -86,27 +106,38 @@ impl SharedStats {
     }
 
     pub(crate) fn snapshot(&self) -> IoStats {
-        let v: Vec<u64> = self
-            .fields
-            .iter()
-            .map(|f| f.load(Ordering::Relaxed))
-            .collect();
-        IoStats {
-            read_calls: v[0],
-            write_calls: v[1],
-            sync_calls: v[2],
-            truncate_calls: v[3],
-            bytes_read: v[4],
-            bytes_written: v[5],
-            fsyncs: v[6],
-            ops: v[7],
-            kernel_entries: v[8],
-        }
+        IoStats::from_array(std::array::from_fn(|i| {
+            self.fields[i].load(Ordering::Relaxed)
+        }))
     }
 
     pub(crate) fn reset(&self) {
         for field in &self.fields {
             field.store(0, Ordering::Relaxed);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_names_every_counter_in_order() {
+        let stats = IoStats::from_array([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+        assert_eq!(
+            stats.to_json(),
+            "{\"read_calls\":1,\"write_calls\":2,\"sync_calls\":3,\"truncate_calls\":4,\
+             \"bytes_read\":5,\"bytes_written\":6,\"fsyncs\":7,\"ops\":8,\"kernel_entries\":9}"
+        );
+        let shared = SharedStats::default();
+        shared.add(&stats);
+        shared.add_single_writer(&stats);
+        assert_eq!(
+            shared.snapshot(),
+            IoStats::from_array([2, 4, 6, 8, 10, 12, 14, 16, 18])
+        );
+        shared.reset();
+        assert_eq!(shared.snapshot(), IoStats::default());
     }
 }
