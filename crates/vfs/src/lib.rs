@@ -1,4 +1,7 @@
-//! `sqlite-uring`: a SQLite VFS for Linux whose file I/O goes through io_uring.
+//! `sqlite-uring`: a SQLite VFS for Linux built on io_uring — a drop-in for SQLite's `unix`
+//! VFS that batches writes (write-behind, coalescing) and submits through the ring what can
+//! overlap there, while lone operations stay plain syscalls where the ring cannot win
+//! (the routing, and the measurements behind it, are in `docs/ARCHITECTURE.md`).
 //!
 //! Two shapes share this crate:
 //! * the loadable extension (`crates/ext`, `libsqlite_uring.so`) calls

@@ -1,7 +1,8 @@
 //! The I/O engine: the one interface between the SQLite-facing code and the kernel.
 //!
 //! ```text
-//! file.rs / shm.rs ──► Submitter::{read_at, write_at, sync, truncate, write_batch}
+//! file.rs / shm.rs / writeback.rs
+//!        ──► Submitter::{read_at, write_at, sync, truncate, write_batch, flush}
 //!                           │  (retries EINTR/EAGAIN, continues short transfers,
 //!                           │   maps nothing to SQLite codes: returns errno)
 //!                           ▼
