@@ -23,6 +23,11 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{params, Connection, ErrorCode, OpenFlags};
 
+// The same transactions as the stock-sqlite3 writer of tests/crash.rs, which checks them.
+#[path = "../tests/common/crash_sql.rs"]
+mod crash_sql;
+use crash_sql::crash_transaction_sql;
+
 /// Long enough that a busy timeout never fires in a healthy run (locks are held for
 /// microseconds to milliseconds); short enough that a lock leak fails the test instead
 /// of hanging it.
@@ -443,28 +448,4 @@ fn crash_writer(args: &Args) -> Result<(), Failure> {
             checkpoint(&conn, "PASSIVE")?;
         }
     }
-}
-
-/// Transaction number `seq` of the crash writers. `tests/crash.rs` has the same function
-/// (for the stock shell and the survivor connections); keep them identical. Every eighth
-/// transaction adds 120 rows of ~1 KiB to `bulk` (seq ≡ 3) or deletes them all (seq ≡ 7),
-/// which with auto_vacuum=FULL shrinks the file (xTruncate) in the same transaction.
-fn crash_transaction_sql(seq: i64) -> String {
-    let bulk = match seq % 8 {
-        3 => {
-            "INSERT INTO bulk(pad) SELECT randomblob(900) FROM \
-             (WITH RECURSIVE k(i) AS (VALUES (1) UNION ALL SELECT i + 1 FROM k WHERE i < 120) \
-             SELECT i FROM k);\n"
-        }
-        7 => "DELETE FROM bulk;\n",
-        _ => "",
-    };
-    format!(
-        "BEGIN IMMEDIATE;\n\
-         INSERT INTO seqs(seq, pad) VALUES ({seq}, randomblob({}));\n\
-         {bulk}\
-         UPDATE meta SET writes = writes + 1, last = {seq};\n\
-         COMMIT;\n",
-        100 + (seq * 7919) % 5000
-    )
 }

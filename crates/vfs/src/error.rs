@@ -136,6 +136,17 @@ impl Failure {
         }
     }
 
+    /// Classifies a failed write-behind flush: the failed write's errno as a write error,
+    /// a write that made no progress as SQLITE_FULL, a failed sync as SQLITE_IOERR_FSYNC.
+    pub(crate) fn from_flush(failure: crate::io::FlushFailure) -> Failure {
+        use crate::io::{FlushFailure, WriteFailure};
+        match failure {
+            FlushFailure::Write(WriteFailure::Errno(errno)) => Failure::from_write_errno(errno),
+            FlushFailure::Write(WriteFailure::NoProgress) => Failure::Full(0),
+            FlushFailure::Sync(errno) => Failure::Fsync(errno),
+        }
+    }
+
     /// Classifies a write errno as os_unix.c unixWrite does: only ENOSPC is SQLITE_FULL
     /// (EDQUOT and EFBIG, e.g. RLIMIT_FSIZE, are SQLITE_IOERR_WRITE there too).
     pub(crate) fn from_write_errno(errno: i32) -> Failure {

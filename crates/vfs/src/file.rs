@@ -65,17 +65,9 @@ const JOURNAL_CHECKSUM_BYTES: usize = 4;
 /// SQLite's smallest page size.
 const MIN_PAGE_BYTES: usize = 512;
 
-fn flush_failure(failure: FlushFailure) -> Failure {
-    match failure {
-        FlushFailure::Write(WriteFailure::Errno(errno)) => Failure::from_write_errno(errno),
-        FlushFailure::Write(WriteFailure::NoProgress) => Failure::Full(0),
-        FlushFailure::Sync(errno) => Failure::Fsync(errno),
-    }
-}
-
 /// The write-behind flush point at the start of every method but xWrite and xSync.
 fn flush_queue(caller: writeback::Caller) -> Result<(), Failure> {
-    writeback::flush(caller).map_err(flush_failure)
+    writeback::flush(caller).map_err(Failure::from_flush)
 }
 
 /// Result of a file control: handled, or not ours (SQLITE_NOTFOUND, so SQLite applies
@@ -185,7 +177,7 @@ fn is_memory_backed(fd: RawFd) -> bool {
 }
 
 /// The directory holding `path`, as os_unix.c osOpenDirectory computes it.
-fn directory_of(path: &str) -> &str {
+pub(crate) fn directory_of(path: &str) -> &str {
     match path.rfind('/') {
         Some(0) => "/",
         Some(index) => &path[..index],
@@ -677,7 +669,7 @@ impl File {
                     let fd = self.fd;
                     self.submitter()
                         .write_at(fd, buf, offset as u64)
-                        .map_err(|f| flush_failure(FlushFailure::Write(f)))
+                        .map_err(|f| Failure::from_flush(FlushFailure::Write(f)))
                 })
                 .map_err(|failure| match failure {
                     Failure::Full(e) => FlushFailure::Write(if e == 0 {
@@ -699,7 +691,7 @@ impl File {
             }
             Err(failure) => {
                 self.cached_size_bytes = None;
-                Err(flush_failure(failure))
+                Err(Failure::from_flush(failure))
             }
         }
     }
@@ -754,7 +746,7 @@ impl File {
             // SAFETY: we opened dir_fd above and own it.
             unsafe { libc::close(dir_fd) };
         }
-        result.map_err(flush_failure)?;
+        result.map_err(Failure::from_flush)?;
         self.dir_sync_pending = false;
         Ok(())
     }

@@ -54,17 +54,8 @@ impl VfsState {
     pub(crate) fn delete(&self, path: &str, sync_dir: bool) -> Result<(), Failure> {
         // A queued write that failed unreported (e.g. at a journal's xClose) must stop the
         // journal from being deleted: it is what repairs the database.
-        crate::writeback::flush(crate::writeback::Caller::Writer(None)).map_err(|failure| {
-            match failure {
-                crate::io::FlushFailure::Write(crate::io::WriteFailure::Errno(errno)) => {
-                    Failure::from_write_errno(errno)
-                }
-                crate::io::FlushFailure::Write(crate::io::WriteFailure::NoProgress) => {
-                    Failure::Full(0)
-                }
-                crate::io::FlushFailure::Sync(errno) => Failure::Fsync(errno),
-            }
-        })?;
+        crate::writeback::flush(crate::writeback::Caller::Writer(None))
+            .map_err(Failure::from_flush)?;
         let c_path = CString::new(path).map_err(|_| Failure::Delete(libc::EINVAL))?;
         // SAFETY: `c_path` is NUL-terminated.
         if unsafe { libc::unlink(c_path.as_ptr()) } != 0 {
@@ -78,11 +69,7 @@ impl VfsState {
             });
         }
         if sync_dir {
-            let directory = match path.rfind('/') {
-                Some(0) => "/",
-                Some(index) => &path[..index],
-                None => ".",
-            };
+            let directory = crate::file::directory_of(path);
             let scratch = SharedStats::default();
             let mut io = Submitter {
                 engine: &self.engine,

@@ -20,6 +20,7 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
+use common::crash_sql::crash_transaction_sql;
 use common::*;
 use rusqlite::Connection;
 
@@ -80,30 +81,6 @@ fn expected_bulk(last: i64) -> i64 {
     } else {
         0
     }
-}
-
-/// Transaction number `seq` of the crash writers; `examples/torture.rs` has the same
-/// function for the io_uring child; keep them identical. Every eighth transaction adds
-/// 120 rows of ~1 KiB to `bulk` (seq ≡ 3) or deletes them all (seq ≡ 7), which with
-/// auto_vacuum=FULL shrinks the file (xTruncate) in the same transaction.
-fn crash_transaction_sql(seq: i64) -> String {
-    let bulk = match seq % 8 {
-        3 => {
-            "INSERT INTO bulk(pad) SELECT randomblob(900) FROM \
-             (WITH RECURSIVE k(i) AS (VALUES (1) UNION ALL SELECT i + 1 FROM k WHERE i < 120) \
-             SELECT i FROM k);\n"
-        }
-        7 => "DELETE FROM bulk;\n",
-        _ => "",
-    };
-    format!(
-        "BEGIN IMMEDIATE;\n\
-         INSERT INTO seqs(seq, pad) VALUES ({seq}, randomblob({}));\n\
-         {bulk}\
-         UPDATE meta SET writes = writes + 1, last = {seq};\n\
-         COMMIT;\n",
-        100 + (seq * 7919) % 5000
-    )
 }
 
 /// Parses the stock shell's output of `PRAGMA integrity_check; STATE_SQL`.

@@ -3,6 +3,8 @@
 //! everything needed to understand them (exit status, stdout tail, stderr).
 #![allow(dead_code)] // each test crate uses a different subset
 
+pub mod crash_sql;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Output, Stdio};
