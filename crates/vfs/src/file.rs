@@ -9,6 +9,7 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::os::fd::RawFd;
 
 use crate::config::SyncMode;
+use crate::direct::DirectFile;
 use crate::error::Failure;
 use crate::ffi::*;
 use crate::io::{EngineKind, FlushFailure, Submitter, SyncPlan, SyncRequest, WriteFailure};
@@ -30,7 +31,8 @@ const PRIVATE_FILE_MODE: libc::mode_t = 0o600;
 const MINIMUM_FILE_DESCRIPTOR: RawFd = 3;
 
 /// The URI parameters this VFS owns; any other `uring_*` key is rejected at open.
-pub(crate) const URI_PARAMETERS: [&str; 7] = [
+pub(crate) const URI_PARAMETERS: [&str; 8] = [
+    "uring_direct",
     "uring_reads",
     "uring_writes",
     "uring_backend",
@@ -50,6 +52,8 @@ struct FileOptions {
     nolock: bool,
     write_behind: bool,
     sync_plan: SyncPlan,
+    /// O_DIRECT for the main database's aligned I/O (see `direct.rs`).
+    direct: bool,
 }
 
 /// Distinguishes files in the write-behind queue (fds are reused after close).
@@ -98,6 +102,8 @@ pub(crate) struct File {
     in_checkpoint: bool,
     /// Full path; `None` for anonymous temporary files.
     path: Option<String>,
+    /// The O_DIRECT descriptor of a main database opened with `uring_direct=on`.
+    direct: Option<DirectFile>,
     engine: EngineKind,
     sync_mode: SyncMode,
     lock: DbLock,
@@ -292,6 +298,17 @@ impl File {
             Some(text) => SyncMode::parse(&text)
                 .ok_or_else(|| format!("uring_sync={text} is not valid; use fsync or fdatasync"))?,
         };
+        let direct = match param(c"uring_direct").as_deref() {
+            None => vfs.direct_io,
+            Some("on") => true,
+            Some("off") => false,
+            Some(other) => return Err(format!("uring_direct={other} is not valid; use on or off")),
+        };
+        if let (true, EngineKind::IoUring(routing)) = (direct, &mut engine) {
+            // O_DIRECT writes run inline on the ring and a batch of them overlaps on the
+            // device: the one case where ring writes win (docs/BENCH_IO.md).
+            routing.syscall_writes = false;
+        }
         for (key, reads) in [(c"uring_reads", true), (c"uring_writes", false)] {
             let Some(text) = param(key) else { continue };
             let submission = crate::config::Submission::parse(&text).ok_or_else(|| {
@@ -330,6 +347,7 @@ impl File {
             }
         };
         Ok(FileOptions {
+            direct,
             write_behind,
             sync_plan,
             engine,
@@ -526,6 +544,24 @@ impl File {
                 engine = EngineKind::Syscall;
             }
         }
+        let direct = if options.direct && file_type & SQLITE_OPEN_MAIN_DB != 0 {
+            match DirectFile::open(&c_path, out_flags & SQLITE_OPEN_READWRITE != 0) {
+                Ok(direct) => Some(direct),
+                Err(why) => {
+                    vfs.api.log(
+                        SQLITE_CANTOPEN,
+                        &format!("sqlite-uring: cannot open {path}: {why}"),
+                    );
+                    crate::lock::close_preserving_process_locks(fd);
+                    return Err(Failure::CantOpen(match why {
+                        crate::direct::DirectOpenError::Open(errno) => errno,
+                        crate::direct::DirectOpenError::Alignment(_) => libc::EINVAL,
+                    }));
+                }
+            }
+        } else {
+            None
+        };
         if is_delete {
             // Unlinking now means even a crash cannot leave the file behind.
             // SAFETY: `c_path` is NUL-terminated.
@@ -546,6 +582,7 @@ impl File {
             commit_frame_pending: false,
             in_checkpoint: false,
             path: (!name.is_null()).then_some(path),
+            direct,
             engine,
             sync_mode: options.sync_mode,
             lock: DbLock::new(),
@@ -584,18 +621,45 @@ impl File {
         let from_map = self.mmap.read_prefix(buf, offset);
         let fd = self.fd;
         let rest = &mut buf[from_map..];
+        let mut direct_read = None;
         let read = if rest.is_empty() {
             Ok(0)
         } else {
-            self.submitter()
-                .read_at(fd, rest, (offset + from_map as i64) as u64)
-                .map_err(Failure::from_read_errno)
+            let at = (offset + from_map as i64) as u64;
+            let mut io = Submitter {
+                engine: &self.engine,
+                file_stats: &self.stats,
+                vfs_stats: &self.vfs.stats,
+            };
+            match self
+                .direct
+                .as_mut()
+                .filter(|d| d.is_aligned(at, rest.len()))
+            {
+                Some(direct) => match direct.read(&mut io, rest, at) {
+                    Ok(done) => {
+                        direct_read = Some(done.from_readahead);
+                        Ok(done.bytes)
+                    }
+                    // A short read that stopped off the alignment (a file whose size is
+                    // not a multiple of it) cannot continue direct: the buffered fd can.
+                    Err(libc::EINVAL) => {
+                        direct.invalidate();
+                        io.read_at(fd, rest, at)
+                    }
+                    Err(errno) => Err(errno),
+                },
+                None => io.read_at(fd, rest, at),
+            }
+            .map_err(Failure::from_read_errno)
         };
         // One counter update per call: each is a locked instruction on the shared totals.
         let total = from_map + *read.as_ref().unwrap_or(&0);
         self.count(IoStats {
             read_calls: 1,
             bytes_read: total as u64,
+            direct_reads: (direct_read == Some(false)) as u64,
+            readahead_hits: (direct_read == Some(true)) as u64,
             ..IoStats::default()
         });
         read?;
@@ -614,10 +678,18 @@ impl File {
         writeback::Caller::Writer(Some(self.id))
     }
 
+    /// The write-behind view of this file, through its buffered descriptor.
     fn writer(&self) -> writeback::Writer<'_> {
+        self.writer_through(self.fd, 1)
+    }
+
+    /// The write-behind view of this file through `fd`, whose queued pieces must start
+    /// at multiples of `align_bytes` (the O_DIRECT descriptor's alignment, or 1).
+    fn writer_through(&self, fd: RawFd, align_bytes: usize) -> writeback::Writer<'_> {
         writeback::Writer {
             file_id: self.id,
-            fd: self.fd,
+            fd,
+            align_bytes,
             engine: &self.engine,
             file_stats: &self.stats,
             vfs_stats: &self.vfs.stats,
@@ -643,6 +715,9 @@ impl File {
             && self.last_write_end == offset;
         self.last_write_end = offset + buf.len() as i64;
         self.last_write_len = buf.len();
+        if let Some(direct) = self.direct.as_mut() {
+            direct.invalidate_range(offset as u64, buf.len());
+        }
         let result = if self.write_behind {
             // SQLite publishes a WAL commit right after writing the commit frame's page,
             // with no reportable call in between: that page flushes the queue.
@@ -653,7 +728,18 @@ impl File {
                 || journal_record_end
                 || self.mmap.is_mapped()
                 || std::mem::take(&mut self.commit_frame_pending);
-            let result = writeback::write(&self.writer(), offset as u64, buf, flush_now);
+            // An aligned page write of an O_DIRECT file is queued for its direct fd; a
+            // write that must reach the kernel at once (a checkpoint's) is one lone write,
+            // cheaper into the page cache than a device round trip.
+            let writer = match self
+                .direct
+                .as_ref()
+                .filter(|d| !flush_now && d.is_aligned(offset as u64, buf.len()))
+            {
+                Some(direct) => self.writer_through(direct.fd, direct.align_bytes),
+                None => self.writer(),
+            };
+            let result = writeback::write(&writer, offset as u64, buf, flush_now);
             if self.is_wal
                 && buf.len() == WAL_FRAME_HEADER_BYTES
                 && offset as u64 >= WAL_HEADER_BYTES
@@ -709,6 +795,9 @@ impl File {
             size_bytes
         };
         flush_queue(self.as_writer())?;
+        if let Some(direct) = self.direct.as_mut() {
+            direct.invalidate();
+        }
         let fd = self.fd;
         if let Err(errno) = self.submitter().truncate(fd, size_bytes as u64) {
             self.cached_size_bytes = None;
@@ -769,8 +858,17 @@ impl File {
         Ok(size)
     }
 
+    /// Drops what this file caches of other connections' data: called wherever another
+    /// connection may have changed the file since (lock changes).
+    fn forget_cached_reads(&mut self) {
+        if let Some(direct) = self.direct.as_mut() {
+            direct.invalidate();
+        }
+    }
+
     pub(crate) fn lock(&mut self, level: c_int) -> Result<(), Failure> {
         flush_queue(writeback::Caller::Quiet)?;
+        self.forget_cached_reads();
         if self.nolock {
             self.lock
                 .set_level_without_os_lock(level.max(self.lock.level()));
@@ -781,6 +879,7 @@ impl File {
 
     pub(crate) fn unlock(&mut self, level: c_int) -> Result<(), Failure> {
         flush_queue(writeback::Caller::Quiet)?;
+        self.forget_cached_reads();
         if !self.private {
             // Another connection may change the file once we drop EXCLUSIVE.
             self.cached_size_bytes = None;
@@ -890,10 +989,13 @@ impl File {
         }
         let text = match value.as_deref() {
             None => format!(
-                "{{\"vfs\":\"{}\",\"engine\":\"{}\",{},\"file\":{},\"vfs_total\":{}}}",
+                "{{\"vfs\":\"{}\",\"engine\":\"{}\",{},\"direct_align_bytes\":{},\"file\":{},\"vfs_total\":{}}}",
                 self.vfs.name,
                 self.engine.name(),
                 self.engine.routing_json(),
+                self.direct
+                    .as_ref()
+                    .map_or("null".to_string(), |d| d.align_bytes.to_string()),
                 self.stats.snapshot().to_json(),
                 self.vfs.stats.snapshot().to_json()
             ),
@@ -960,6 +1062,8 @@ impl File {
                 SQLITE_FCNTL_HAS_MOVED => *(arg as *mut c_int) = self.has_moved() as c_int,
                 SQLITE_FCNTL_MMAP_SIZE => {
                     let requested = *(arg as *const i64);
+                    // Mapped reads would go through the page cache O_DIRECT bypasses.
+                    let requested = if self.direct.is_some() { 0 } else { requested };
                     *(arg as *mut i64) = self.mmap.set_limit(self.fd, requested)?;
                 }
                 SQLITE_FCNTL_EXTERNAL_READER => {
@@ -972,6 +1076,9 @@ impl File {
                 SQLITE_FCNTL_NULL_IO => {
                     libc::close(self.fd);
                     self.fd = -1;
+                    if let Some(direct) = self.direct.take() {
+                        libc::close(direct.fd);
+                    }
                 }
                 SQLITE_FCNTL_PRAGMA => return self.pragma(arg as *mut *mut c_char),
                 _ => return Ok(Control::NotFound),
@@ -1008,6 +1115,8 @@ impl File {
     ) -> Result<(), Failure> {
         // Taking or dropping a WAL-index lock can publish what was written: flush first.
         flush_queue(writeback::Caller::Quiet)?;
+        // A read transaction starts or ends here.
+        self.forget_cached_reads();
         match self.shm.as_mut() {
             Some(shm) => shm.lock(offset, count, flags),
             None => Err(Failure::ShmOpen(libc::EBADF)),
@@ -1044,6 +1153,10 @@ impl Drop for File {
         writeback::flush_before_close(self.id);
         self.mmap.unmap();
         self.shm = None;
+        if let Some(direct) = self.direct.take() {
+            // Same inode as `fd`: closing it would drop this process's POSIX locks too.
+            crate::lock::close_preserving_process_locks(direct.fd);
+        }
         if self.fd >= 0 {
             if self.carries_locks {
                 crate::lock::close_preserving_process_locks(self.fd);

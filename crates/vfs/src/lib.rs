@@ -16,6 +16,7 @@
 
 mod api;
 mod config;
+mod direct;
 mod entry;
 mod error;
 mod ffi;

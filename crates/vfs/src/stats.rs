@@ -20,10 +20,17 @@ pub struct IoStats {
     pub ops: u64,
     /// Kernel entries made for I/O: `io_uring_enter` calls, or one per syscall.
     pub kernel_entries: u64,
+    /// xRead calls read from the device through the O_DIRECT descriptor (`uring_direct`).
+    pub direct_reads: u64,
+    /// xRead calls served from the O_DIRECT read-ahead buffer, without a kernel entry.
+    pub readahead_hits: u64,
 }
 
+/// Number of counters in [`IoStats`].
+const FIELD_COUNT: usize = 11;
+
 /// Names of the counters, in [`IoStats::as_array`] order (the JSON keys).
-const FIELD_NAMES: [&str; 9] = [
+const FIELD_NAMES: [&str; FIELD_COUNT] = [
     "read_calls",
     "write_calls",
     "sync_calls",
@@ -33,6 +40,8 @@ const FIELD_NAMES: [&str; 9] = [
     "fsyncs",
     "ops",
     "kernel_entries",
+    "direct_reads",
+    "readahead_hits",
 ];
 
 impl IoStats {
@@ -45,7 +54,7 @@ impl IoStats {
         format!("{{{}}}", fields.join(","))
     }
 
-    fn as_array(&self) -> [u64; 9] {
+    fn as_array(&self) -> [u64; FIELD_COUNT] {
         [
             self.read_calls,
             self.write_calls,
@@ -56,11 +65,13 @@ impl IoStats {
             self.fsyncs,
             self.ops,
             self.kernel_entries,
+            self.direct_reads,
+            self.readahead_hits,
         ]
     }
 
-    fn from_array(values: [u64; 9]) -> IoStats {
-        let [read_calls, write_calls, sync_calls, truncate_calls, bytes_read, bytes_written, fsyncs, ops, kernel_entries] =
+    fn from_array(values: [u64; FIELD_COUNT]) -> IoStats {
+        let [read_calls, write_calls, sync_calls, truncate_calls, bytes_read, bytes_written, fsyncs, ops, kernel_entries, direct_reads, readahead_hits] =
             values;
         IoStats {
             read_calls,
@@ -72,6 +83,8 @@ impl IoStats {
             fsyncs,
             ops,
             kernel_entries,
+            direct_reads,
+            readahead_hits,
         }
     }
 }
@@ -79,7 +92,7 @@ impl IoStats {
 /// Lock-free counters of one VFS or file; calls add their deltas as they go.
 #[derive(Default)]
 pub(crate) struct SharedStats {
-    fields: [AtomicU64; 9],
+    fields: [AtomicU64; FIELD_COUNT],
 }
 
 impl SharedStats {
@@ -124,18 +137,18 @@ mod tests {
 
     #[test]
     fn json_names_every_counter_in_order() {
-        let stats = IoStats::from_array([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+        let stats = IoStats::from_array([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
         assert_eq!(
             stats.to_json(),
             "{\"read_calls\":1,\"write_calls\":2,\"sync_calls\":3,\"truncate_calls\":4,\
-             \"bytes_read\":5,\"bytes_written\":6,\"fsyncs\":7,\"ops\":8,\"kernel_entries\":9}"
+             \"bytes_read\":5,\"bytes_written\":6,\"fsyncs\":7,\"ops\":8,\"kernel_entries\":9,\"direct_reads\":10,\"readahead_hits\":11}"
         );
         let shared = SharedStats::default();
         shared.add(&stats);
         shared.add_single_writer(&stats);
         assert_eq!(
             shared.snapshot(),
-            IoStats::from_array([2, 4, 6, 8, 10, 12, 14, 16, 18])
+            IoStats::from_array([2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22])
         );
         shared.reset();
         assert_eq!(shared.snapshot(), IoStats::default());

@@ -24,6 +24,8 @@ pub(crate) struct VfsState {
     pub(crate) engine: EngineKind,
     pub(crate) fallback_to_syscall: bool,
     pub(crate) sync_mode: SyncMode,
+    /// Default of the `uring_direct` URI parameter.
+    pub(crate) direct_io: bool,
     pub(crate) stats: SharedStats,
     backend: Backend,
     read_submission: Submission,
@@ -227,6 +229,7 @@ fn register_impl(
         engine,
         fallback_to_syscall: options.fallback_to_syscall,
         sync_mode: options.sync_mode,
+        direct_io: options.direct_io,
         stats: SharedStats::default(),
         backend,
         read_submission: options.read_submission,

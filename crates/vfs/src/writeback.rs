@@ -44,6 +44,7 @@
 use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::direct::AlignedBuffer;
 use crate::io::{EngineKind, FlushFailure, Submitter, SyncRequest, MAX_BATCH};
 use crate::stats::SharedStats;
 
@@ -80,7 +81,9 @@ struct Unreported {
 
 struct WriteQueue {
     owner: Option<Owner>,
-    arena: Vec<u8>,
+    /// Page-aligned, so pieces of an O_DIRECT file (padded to its alignment) can be
+    /// written from it directly.
+    arena: AlignedBuffer,
     pieces: Vec<Piece>,
     unreported: Option<Unreported>,
 }
@@ -106,7 +109,7 @@ static QUEUE_IN_USE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBo
 
 static QUEUE: Mutex<WriteQueue> = Mutex::new(WriteQueue {
     owner: None,
-    arena: Vec::new(),
+    arena: AlignedBuffer::empty(),
     pieces: Vec::new(),
     unreported: None,
 });
@@ -148,6 +151,10 @@ fn queue() -> QueueGuard {
 pub(crate) struct Writer<'a> {
     pub(crate) file_id: u64,
     pub(crate) fd: RawFd,
+    /// Queued pieces start at a multiple of this in the arena (an O_DIRECT file's
+    /// alignment; 1 otherwise). The caller queues only writes whose offset and length
+    /// are multiples of it too.
+    pub(crate) align_bytes: usize,
     pub(crate) engine: &'a EngineKind,
     pub(crate) file_stats: &'a Arc<SharedStats>,
     pub(crate) vfs_stats: &'static SharedStats,
@@ -172,7 +179,7 @@ impl WriteQueue {
         for (slot, piece) in slices.iter_mut().zip(&self.pieces) {
             *slot = (
                 piece.offset,
-                &self.arena[piece.arena_start..piece.arena_start + piece.len],
+                &self.arena.as_slice()[piece.arena_start..piece.arena_start + piece.len],
             );
         }
         let mut io = Submitter {
@@ -259,18 +266,26 @@ pub(crate) fn write(
     let mut queue = queue();
     let caller = Caller::Writer(Some(writer.file_id));
     queue.pending_failure_for(caller)?;
+    // One file's writes may go through two descriptors (O_DIRECT and buffered): a queue
+    // holds one descriptor's.
     let other_owner = queue
         .owner
         .as_ref()
-        .is_some_and(|o| o.file_id != writer.file_id);
+        .is_some_and(|o| o.file_id != writer.file_id || o.fd != writer.fd);
+    assert!(writer.align_bytes.is_power_of_two());
     if other_owner
-        || queue.arena.len() + data.len() > ARENA_BYTES
+        || queue.arena.len().next_multiple_of(writer.align_bytes) + data.len() > ARENA_BYTES
         || queue.pieces.len() == MAX_PIECES
         || queue.overlaps(offset, data.len())
     {
         queue.flush_for(caller)?;
     }
     if data.len() > DIRECT_WRITE_BYTES {
+        // An O_DIRECT write needs an aligned source; SQLite's buffers are not.
+        assert_eq!(
+            writer.align_bytes, 1,
+            "only small aligned writes may be queued for O_DIRECT"
+        );
         let mut io = Submitter {
             engine: writer.engine,
             file_stats: writer.file_stats,
@@ -281,7 +296,7 @@ pub(crate) fn write(
             .map_err(FlushFailure::Write);
     }
     if queue.arena.capacity() == 0 {
-        queue.arena.reserve_exact(ARENA_BYTES);
+        queue.arena = AlignedBuffer::with_capacity(ARENA_BYTES);
         queue.pieces.reserve_exact(MAX_PIECES);
     }
     if queue.owner.is_none() {
@@ -293,6 +308,7 @@ pub(crate) fn write(
             vfs_stats: writer.vfs_stats,
         });
     }
+    queue.arena.pad_to(writer.align_bytes);
     let arena_start = queue.arena.len();
     queue.arena.extend_from_slice(data);
     match queue.pieces.last_mut() {
@@ -440,6 +456,7 @@ mod tests {
                 let writer = Writer {
                     file_id: 1_000_000 + write.file as u64,
                     fd: queued[write.file].as_raw_fd(),
+                    align_bytes: 1,
                     engine: &engine,
                     file_stats: &stats,
                     vfs_stats,
@@ -470,6 +487,7 @@ mod tests {
         let writer = Writer {
             file_id: 2_000_000,
             fd: file.as_raw_fd(),
+            align_bytes: 1,
             engine: &EngineKind::IoUring(crate::io::Routing::ALL_RING),
             file_stats: &stats,
             vfs_stats,
@@ -487,5 +505,56 @@ mod tests {
         let counted = stats.snapshot();
         assert_eq!((counted.ops, counted.kernel_entries), (1, 1), "{counted:?}");
         assert_eq!(std::fs::metadata(dir.path().join("c")).unwrap().len(), 4616);
+    }
+
+    /// Pieces queued for an O_DIRECT descriptor start at aligned arena offsets, with an
+    /// unaligned write of the same file through its buffered descriptor in between (it
+    /// must flush the direct pieces and not join their queue): a misaligned piece, or an
+    /// unaligned one sent to the O_DIRECT descriptor, fails with EINVAL.
+    #[test]
+    fn aligned_writers_get_aligned_pieces_on_an_o_direct_file() {
+        let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("direct");
+        std::fs::write(&path, vec![0u8; 64 << 10]).unwrap();
+        let c_path = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        let direct = crate::direct::DirectFile::open(&c_path, true)
+            .expect("O_DIRECT on the test filesystem");
+        let buffered = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        let stats = Arc::new(SharedStats::default());
+        let vfs_stats: &'static SharedStats = Box::leak(Box::default());
+        let engine = EngineKind::IoUring(crate::io::Routing::ALL_RING);
+        let aligned = Writer {
+            file_id: 3_000_000,
+            fd: direct.fd,
+            align_bytes: direct.align_bytes,
+            engine: &engine,
+            file_stats: &stats,
+            vfs_stats,
+        };
+        let unaligned = Writer {
+            fd: buffered.as_raw_fd(),
+            align_bytes: 1,
+            ..aligned
+        };
+        let page = 4096usize;
+        super::write(&aligned, 0, &[1; 4096], false).unwrap();
+        super::write(&aligned, 3 * page as u64, &[2; 4096], false).unwrap();
+        super::write(&unaligned, 100, &[3; 7], false).unwrap();
+        super::write(&aligned, page as u64, &[4; 4096], false).unwrap();
+        super::write(&aligned, 2 * page as u64, &[5; 4096], false).unwrap();
+        flush(Caller::Quiet).unwrap();
+        let mut want = vec![0u8; 64 << 10];
+        want[..page].fill(1);
+        want[100..107].fill(3);
+        want[page..2 * page].fill(4);
+        want[2 * page..3 * page].fill(5);
+        want[3 * page..4 * page].fill(2);
+        assert!(
+            std::fs::read(&path).unwrap() == want,
+            "file content differs"
+        );
+        // SAFETY: the test owns the descriptor.
+        unsafe { libc::close(direct.fd) };
     }
 }

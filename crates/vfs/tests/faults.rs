@@ -17,11 +17,17 @@ const SQLITE_IOERR_FSYNC: i32 = 10 | (4 << 8);
 const SQLITE_IOERR_TRUNCATE: i32 = 10 | (6 << 8);
 
 fn faulty_vfs(name: &str, backend: Backend) -> Arc<FaultPlan> {
+    faulty_vfs_with(name, backend, false)
+}
+
+/// A fault-injecting VFS; `direct_io` opens main databases with O_DIRECT too.
+fn faulty_vfs_with(name: &str, backend: Backend, direct_io: bool) -> Arc<FaultPlan> {
     let plan = FaultPlan::new(backend);
     sqlite_uring::register_with_faults(
         Options {
             vfs_name: name.into(),
             backend,
+            direct_io,
             ..Default::default()
         },
         plan.clone(),
@@ -206,22 +212,28 @@ fn truncate_error_is_ioerr_truncate() {
 /// Write-behind sweep: fail the N-th write (or sync) of the journal, the WAL or the
 /// database, for every N a transaction makes. Whatever the statement returns, the
 /// connection's own view afterwards must equal what a fresh connection reads from disk
-/// (no stale cache), be all-old or all-new, and pass integrity_check.
+/// (no stale cache), be all-old or all-new, and pass integrity_check. The database cases
+/// run again with O_DIRECT (`direct_io`), whose page writes take the aligned queue.
 #[test]
 fn failing_any_queued_write_never_leaves_a_wrong_view() {
-    for (journal_mode, suffix, op) in [
-        ("delete", "f.db-journal", OpKind::Write),
-        ("delete", "f.db", OpKind::Write),
-        ("delete", "f.db", OpKind::Sync),
-        ("wal", "f.db-wal", OpKind::Write),
-        ("wal", "f.db", OpKind::Write),
-        ("persist", "f.db-journal", OpKind::Write),
+    for (journal_mode, suffix, op, direct_io) in [
+        ("delete", "f.db-journal", OpKind::Write, false),
+        ("delete", "f.db", OpKind::Write, false),
+        ("delete", "f.db", OpKind::Sync, false),
+        ("wal", "f.db-wal", OpKind::Write, false),
+        ("wal", "f.db", OpKind::Write, false),
+        ("persist", "f.db-journal", OpKind::Write, false),
+        ("delete", "f.db", OpKind::Write, true),
+        ("delete", "f.db", OpKind::Sync, true),
+        ("delete", "f.db", OpKind::Read, true),
+        ("wal", "f.db", OpKind::Write, true),
     ] {
         let name = format!(
-            "fault_sweep_{journal_mode}_{}_{op:?}",
-            suffix.replace('.', "_")
+            "fault_sweep_{journal_mode}_{}_{op:?}{}",
+            suffix.replace('.', "_"),
+            if direct_io { "_direct" } else { "" }
         );
-        let plan = faulty_vfs(&name, Backend::IoUring);
+        let plan = faulty_vfs_with(&name, Backend::IoUring, direct_io);
         let mut failures_seen = 0;
         let mut injected_any = false;
         for skip in 0..40 {

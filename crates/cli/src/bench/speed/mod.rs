@@ -27,8 +27,9 @@ use workload::{Checksum, Sizes};
 #[derive(Args, Debug, Clone)]
 pub struct SpeedArgs {
     /// Targets to compare, comma-separated: memory (`:memory:`, the CPU floor), unix
-    /// (SQLite's own VFS), io_uring (ours), sync (our VFS on plain syscalls), or the name
-    /// of any registered VFS.
+    /// (SQLite's own VFS), io_uring (ours), sync (our VFS on plain syscalls), io_uring_ring
+    /// (reads and writes through the ring too), io_uring_direct (O_DIRECT main database),
+    /// or the name of any registered VFS.
     #[arg(
         long,
         value_delimiter = ',',

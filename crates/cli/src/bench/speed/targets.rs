@@ -17,6 +17,9 @@ pub const SYNC_VFS: &str = "io_uring_sync";
 /// Our io_uring VFS with reads and writes submitted through the ring too
 /// (`Submission::Ring`), to measure that choice against the default routing.
 pub const ALL_RING_VFS: &str = "io_uring_ring";
+/// Our io_uring VFS with O_DIRECT for main databases (`Options::direct_io`): page writes
+/// reach the device as overlapping ring batches, reads bypass the page cache.
+pub const DIRECT_VFS: &str = "io_uring_direct";
 
 /// Journal modes a file target can be measured in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, Serialize)]
@@ -151,17 +154,19 @@ impl Counter {
     }
 }
 
-/// Our two VFSes, registered at most once per process (SQLite keeps them forever).
+/// Our VFSes, registered at most once per process (SQLite keeps them forever).
 pub fn library_vfs(name: &'static str) -> &'static Result<sqlite_uring::Registration, String> {
     static IO_URING: OnceLock<Result<sqlite_uring::Registration, String>> = OnceLock::new();
     static ALL_RING: OnceLock<Result<sqlite_uring::Registration, String>> = OnceLock::new();
     static SYNC: OnceLock<Result<sqlite_uring::Registration, String>> = OnceLock::new();
+    static DIRECT: OnceLock<Result<sqlite_uring::Registration, String>> = OnceLock::new();
     use sqlite_uring::{Backend, Submission};
     let defaults = sqlite_uring::Options::default();
-    let (cell, backend, submission) = match name {
-        IO_URING_VFS => (&IO_URING, Backend::IoUring, None),
-        ALL_RING_VFS => (&ALL_RING, Backend::IoUring, Some(Submission::Ring)),
-        _ => (&SYNC, Backend::Syscall, None),
+    let (cell, backend, submission, direct_io) = match name {
+        IO_URING_VFS => (&IO_URING, Backend::IoUring, None, false),
+        ALL_RING_VFS => (&ALL_RING, Backend::IoUring, Some(Submission::Ring), false),
+        DIRECT_VFS => (&DIRECT, Backend::IoUring, None, true),
+        _ => (&SYNC, Backend::Syscall, None, false),
     };
     cell.get_or_init(|| {
         sqlite_uring::register(sqlite_uring::Options {
@@ -173,6 +178,7 @@ pub fn library_vfs(name: &'static str) -> &'static Result<sqlite_uring::Registra
             sync_mode: sqlite_uring::SyncMode::Fsync,
             read_submission: submission.unwrap_or(defaults.read_submission),
             write_submission: submission.unwrap_or(defaults.write_submission),
+            direct_io,
         })
         .map_err(|e| e.to_string())
     })
@@ -201,10 +207,11 @@ pub fn resolve(names: &[String]) -> Result<Vec<Target>> {
                 counter: Counter::None,
             },
             "unix" => counted_target(name, "unix")?,
-            "io_uring" | "io_uring_ring" | "sync" => {
+            "io_uring" | "io_uring_ring" | "io_uring_direct" | "sync" => {
                 let vfs = match name {
                     "io_uring" => IO_URING_VFS,
                     "io_uring_ring" => ALL_RING_VFS,
+                    "io_uring_direct" => DIRECT_VFS,
                     _ => SYNC_VFS,
                 };
                 match library_vfs(vfs) {
@@ -227,7 +234,7 @@ pub fn resolve(names: &[String]) -> Result<Vec<Target>> {
                     counted_target(other, other)?
                 } else {
                     bail!(
-                        "--targets: unknown target {other:?}; use memory, unix, io_uring, io_uring_ring, sync, \
+                        "--targets: unknown target {other:?}; use memory, unix, io_uring, io_uring_ring, io_uring_direct, sync, \
                          or the name of a registered VFS ({})",
                         counting_vfs::registered_vfs_names().join(", ")
                     )
