@@ -26,6 +26,7 @@ mod mmap;
 mod probe;
 mod shm;
 mod stats;
+pub mod trace;
 mod vfs;
 mod writeback;
 
