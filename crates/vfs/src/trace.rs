@@ -10,11 +10,11 @@
 //! So `RUST_LOG=sqlite_uring=trace` shows everything, `RUST_LOG=sqlite_uring::vfs=trace`
 //! only the calls SQLite makes.
 //!
-//! **Zero cost when off.** A hook first asks [`enabled`]: `log_enabled!`, whose first test
+//! **Zero cost when off.** A hook first asks `enabled`: `log_enabled!`, whose first test
 //! is `log::max_level()`, one relaxed atomic load, `Off` unless a logger raised it. Only
 //! when that passes does it ask the logger, read the clock, and format — in `#[cold]`
 //! functions, off the hot path. Each VFS call asks once. Without the `trace` feature
-//! [`enabled`] is a constant `false` and every hook compiles away.
+//! `enabled` is a constant `false` and every hook compiles away.
 //!
 //! Rust programs install any `log` logger they like (env_logger, …). The loadable
 //! extension is a cdylib with its own copy of `log`'s statics, so nobody else can install
