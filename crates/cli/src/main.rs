@@ -6,6 +6,7 @@ mod bench;
 mod counting_vfs;
 mod probe_cmd;
 mod report;
+mod trace_file;
 
 #[derive(Parser)]
 #[command(

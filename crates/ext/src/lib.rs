@@ -9,8 +9,13 @@
 //! sqlite> .open file:test.db?vfs=io_uring
 //! ```
 //!
-//! Environment: `SQLITE_URING_FALLBACK=syscall` lets the extension register with plain
-//! syscalls where io_uring is unavailable (it is refused otherwise).
+//! Environment, read at load:
+//! * `SQLITE_URING_FALLBACK=syscall` lets the extension register with plain syscalls where
+//!   io_uring is unavailable (it is refused otherwise);
+//! * `RUST_LOG=sqlite_uring=trace` traces every VFS call and ring submission (a cdylib
+//!   has its own copy of `log`'s statics, so the extension installs its own logger);
+//!   `SQLITE_URING_LOG=stderr|sqlite3_log|<file>` says where the records go (default
+//!   stderr; `sqlite3_log` reaches the host's `SQLITE_CONFIG_LOG` callback, if it set one).
 
 use std::ffi::{c_char, c_int, c_void};
 
@@ -57,6 +62,21 @@ unsafe fn init(
                 &format!(
                     "sqlite-uring: SQLITE_URING_FALLBACK={value} is not valid; use syscall or none"
                 ),
+            )
+        };
+        return SQLITE_ERROR;
+    }
+    let logging = std::panic::catch_unwind(|| {
+        // SAFETY: `api_routines` is the table SQLite handed us.
+        unsafe { sqlite_uring::trace::init_extension_logging(api_routines) }
+    });
+    if let Ok(Err(message)) = logging {
+        // SAFETY: forwarded caller contract.
+        unsafe {
+            report(
+                error_message,
+                api_routines,
+                &format!("sqlite-uring: {message}"),
             )
         };
         return SQLITE_ERROR;

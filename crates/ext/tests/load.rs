@@ -55,7 +55,10 @@ fn sqlite3(script: &str, env: &[(&str, &str)]) -> Output {
         .arg("-bail")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .stderr(Stdio::piped())
+        // Only what a test sets: an inherited RUST_LOG would add trace lines.
+        .env_remove("RUST_LOG")
+        .env_remove("SQLITE_URING_LOG");
     for (key, value) in env {
         command.env(key, value);
     }
@@ -170,6 +173,11 @@ fn unavailable_io_uring_refuses_to_load_unless_fallback_requested() {
         stderr.contains("io_uring is unavailable") && stderr.contains("Remedy"),
         "{stderr}"
     );
+    assert!(
+        stderr.contains("Docker's default seccomp profile blocks io_uring_setup")
+            && stderr.contains("--security-opt seccomp=unconfined"),
+        "EPERM names the usual cause in a container: {stderr}"
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let script = format!(
@@ -260,5 +268,111 @@ fn extension_links_no_sqlite() {
             "sqlite3_sqliteuring_default_init",
             "sqlite3_sqliteuring_init"
         ]
+    );
+}
+
+/// `RUST_LOG=sqlite_uring=trace` read at load: records of every VFS call on stderr by
+/// default, in a file or through the host's `sqlite3_log` callback with
+/// `SQLITE_URING_LOG`; nothing at all without RUST_LOG.
+#[test]
+fn rust_log_traces_vfs_calls_where_sqlite_uring_log_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = |name: &str, preamble: &str| {
+        format!(
+            "{preamble}.load {ext}\n.open file:{db}?vfs=io_uring\n\
+             CREATE TABLE t(x); INSERT INTO t VALUES(1); SELECT count(*) FROM t;\n",
+            ext = extension().display(),
+            db = dir.path().join(name).display()
+        )
+    };
+    let ok = |output: &Output| {
+        assert!(
+            output.status.success() && text(&output.stdout) == "1\n",
+            "{}\n{}",
+            text(&output.stdout),
+            text(&output.stderr)
+        );
+    };
+    let has_calls = |trace: &str, db: &str| {
+        let path = dir.path().join(db).display().to_string();
+        for call in ["xOpen", "xLock", "xWrite", "xSync", "xUnlock"] {
+            assert!(
+                trace
+                    .lines()
+                    .any(|l| l.contains(&format!("sqlite_uring::vfs: {call} "))
+                        && l.contains(&path)
+                        && l.contains(" rc=0 ")),
+                "no {call} record for {path}:\n{trace}"
+            );
+        }
+        assert!(trace.contains("sqlite_uring::io: batch engine="), "{trace}");
+    };
+
+    // Off unless RUST_LOG asks; SQLITE_URING_LOG alone does not turn it on.
+    let log_file = dir.path().join("trace.log");
+    let log_path = log_file.display().to_string();
+    let output = sqlite3(
+        &script("off.db", ""),
+        &[("SQLITE_URING_LOG", log_path.as_str())],
+    );
+    ok(&output);
+    assert!(!text(&output.stderr).contains("sqlite_uring"));
+    assert!(!log_file.exists());
+    let output = sqlite3(&script("info.db", ""), &[("RUST_LOG", "info")]);
+    ok(&output);
+    assert_eq!(text(&output.stderr), "");
+
+    // Default destination: stderr.
+    let output = sqlite3(
+        &script("stderr.db", ""),
+        &[("RUST_LOG", "sqlite_uring=trace")],
+    );
+    ok(&output);
+    has_calls(&text(&output.stderr), "stderr.db");
+
+    // A file, appended to; stderr stays clean.
+    let output = sqlite3(
+        &script("file.db", ""),
+        &[
+            ("RUST_LOG", "sqlite_uring=trace"),
+            ("SQLITE_URING_LOG", log_path.as_str()),
+        ],
+    );
+    ok(&output);
+    assert!(!text(&output.stderr).contains("sqlite_uring"));
+    has_calls(&std::fs::read_to_string(&log_file).unwrap(), "file.db");
+
+    // sqlite3_log: the shell's `.log stderr` callback prints "(27) message" (SQLITE_NOTICE).
+    let output = sqlite3(
+        &script("sqlite3_log.db", ".log stderr\n"),
+        &[
+            ("RUST_LOG", "sqlite_uring::vfs=trace"),
+            ("SQLITE_URING_LOG", "sqlite3_log"),
+        ],
+    );
+    ok(&output);
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("(27) sqlite_uring::vfs: xWrite "),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("sqlite_uring::io"),
+        "filtered out: {stderr}"
+    );
+
+    // A destination that cannot be opened fails the load, naming the variable.
+    let output = sqlite3(
+        &script("bad.db", ""),
+        &[
+            ("RUST_LOG", "sqlite_uring=trace"),
+            ("SQLITE_URING_LOG", "/nonexistent/dir/trace.log"),
+        ],
+    );
+    let stderr = text(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("SQLITE_URING_LOG=/nonexistent/dir/trace.log"),
+        "{stderr}"
     );
 }

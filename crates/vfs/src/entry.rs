@@ -1,7 +1,8 @@
 //! Every `extern "C"` function SQLite calls: the `sqlite3_vfs` and `sqlite3_io_methods`
 //! callbacks. Each converts its C arguments, calls safe code in `file.rs`/`vfs.rs`, and
 //! returns through [`guard`], the one place where a `Result` becomes a SQLite code and
-//! where panics stop (no panic may unwind into C).
+//! where panics stop (no panic may unwind into C). Every call is also where a trace record
+//! is written when `sqlite_uring::vfs` tracing is on (`trace.rs`; one atomic load when off).
 
 use std::ffi::{c_char, c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -9,6 +10,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use crate::error::Failure;
 use crate::ffi::*;
 use crate::file::{Control, File};
+use crate::trace::{self, Call};
 use crate::vfs::VfsState;
 
 /// What SQLite allocates for each open file (`szOsFile`): the base struct SQLite reads,
@@ -54,19 +56,22 @@ unsafe fn file_of<'a>(raw: *mut sqlite3_file) -> &'a mut File {
 }
 
 /// Runs a file method; a failure's errno is remembered for SQLITE_FCNTL_LAST_ERRNO and
-/// real I/O errors are written to SQLite's log, as os_unix.c's unixLogError does.
+/// real I/O errors are written to SQLite's log, as os_unix.c's unixLogError does. With
+/// tracing on, the call is recorded with its result and duration.
 ///
 /// # Safety
-/// As [`file_of`].
+/// As [`file_of`]; out-pointers in `call` must be the ones SQLite passed to this call.
 unsafe fn with_file(
     raw: *mut sqlite3_file,
-    what: &str,
+    call: Call,
     body: impl FnOnce(&mut File) -> Result<c_int, Failure>,
 ) -> c_int {
     // SAFETY: forwarded caller contract.
     let file = unsafe { file_of(raw) };
     let vfs = file.vfs;
-    guard(Some(vfs), what, || {
+    let what = call.name();
+    let started = trace::start(trace::TARGET_VFS);
+    let code = guard(Some(vfs), what, || {
         let result = body(file);
         if let Err(failure) = result {
             if failure.errno() != 0 {
@@ -92,7 +97,12 @@ unsafe fn with_file(
             }
         }
         result
-    })
+    });
+    if let Some(started) = started {
+        // SAFETY: `call` holds this callback's own arguments (caller contract).
+        unsafe { trace::file_call(started, call, code, file) };
+    }
+    code
 }
 
 // ─── sqlite3_io_methods ────────────────────────────────────────────────────────────────
@@ -141,10 +151,16 @@ unsafe extern "C" fn x_close(raw: *mut sqlite3_file) -> c_int {
             return SQLITE_OK;
         }
         let vfs = (*file).vfs;
-        guard(Some(vfs), "xClose", || {
+        let started = trace::start(trace::TARGET_VFS);
+        let subject = started.map(|_| trace::describe_file(&*file));
+        let code = guard(Some(vfs), "xClose", || {
             drop(Box::from_raw(file));
             Ok(SQLITE_OK)
-        })
+        });
+        if let (Some(started), Some(subject)) = (started, subject) {
+            trace::call(started, Call::Close, code, &subject);
+        }
+        code
     }
 }
 
@@ -156,10 +172,17 @@ unsafe extern "C" fn x_read(
 ) -> c_int {
     // SAFETY: SQLite passes a live file and a writable buffer of `amount` bytes.
     unsafe {
-        with_file(raw, "xRead", |file| {
-            let buf = std::slice::from_raw_parts_mut(buf as *mut u8, amount as usize);
-            file.read(buf, offset).map(|()| SQLITE_OK)
-        })
+        with_file(
+            raw,
+            Call::Read {
+                offset,
+                len: amount,
+            },
+            |file| {
+                let buf = std::slice::from_raw_parts_mut(buf as *mut u8, amount as usize);
+                file.read(buf, offset).map(|()| SQLITE_OK)
+            },
+        )
     }
 }
 
@@ -171,17 +194,24 @@ unsafe extern "C" fn x_write(
 ) -> c_int {
     // SAFETY: SQLite passes a live file and a readable buffer of `amount` bytes.
     unsafe {
-        with_file(raw, "xWrite", |file| {
-            let buf = std::slice::from_raw_parts(buf as *const u8, amount as usize);
-            file.write(buf, offset).map(|()| SQLITE_OK)
-        })
+        with_file(
+            raw,
+            Call::Write {
+                offset,
+                len: amount,
+            },
+            |file| {
+                let buf = std::slice::from_raw_parts(buf as *const u8, amount as usize);
+                file.write(buf, offset).map(|()| SQLITE_OK)
+            },
+        )
     }
 }
 
 unsafe extern "C" fn x_truncate(raw: *mut sqlite3_file, size: i64) -> c_int {
     // SAFETY: SQLite passes a live file.
     unsafe {
-        with_file(raw, "xTruncate", |file| {
+        with_file(raw, Call::Truncate { size }, |file| {
             file.truncate(size).map(|()| SQLITE_OK)
         })
     }
@@ -189,13 +219,17 @@ unsafe extern "C" fn x_truncate(raw: *mut sqlite3_file, size: i64) -> c_int {
 
 unsafe extern "C" fn x_sync(raw: *mut sqlite3_file, flags: c_int) -> c_int {
     // SAFETY: SQLite passes a live file.
-    unsafe { with_file(raw, "xSync", |file| file.sync(flags).map(|()| SQLITE_OK)) }
+    unsafe {
+        with_file(raw, Call::Sync { flags }, |file| {
+            file.sync(flags).map(|()| SQLITE_OK)
+        })
+    }
 }
 
 unsafe extern "C" fn x_file_size(raw: *mut sqlite3_file, size: *mut i64) -> c_int {
     // SAFETY: SQLite passes a live file and a writable i64.
     unsafe {
-        with_file(raw, "xFileSize", |file| {
+        with_file(raw, Call::FileSize { out: size }, |file| {
             *size = file.file_size()?;
             Ok(SQLITE_OK)
         })
@@ -204,13 +238,17 @@ unsafe extern "C" fn x_file_size(raw: *mut sqlite3_file, size: *mut i64) -> c_in
 
 unsafe extern "C" fn x_lock(raw: *mut sqlite3_file, level: c_int) -> c_int {
     // SAFETY: SQLite passes a live file.
-    unsafe { with_file(raw, "xLock", |file| file.lock(level).map(|()| SQLITE_OK)) }
+    unsafe {
+        with_file(raw, Call::Lock { level }, |file| {
+            file.lock(level).map(|()| SQLITE_OK)
+        })
+    }
 }
 
 unsafe extern "C" fn x_unlock(raw: *mut sqlite3_file, level: c_int) -> c_int {
     // SAFETY: SQLite passes a live file.
     unsafe {
-        with_file(raw, "xUnlock", |file| {
+        with_file(raw, Call::Unlock { level }, |file| {
             file.unlock(level).map(|()| SQLITE_OK)
         })
     }
@@ -219,7 +257,7 @@ unsafe extern "C" fn x_unlock(raw: *mut sqlite3_file, level: c_int) -> c_int {
 unsafe extern "C" fn x_check_reserved_lock(raw: *mut sqlite3_file, out: *mut c_int) -> c_int {
     // SAFETY: SQLite passes a live file and a writable int.
     unsafe {
-        with_file(raw, "xCheckReservedLock", |file| {
+        with_file(raw, Call::CheckReservedLock { out }, |file| {
             *out = file.check_reserved_lock()? as c_int;
             Ok(SQLITE_OK)
         })
@@ -229,7 +267,7 @@ unsafe extern "C" fn x_check_reserved_lock(raw: *mut sqlite3_file, out: *mut c_i
 unsafe extern "C" fn x_file_control(raw: *mut sqlite3_file, op: c_int, arg: *mut c_void) -> c_int {
     // SAFETY: SQLite passes a live file and the argument type documented for `op`.
     unsafe {
-        with_file(raw, "xFileControl", |file| {
+        with_file(raw, Call::FileControl { op }, |file| {
             Ok(match file.file_control(op, arg)? {
                 Control::Handled => SQLITE_OK,
                 Control::NotFound => SQLITE_NOTFOUND,
@@ -258,7 +296,12 @@ unsafe extern "C" fn x_shm_map(
     // SAFETY: SQLite passes a live file and a writable pointer slot.
     unsafe {
         *out = std::ptr::null_mut();
-        with_file(raw, "xShmMap", |file| {
+        let call = Call::ShmMap {
+            region,
+            size: region_size,
+            extend,
+        };
+        with_file(raw, call, |file| {
             let (pointer, readonly) =
                 file.shm_map(region as usize, region_size as usize, extend != 0)?;
             *out = pointer.cast();
@@ -275,7 +318,12 @@ unsafe extern "C" fn x_shm_lock(
 ) -> c_int {
     // SAFETY: SQLite passes a live file.
     unsafe {
-        with_file(raw, "xShmLock", |file| {
+        let call = Call::ShmLock {
+            offset,
+            count,
+            flags,
+        };
+        with_file(raw, call, |file| {
             file.shm_lock(offset, count, flags).map(|()| SQLITE_OK)
         })
     }
@@ -284,7 +332,7 @@ unsafe extern "C" fn x_shm_lock(
 unsafe extern "C" fn x_shm_barrier(raw: *mut sqlite3_file) {
     // SAFETY: SQLite passes a live file.
     unsafe {
-        with_file(raw, "xShmBarrier", |file| {
+        with_file(raw, Call::ShmBarrier, |file| {
             file.shm_barrier();
             Ok(SQLITE_OK)
         });
@@ -294,7 +342,7 @@ unsafe extern "C" fn x_shm_barrier(raw: *mut sqlite3_file) {
 unsafe extern "C" fn x_shm_unmap(raw: *mut sqlite3_file, delete: c_int) -> c_int {
     // SAFETY: SQLite passes a live file.
     unsafe {
-        with_file(raw, "xShmUnmap", |file| {
+        with_file(raw, Call::ShmUnmap { delete }, |file| {
             file.shm_unmap(delete != 0);
             Ok(SQLITE_OK)
         })
@@ -310,17 +358,26 @@ unsafe extern "C" fn x_fetch(
     // SAFETY: SQLite passes a live file and a writable pointer slot.
     unsafe {
         *out = std::ptr::null_mut();
-        with_file(raw, "xFetch", |file| {
+        let call = Call::Fetch {
+            offset,
+            len: amount,
+            out: out as *const *mut c_void,
+        };
+        with_file(raw, call, |file| {
             *out = file.fetch(offset, amount)?.cast();
             Ok(SQLITE_OK)
         })
     }
 }
 
-unsafe extern "C" fn x_unfetch(raw: *mut sqlite3_file, _offset: i64, page: *mut c_void) -> c_int {
+unsafe extern "C" fn x_unfetch(raw: *mut sqlite3_file, offset: i64, page: *mut c_void) -> c_int {
     // SAFETY: SQLite passes a live file.
     unsafe {
-        with_file(raw, "xUnfetch", |file| {
+        let call = Call::Unfetch {
+            offset,
+            page: page as *const c_void,
+        };
+        with_file(raw, call, |file| {
             file.unfetch(page.cast());
             Ok(SQLITE_OK)
         })
@@ -349,7 +406,8 @@ pub(crate) unsafe extern "C" fn x_open(
         let raw = raw as *mut RawFile;
         (*raw).base.methods = std::ptr::null();
         (*raw).file = std::ptr::null_mut();
-        guard(Some(state), "xOpen", || {
+        let started = trace::start(trace::TARGET_VFS);
+        let code = guard(Some(state), "xOpen", || {
             let (file, flags_out) = File::open(state, name, flags)?;
             let methods = if file_uses_nolock(name, state) {
                 &NOLOCK_IO_METHODS
@@ -362,7 +420,19 @@ pub(crate) unsafe extern "C" fn x_open(
                 *out_flags = flags_out;
             }
             Ok(SQLITE_OK)
-        })
+        });
+        if let Some(started) = started {
+            let call = Call::Open { flags };
+            match (*raw).file.as_ref() {
+                Some(file) => trace::file_call(started, call, code, file),
+                None if name.is_null() => trace::call(started, call, code, "file=<temp>"),
+                None => {
+                    let path = std::ffi::CStr::from_ptr(name).to_string_lossy();
+                    trace::call(started, call, code, &format!("file={path:?}"));
+                }
+            }
+        }
+        code
     }
 }
 
@@ -388,9 +458,19 @@ pub(crate) unsafe extern "C" fn x_delete(
         let path = std::ffi::CStr::from_ptr(name)
             .to_string_lossy()
             .into_owned();
-        guard(Some(state), "xDelete", || {
+        let started = trace::start(trace::TARGET_VFS);
+        let code = guard(Some(state), "xDelete", || {
             state.delete(&path, sync_dir & 1 != 0).map(|()| SQLITE_OK)
-        })
+        });
+        if let Some(started) = started {
+            trace::call(
+                started,
+                Call::Delete { sync_dir },
+                code,
+                &format!("file={path:?}"),
+            );
+        }
+        code
     }
 }
 

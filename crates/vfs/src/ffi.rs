@@ -101,6 +101,7 @@ pub const SQLITE_NOTFOUND: c_int = 12;
 pub const SQLITE_FULL: c_int = 13;
 pub const SQLITE_CANTOPEN: c_int = 14;
 pub const SQLITE_MISUSE: c_int = 21;
+pub const SQLITE_NOTICE: c_int = 27;
 pub const SQLITE_WARNING: c_int = 28;
 pub const SQLITE_OK_LOAD_PERMANENTLY: c_int = SQLITE_OK | (1 << 8);
 
@@ -151,6 +152,8 @@ pub const SQLITE_LOCK_PENDING: c_int = 3;
 pub const SQLITE_LOCK_EXCLUSIVE: c_int = 4;
 
 // xSync flags.
+pub const SQLITE_SYNC_NORMAL: c_int = 0x02;
+pub const SQLITE_SYNC_FULL: c_int = 0x03;
 pub const SQLITE_SYNC_DATAONLY: c_int = 0x10;
 
 // xAccess flags.

@@ -249,6 +249,11 @@ impl File {
         self.engine.name()
     }
 
+    /// The file's unique id and current descriptor, for trace records.
+    pub(crate) fn trace_ids(&self) -> (u64, RawFd) {
+        (self.id, self.fd)
+    }
+
     /// Reads this file's options from the URI parameters of `name`.
     ///
     /// # Safety

@@ -12,6 +12,9 @@
 //! After registration, open a database with the VFS name (default `io_uring`):
 //! `Connection::open_with_flags_and_vfs(path, flags, "io_uring")`.
 //!
+//! Every VFS call, engine batch and ring submission can be traced through the `log`
+//! facade (`RUST_LOG=sqlite_uring=trace` with any logger; feature `trace`): see [`trace`].
+//!
 //! The module map and invariants are in `docs/ARCHITECTURE.md`.
 
 mod api;
@@ -27,6 +30,7 @@ mod mmap;
 mod probe;
 mod shm;
 mod stats;
+pub mod trace;
 mod vfs;
 mod writeback;
 

@@ -161,6 +161,14 @@ fn io_uring_unavailable_is_explained_and_fallback_is_opt_in() {
             message.contains(&errno) && message.contains("Remedy"),
             "{message}"
         );
+        if errno == "EPERM" {
+            // The usual cause in a container, and its remedy, are named.
+            assert!(
+                message.contains("Docker's default seccomp profile blocks io_uring_setup")
+                    && message.contains("--security-opt seccomp=unconfined"),
+                "{message}"
+            );
+        }
         let registration = sqlite_uring::register(sqlite_uring::Options {
             vfs_name: "io_uring_fallback".into(),
             fallback_to_syscall: true,

@@ -262,8 +262,13 @@ impl Submitter<'_> {
     /// # Safety
     /// As [`Engine::perform`].
     pub(crate) unsafe fn perform(&mut self, ops: &[Op], results: &mut [i32]) -> Result<(), i32> {
+        let started = crate::trace::start(crate::trace::TARGET_IO);
         // SAFETY: forwarded caller contract.
-        let entries = unsafe { self.engine.perform(ops, results) }?;
+        let outcome = unsafe { self.engine.perform(ops, results) };
+        if let Some(started) = started {
+            crate::trace::io_batch(started, self.engine.name(), ops, results, outcome);
+        }
+        let entries = outcome?;
         let mut delta = IoStats {
             ops: ops.len() as u64,
             kernel_entries: entries,

@@ -380,6 +380,9 @@ impl Ring {
                 in_flight -= 1;
             }
         }
+        if crate::trace::enabled(crate::trace::TARGET_RING) {
+            crate::trace::ring_submission(ops, &linked, kernel_entries, self.has_ftruncate);
+        }
         Ok(kernel_entries)
     }
 }
@@ -404,12 +407,13 @@ fn explain_setup_failure(errno: i32) -> String {
             let sysctl = match io_uring_disabled_sysctl().as_deref() {
                 Some("2") => "kernel.io_uring_disabled=2 forbids io_uring for every process".to_string(),
                 Some("1") => "kernel.io_uring_disabled=1 allows io_uring only to members of kernel.io_uring_group".to_string(),
-                Some(value) => format!("kernel.io_uring_disabled={value}, so a seccomp profile (Docker's default blocks io_uring) or an LSM is the likely cause"),
-                None => "a seccomp profile (Docker's default blocks io_uring) or an LSM is the likely cause".to_string(),
+                Some(value) => crate::probe::eperm_cause(&format!("kernel.io_uring_disabled={value}")),
+                None => crate::probe::eperm_cause("kernel.io_uring_disabled is absent"),
             };
             format!(
                 "io_uring_setup was refused with {}: {sysctl}. Remedy: `sysctl kernel.io_uring_disabled=0`, \
-                 a seccomp profile that allows io_uring_setup/io_uring_enter/io_uring_register, {FALLBACK_HINT}.",
+                 a seccomp profile that allows io_uring_setup/io_uring_enter/io_uring_register \
+                 (Docker: `--security-opt seccomp=unconfined`), {FALLBACK_HINT}.",
                 if errno == libc::EPERM { "EPERM" } else { "EACCES" }
             )
         }

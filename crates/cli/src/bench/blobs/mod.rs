@@ -129,6 +129,13 @@ pub struct BlobsArgs {
     #[arg(long, value_name = "FILE")]
     pub chart: Option<PathBuf>,
 
+    /// Write the VFS's trace of this run to FILE: every call SQLite makes to the io_uring
+    /// and sync targets (file, offset, length, result, duration), every engine batch and
+    /// ring submission, with a mark at each phase. Traced phases do fewer operations in
+    /// --max-seconds; use a small --ops to explain one number.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+
     /// Measure with a debug build anyway (its timings are meaningless).
     #[arg(long)]
     pub allow_debug: bool,
@@ -390,6 +397,7 @@ fn run_storage_case(
     bar.set_length(case.ops);
     bar.set_position(0);
     bar.set_prefix(format!("{} write", case.label()));
+    crate::trace_file::mark(format_args!("blobs {} · write phase", case.label()));
     take_stats();
     let (write, checksums) = runner::write_phase(
         store.as_mut(),
@@ -412,6 +420,7 @@ fn run_storage_case(
             "read-random"
         };
         bar.set_prefix(format!("{} {phase_name}", case.label()));
+        crate::trace_file::mark(format_args!("blobs {} · {phase_name} phase", case.label()));
         bar.set_length(checksums.len().min(case.ops as usize) as u64);
         bar.set_position(0);
         let read = runner::read_phase(
@@ -477,6 +486,7 @@ pub fn run(args: BlobsArgs) -> anyhow::Result<()> {
     );
 
     guard::install_signal_handlers()?;
+    let trace = crate::trace_file::start(args.trace.as_deref())?;
     let run_dir = args
         .dir
         .join(format!("sqlite-uring-blobs-{}", std::process::id()));
@@ -547,6 +557,11 @@ pub fn run(args: BlobsArgs) -> anyhow::Result<()> {
     }
     bar.finish_and_clear();
     overall.finish_and_clear();
+    if let Some(trace) = trace {
+        let path = trace.path().to_path_buf();
+        trace.finish()?;
+        println!("trace written to {}", path.display());
+    }
     // A signal after the last operation still means the user wanted out.
     guard::check_interrupted()?;
 

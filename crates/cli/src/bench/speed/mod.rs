@@ -100,6 +100,14 @@ pub struct SpeedArgs {
     #[arg(long, value_name = "FILE.svg")]
     pub chart: Option<PathBuf>,
 
+    /// Write the VFS's trace of this run to FILE: every call SQLite makes to this
+    /// project's VFS (targets io_uring, io_uring_ring, sync: file, offset, length, result,
+    /// duration), every engine batch and ring submission, with marks for each test,
+    /// target and run. Traced runs are slower; use
+    /// with --tests, --runs 1 --warmup 0 to explain one number.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+
     /// Run even in a debug build (timings are then meaningless; for testing the tool).
     #[arg(long)]
     pub allow_debug: bool,
@@ -150,6 +158,9 @@ pub fn run(args: SpeedArgs) -> Result<()> {
         if let Some(path) = path {
             check_output(flag, path)?;
         }
+    }
+    if let Some(path) = &args.trace {
+        check_output("--trace", path)?;
     }
     if args.journal.is_empty() {
         bail!("--journal is empty; name at least one journal mode, e.g. --journal delete,wal");
@@ -214,6 +225,13 @@ pub fn run(args: SpeedArgs) -> Result<()> {
         }
     }
     let mut cautions: Vec<String> = debug_warning.into_iter().collect();
+    if let Some(path) = &args.trace {
+        cautions.push(format!(
+            "NOTE: --trace {}: every call to this project's VFS is written there, so its \
+             targets run slower than untraced ones (unix and memory are not traced)",
+            path.display()
+        ));
+    }
     if matches!(env.filesystem.as_str(), "tmpfs" | "ramfs") {
         cautions.push(format!(
             "WARNING: --dir is on {}: fsync costs nothing there, so these numbers say nothing \
@@ -237,6 +255,7 @@ pub fn run(args: SpeedArgs) -> Result<()> {
             .expect("the template is valid"),
     );
 
+    let trace = crate::trace_file::start(args.trace.as_deref())?;
     let mut results = Vec::new();
     for &number in &tests {
         let plan = TestPlan::new(number, sizes, mode);
@@ -252,6 +271,12 @@ pub fn run(args: SpeedArgs) -> Result<()> {
                     journal: combo.journal.unwrap_or(JournalMode::Delete),
                     synchronous: args.synchronous,
                 };
+                crate::trace_file::mark(format_args!(
+                    "speed test {number} ({}) · {phase} {} · {}",
+                    workload::test_name(number),
+                    round + 1,
+                    combo.label()
+                ));
                 let outcome =
                     runner::run_once(&combo.target, settings, &database_path, &plan, mode)?;
                 if round >= args.warmup {
@@ -272,6 +297,12 @@ pub fn run(args: SpeedArgs) -> Result<()> {
         results.push(result);
     }
     progress.finish_and_clear();
+    if let Some(trace) = trace {
+        let path = trace.path().to_path_buf();
+        trace.finish()?;
+        println!("Trace written to {}", path.display());
+        println!();
+    }
 
     let remedies = output::warning_remedies(&results);
     if !remedies.is_empty() {

@@ -88,6 +88,7 @@ pub fn run_once(
     connection.flush_prepared_statement_cache();
 
     let mut checksum = Checksum::default();
+    crate::trace_file::mark(format_args!("body of test {} starts", plan.number));
     target.counter.reset();
     let cpu_before_s = process_cpu_s();
     let started = Instant::now();
@@ -98,6 +99,10 @@ pub fn run_once(
     let elapsed_s = started.elapsed().as_secs_f64();
     let cpu_s = process_cpu_s() - cpu_before_s;
     let io = target.counter.read();
+    crate::trace_file::mark(format_args!(
+        "body of test {} ends: {elapsed_s:.6} s",
+        plan.number
+    ));
     body.with_context(|| format!("test {} on {}", plan.number, target.label))?;
 
     fold_state(connection, &mut checksum)
