@@ -29,7 +29,8 @@ pub struct SpeedArgs {
     /// Targets to compare, comma-separated: memory (`:memory:`, the CPU floor), unix
     /// (SQLite's own VFS), io_uring (ours), sync (our VFS on plain syscalls), io_uring_ring
     /// (reads and writes through the ring too), io_uring_direct (O_DIRECT main database),
-    /// or the name of any registered VFS.
+    /// or the name of any registered VFS. Our targets take URI parameters:
+    /// `io_uring?uring_sync_plan=separate&uring_write_behind=off`.
     #[arg(
         long,
         value_delimiter = ',',

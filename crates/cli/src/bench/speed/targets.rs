@@ -91,6 +91,8 @@ pub struct Target {
     pub label: String,
     /// VFS to open the database with; `None` for `:memory:`.
     pub vfs: Option<String>,
+    /// `uring_*` URI parameters the database is opened with (`io_uring?uring_direct=on`).
+    pub uri_parameters: Option<String>,
     pub counter: Counter,
 }
 
@@ -200,10 +202,17 @@ pub fn resolve(names: &[String]) -> Result<Vec<Target>> {
         if targets.iter().any(|t| t.label == name) {
             bail!("--targets names {name} twice; list each target once");
         }
-        let target = match name {
+        let (base, uri_parameters) = match name.split_once('?') {
+            Some((base, parameters)) => {
+                (base, Some(checked_uri_parameters(name, base, parameters)?))
+            }
+            None => (name, None),
+        };
+        let target = match base {
             "memory" => Target {
                 label: name.into(),
                 vfs: None,
+                uri_parameters: None,
                 counter: Counter::None,
             },
             "unix" => counted_target(name, "unix")?,
@@ -218,6 +227,7 @@ pub fn resolve(names: &[String]) -> Result<Vec<Target>> {
                     Ok(_) => Target {
                         label: name.into(),
                         vfs: Some(vfs.into()),
+                        uri_parameters: uri_parameters.clone(),
                         counter: Counter::Library(vfs),
                     },
                     Err(why) => bail!(
@@ -249,12 +259,56 @@ pub fn resolve(names: &[String]) -> Result<Vec<Target>> {
     Ok(targets)
 }
 
+/// The `uring_*` parameters of a `--targets` entry such as
+/// `io_uring?uring_sync_plan=separate&uring_direct=on`: only for this project's VFS
+/// targets, every one `uring_KEY=VALUE` (the VFS itself rejects unknown keys and values
+/// at open, with a message naming them).
+fn checked_uri_parameters(name: &str, base: &str, parameters: &str) -> Result<String> {
+    if !matches!(
+        base,
+        "io_uring" | "io_uring_ring" | "io_uring_direct" | "sync"
+    ) {
+        bail!(
+            "--targets {name}: URI parameters are for this project's VFS targets \
+             (io_uring, io_uring_ring, io_uring_direct, sync), not {base}"
+        );
+    }
+    for pair in parameters.split('&') {
+        let valid = pair.split_once('=').is_some_and(|(key, value)| {
+            key.starts_with("uring_")
+                && !value.is_empty()
+                && value.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        });
+        if !valid {
+            bail!(
+                "--targets {name}: {pair:?} is not a uring_KEY=VALUE parameter; \
+                 e.g. io_uring?uring_sync_plan=separate (README lists the parameters)"
+            );
+        }
+    }
+    Ok(parameters.to_string())
+}
+
+/// `path` as a SQLite URI filename with `parameters` (uri.html: `%`, `?` and `#` in the
+/// path must be escaped).
+fn uri_filename(path: &Path, parameters: &str) -> String {
+    let mut escaped = String::new();
+    for c in path.to_string_lossy().chars() {
+        match c {
+            '%' | '?' | '#' => escaped.push_str(&format!("%{:02X}", c as u32)),
+            c => escaped.push(c),
+        }
+    }
+    format!("file:{escaped}?{parameters}")
+}
+
 fn counted_target(label: &str, parent: &str) -> Result<Target> {
     let wrapper =
         counting_vfs::register(&format!("{parent}_counted"), parent, Behaviour::Faithful)?;
     Ok(Target {
         label: label.into(),
         vfs: Some(wrapper.name().to_string()),
+        uri_parameters: None,
         counter: Counter::Wrapper(wrapper),
     })
 }
@@ -312,14 +366,21 @@ pub fn open(target: &Target, path: &Path, settings: Settings) -> Result<Database
             let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
                 | OpenFlags::SQLITE_OPEN_CREATE
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-            let connection = Connection::open_with_flags_and_vfs(path, flags, vfs.as_str())
-                .with_context(|| {
-                    format!(
-                        "cannot open {} with VFS {vfs} (target {})",
-                        path.display(),
-                        target.label
-                    )
-                })?;
+            let opened = match &target.uri_parameters {
+                None => Connection::open_with_flags_and_vfs(path, flags, vfs.as_str()),
+                Some(parameters) => Connection::open_with_flags_and_vfs(
+                    uri_filename(path, parameters),
+                    flags | OpenFlags::SQLITE_OPEN_URI,
+                    vfs.as_str(),
+                ),
+            };
+            let connection = opened.with_context(|| {
+                format!(
+                    "cannot open {} with VFS {vfs} (target {})",
+                    path.display(),
+                    target.label
+                )
+            })?;
             Database {
                 connection: Some(connection),
                 path: Some(path.to_path_buf()),
@@ -452,6 +513,7 @@ mod tests {
         let target = Target {
             label: "broken".into(),
             vfs: Some(broken.name().to_string()),
+            uri_parameters: None,
             counter: Counter::Wrapper(broken),
         };
         let dir = tempfile::tempdir().unwrap();
@@ -478,5 +540,48 @@ mod tests {
         // Any registered VFS works by name, counted through a wrapper.
         let other = resolve(&["unix-none".into()]).unwrap();
         assert_eq!(other[0].vfs.as_deref(), Some("unix-none_counted"));
+    }
+
+    #[test]
+    fn uri_parameters_reach_the_vfs_and_bad_ones_name_the_flag() {
+        let _counters = counters_lock();
+        let dir = tempfile::tempdir().unwrap();
+        let targets =
+            resolve(&["io_uring?uring_sync_plan=separate&uring_direct=on".into()]).unwrap();
+        let db = open(&targets[0], &dir.path().join("p?#%.db"), settings()).unwrap();
+        let stats: String = db
+            .connection()
+            .query_row("PRAGMA io_uring_stats", [], |row| row.get(0))
+            .unwrap();
+        assert!(
+            !stats.contains("\"direct_align_bytes\":null"),
+            "uring_direct=on ignored: {stats}"
+        );
+        assert!(
+            dir.path().join("p?#%.db").exists(),
+            "the escaped path names the file"
+        );
+        drop(db);
+        for (bad, wanted) in [
+            ("unix?uring_direct=on", "not unix"),
+            ("io_uring?direct=on", "not a uring_KEY=VALUE"),
+            ("io_uring?uring_direct=", "not a uring_KEY=VALUE"),
+            ("io_uring?uring_direct=on&x", "not a uring_KEY=VALUE"),
+        ] {
+            let message = resolve(&[bad.into()]).err().unwrap().to_string();
+            assert!(
+                message.contains("--targets") && message.contains(wanted),
+                "{bad}: {message}"
+            );
+        }
+        // A key the VFS does not know fails at open, naming it.
+        let targets = resolve(&["io_uring?uring_nonsense=1".into()]).unwrap();
+        let message = format!(
+            "{:#}",
+            open(&targets[0], &dir.path().join("n.db"), settings())
+                .err()
+                .unwrap()
+        );
+        assert!(message.contains("io_uring?uring_nonsense=1"), "{message}");
     }
 }
