@@ -8,11 +8,13 @@
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::os::fd::RawFd;
 
-use crate::config::SyncMode;
+use crate::config::{Submission, SyncMode};
 use crate::direct::DirectFile;
 use crate::error::Failure;
 use crate::ffi::*;
-use crate::io::{EngineKind, FlushFailure, Submitter, SyncPlan, SyncRequest, WriteFailure};
+use crate::io::{
+    EngineKind, FlushFailure, Routing, Submitter, SyncPlan, SyncRequest, WriteFailure,
+};
 use crate::lock::DbLock;
 use crate::mmap::MemoryMap;
 use crate::shm::Shm;
@@ -31,10 +33,11 @@ const PRIVATE_FILE_MODE: libc::mode_t = 0o600;
 const MINIMUM_FILE_DESCRIPTOR: RawFd = 3;
 
 /// The URI parameters this VFS owns; any other `uring_*` key is rejected at open.
-pub(crate) const URI_PARAMETERS: [&str; 8] = [
+pub(crate) const URI_PARAMETERS: [&str; 9] = [
     "uring_direct",
     "uring_reads",
     "uring_writes",
+    "uring_syncs",
     "uring_backend",
     "uring_fallback",
     "uring_sync",
@@ -309,29 +312,35 @@ impl File {
             Some("off") => false,
             Some(other) => return Err(format!("uring_direct={other} is not valid; use on or off")),
         };
-        if let (true, EngineKind::IoUring(routing)) = (direct, &mut engine) {
-            // O_DIRECT writes run inline on the ring and a batch of them overlaps on the
-            // device: the one case where ring writes win (docs/BENCH_IO.md).
-            routing.syscall_writes = false;
-        }
-        for (key, reads) in [(c"uring_reads", true), (c"uring_writes", false)] {
-            let Some(text) = param(key) else { continue };
-            let submission = crate::config::Submission::parse(&text).ok_or_else(|| {
+        let submission = |key: &CStr| -> Result<Option<Submission>, String> {
+            let Some(text) = param(key) else {
+                return Ok(None);
+            };
+            Submission::parse(&text).map(Some).ok_or_else(|| {
                 format!(
                     "{}={text} is not valid; use ring or syscall",
                     key.to_string_lossy()
                 )
-            })?;
-            if let EngineKind::IoUring(routing) = &mut engine {
-                let by_syscall = submission == crate::config::Submission::Syscall;
-                if reads {
-                    routing.syscall_reads = by_syscall;
-                } else {
-                    routing.syscall_writes = by_syscall;
-                }
-                // Asking for everything on the ring means every op, lone ones included.
-                routing.lone_op_by_syscall = routing.syscall_reads || routing.syscall_writes;
-            }
+            })
+        };
+        let (reads, writes, syncs) = (
+            submission(c"uring_reads")?,
+            submission(c"uring_writes")?,
+            submission(c"uring_syncs")?,
+        );
+        if let EngineKind::IoUring(routing) = &mut engine {
+            // O_DIRECT writes run inline on the ring and a batch of them overlaps on the
+            // device: the one case where ring writes win (docs/BENCH_IO.md).
+            let default_writes = if direct {
+                Submission::Ring
+            } else {
+                routing.writes()
+            };
+            *routing = Routing::new(
+                reads.unwrap_or(routing.reads()),
+                writes.unwrap_or(default_writes),
+                syncs.unwrap_or(routing.syncs()),
+            );
         }
         let write_behind = match param(c"uring_write_behind").as_deref() {
             None | Some("on") => true,

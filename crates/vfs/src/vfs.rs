@@ -30,6 +30,7 @@ pub(crate) struct VfsState {
     backend: Backend,
     read_submission: Submission,
     write_submission: Submission,
+    sync_submission: Submission,
     fallback_reason: Option<String>,
     c_name: CString,
 }
@@ -43,12 +44,11 @@ unsafe impl Sync for VfsState {}
 impl VfsState {
     /// What io_uring files of this VFS send through the ring unless the URI says otherwise.
     pub(crate) fn routing_default(&self) -> Routing {
-        Routing {
-            syscall_reads: self.read_submission == Submission::Syscall,
-            syscall_writes: self.write_submission == Submission::Syscall,
-            lone_op_by_syscall: self.read_submission == Submission::Syscall
-                || self.write_submission == Submission::Syscall,
-        }
+        Routing::new(
+            self.read_submission,
+            self.write_submission,
+            self.sync_submission,
+        )
     }
 
     /// xDelete: unlink, then sync the directory when SQLite asks (journal deletion is a
@@ -213,12 +213,11 @@ fn register_impl(
     }
     let engine = match (faults, backend) {
         (Some(plan), _) => EngineKind::Fault(plan),
-        (None, Backend::IoUring) => EngineKind::IoUring(Routing {
-            syscall_reads: options.read_submission == Submission::Syscall,
-            syscall_writes: options.write_submission == Submission::Syscall,
-            lone_op_by_syscall: options.read_submission == Submission::Syscall
-                || options.write_submission == Submission::Syscall,
-        }),
+        (None, Backend::IoUring) => EngineKind::IoUring(Routing::new(
+            options.read_submission,
+            options.write_submission,
+            options.sync_submission,
+        )),
         (None, Backend::Syscall) => EngineKind::Syscall,
     };
     let c_name = CString::new(options.vfs_name.clone()).expect("checked for NUL above");
@@ -234,6 +233,7 @@ fn register_impl(
         backend,
         read_submission: options.read_submission,
         write_submission: options.write_submission,
+        sync_submission: options.sync_submission,
         fallback_reason: fallback_reason.clone(),
         c_name,
     }));

@@ -436,11 +436,16 @@ mod tests {
             flush_every in 1..40usize,
             engine in prop_oneof![
                 Just(EngineKind::IoUring(crate::io::Routing::ALL_RING)),
-                Just(EngineKind::IoUring(crate::io::Routing {
-                    syscall_reads: true,
-                    syscall_writes: true,
-                    lone_op_by_syscall: true,
-                })),
+                Just(EngineKind::IoUring(crate::io::Routing::new(
+                    crate::config::Submission::Syscall,
+                    crate::config::Submission::Syscall,
+                    crate::config::Submission::Syscall,
+                ))),
+                Just(EngineKind::IoUring(crate::io::Routing::new(
+                    crate::config::Submission::Syscall,
+                    crate::config::Submission::Ring,
+                    crate::config::Submission::Syscall,
+                ))),
                 Just(EngineKind::Syscall)
             ],
         ) {

@@ -136,7 +136,15 @@ fn rollback_session_is_traced_in_order_with_page_offsets() {
     let db = dir.path().join("traced.db");
     let journal = dir.path().join("traced.db-journal");
 
-    let conn = open_ours(&db);
+    // Syncs on the ring, so the trace shows a ring submission too (the journal's fsync and
+    // its directory's, submitted together).
+    common::register();
+    let conn = rusqlite::Connection::open_with_flags_and_vfs(
+        format!("file:{}?uring_syncs=ring", db.display()),
+        rusqlite::OpenFlags::default() | rusqlite::OpenFlags::SQLITE_OPEN_URI,
+        common::VFS,
+    )
+    .unwrap();
     conn.execute_batch(
         "PRAGMA journal_mode=DELETE; PRAGMA page_size=4096;
          CREATE TABLE t(x);
@@ -232,7 +240,8 @@ fn rollback_session_is_traced_in_order_with_page_offsets() {
         .iter()
         .any(|b| b.starts_with("batch engine=io_uring"))
     {
-        // The journal's first sync goes to the ring with its directory's sync: 2 entries.
+        // With uring_syncs=ring the journal's first sync goes to the ring with its
+        // directory's sync: 2 entries.
         let ring = messages(sqlite_uring::trace::TARGET_RING);
         assert!(
             ring.iter().any(|r| r.starts_with("submit entries=2 ")

@@ -24,6 +24,7 @@ pub(crate) mod uring;
 use std::os::fd::RawFd;
 use std::sync::Arc;
 
+use crate::config::Submission;
 use crate::stats::{IoStats, SharedStats};
 
 /// One I/O operation. Pointers must stay valid until the `perform` that carries them
@@ -98,23 +99,61 @@ pub(crate) trait Engine {
 pub(crate) struct Routing {
     pub(crate) syscall_reads: bool,
     pub(crate) syscall_writes: bool,
+    /// Syncs (plain or linked) run by syscall after the batch's ring ops. io_uring always
+    /// hands an fsync to an io-wq worker, and the one pair SQLite makes — a new journal's
+    /// fsync and its directory's — commits a single transaction of a journaling
+    /// filesystem, so overlapping the two buys nothing and the hand-offs cost (measured
+    /// on ext4: ARCHITECTURE.md, "What goes through the ring").
+    pub(crate) syscall_syncs: bool,
     /// A batch left with a single ring op runs it as a syscall: one op alone cannot
     /// overlap with anything, so the ring only adds a worker hand-off.
     pub(crate) lone_op_by_syscall: bool,
 }
 
 impl Routing {
-    pub(crate) const ALL_RING: Routing = Routing {
-        syscall_reads: false,
-        syscall_writes: false,
-        lone_op_by_syscall: false,
-    };
+    pub(crate) const ALL_RING: Routing =
+        Routing::new(Submission::Ring, Submission::Ring, Submission::Ring);
+
+    /// Routing for the given submissions; asking for everything on the ring means every
+    /// op, lone ones included.
+    pub(crate) const fn new(reads: Submission, writes: Submission, syncs: Submission) -> Routing {
+        let syscall_reads = matches!(reads, Submission::Syscall);
+        let syscall_writes = matches!(writes, Submission::Syscall);
+        let syscall_syncs = matches!(syncs, Submission::Syscall);
+        Routing {
+            syscall_reads,
+            syscall_writes,
+            syscall_syncs,
+            lone_op_by_syscall: syscall_reads || syscall_writes || syscall_syncs,
+        }
+    }
+
+    fn submission(by_syscall: bool) -> Submission {
+        if by_syscall {
+            Submission::Syscall
+        } else {
+            Submission::Ring
+        }
+    }
+
+    pub(crate) fn reads(self) -> Submission {
+        Self::submission(self.syscall_reads)
+    }
+
+    pub(crate) fn writes(self) -> Submission {
+        Self::submission(self.syscall_writes)
+    }
+
+    pub(crate) fn syncs(self) -> Submission {
+        Self::submission(self.syscall_syncs)
+    }
 
     fn bypasses(self, op: &Op) -> bool {
         match op {
             Op::Read { .. } => self.syscall_reads,
             Op::Write { .. } => self.syscall_writes,
-            _ => false,
+            Op::Sync { .. } | Op::SyncAfterWrites { .. } => self.syscall_syncs,
+            Op::Truncate { .. } => false,
         }
     }
 }
@@ -143,24 +182,23 @@ impl EngineKind {
         }
     }
 
-    /// How reads and writes are issued, for `PRAGMA io_uring_stats`.
-    pub(crate) fn routing_json(&self) -> &'static str {
-        match self {
-            EngineKind::IoUring(Routing {
-                syscall_reads: false,
-                syscall_writes: false,
-                lone_op_by_syscall: false,
-            }) => r#""reads":"ring","writes":"ring","lone_ops":"ring""#,
-            EngineKind::IoUring(routing) => match (routing.syscall_reads, routing.syscall_writes) {
-                (true, true) => r#""reads":"syscall","writes":"syscall","lone_ops":"syscall""#,
-                (true, false) => r#""reads":"syscall","writes":"ring","lone_ops":"syscall""#,
-                (false, true) => r#""reads":"ring","writes":"syscall","lone_ops":"syscall""#,
-                (false, false) => r#""reads":"ring","writes":"ring","lone_ops":"syscall""#,
-            },
-            EngineKind::Syscall | EngineKind::Fault(_) => {
-                r#""reads":"syscall","writes":"syscall","lone_ops":"syscall""#
-            }
-        }
+    /// How reads, writes and syncs are issued, for `PRAGMA io_uring_stats`.
+    pub(crate) fn routing_json(&self) -> String {
+        let routing = match self {
+            EngineKind::IoUring(routing) => *routing,
+            EngineKind::Syscall | EngineKind::Fault(_) => Routing::new(
+                Submission::Syscall,
+                Submission::Syscall,
+                Submission::Syscall,
+            ),
+        };
+        format!(
+            r#""reads":"{}","writes":"{}","syncs":"{}","lone_ops":"{}""#,
+            routing.reads().name(),
+            routing.writes().name(),
+            routing.syncs().name(),
+            Routing::submission(routing.lone_op_by_syscall).name()
+        )
     }
 
     /// Checks, on this thread, that the engine can run; the error names cause and remedy.

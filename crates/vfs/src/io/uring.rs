@@ -214,8 +214,9 @@ impl Engine for Ring {
 
 impl Ring {
     /// [`Engine::perform`], with the reads and/or writes `routing` names issued first by
-    /// syscall from this thread (see `Submission`) and everything else through the ring; a
-    /// `SyncAfterWrites` runs as a plain sync when its writes all completed, and is
+    /// syscall from this thread (see `Submission`), everything else through the ring, and
+    /// syncs routed to syscalls last, after the ring ops. A `SyncAfterWrites` whose writes
+    /// did not go to the ring with it runs as a plain sync when they all completed, and is
     /// cancelled otherwise, as a broken link would be.
     ///
     /// # Safety
@@ -242,8 +243,16 @@ impl Ring {
         }; super::MAX_BATCH];
         let mut rest_index = [0usize; super::MAX_BATCH];
         let mut rest_count = 0usize;
+        // Syncs routed to syscalls run last, after the ring ops they may depend on.
+        let mut deferred_syncs = [0usize; super::MAX_BATCH];
+        let mut deferred_count = 0usize;
         for index in 0..ops.len() {
             match ops[index] {
+                Op::Sync { .. } | Op::SyncAfterWrites { .. } if routing.bypasses(&ops[index]) => {
+                    deferred_syncs[deferred_count] = index;
+                    deferred_count += 1;
+                    continue;
+                }
                 ref op if routing.bypasses(op) => {
                     // SAFETY: the caller keeps the buffer valid for this call.
                     let mut one = [0i32];
@@ -279,6 +288,26 @@ impl Ring {
             for (slot, &index) in rest_index[..rest_count].iter().enumerate() {
                 results[index] = rest_results[slot];
             }
+        }
+        for &index in &deferred_syncs[..deferred_count] {
+            let (fd, data_only) = match ops[index] {
+                Op::SyncAfterWrites { fd, data_only } => {
+                    if !super::syscall::chain_completed(ops, &results[..index], index, fd) {
+                        results[index] = -libc::ECANCELED;
+                        continue;
+                    }
+                    (fd, data_only)
+                }
+                Op::Sync { fd, data_only } => (fd, data_only),
+                _ => unreachable!("only syncs are deferred"),
+            };
+            let mut one = [0i32];
+            // SAFETY: a sync carries no buffer.
+            unsafe {
+                super::syscall::SyscallEngine.perform(&[Op::Sync { fd, data_only }], &mut one)
+            }?;
+            results[index] = one[0];
+            kernel_entries += 1;
         }
         Ok(kernel_entries)
     }

@@ -180,6 +180,7 @@ pub fn library_vfs(name: &'static str) -> &'static Result<sqlite_uring::Registra
             sync_mode: sqlite_uring::SyncMode::Fsync,
             read_submission: submission.unwrap_or(defaults.read_submission),
             write_submission: submission.unwrap_or(defaults.write_submission),
+            sync_submission: submission.unwrap_or(defaults.sync_submission),
             direct_io,
         })
         .map_err(|e| e.to_string())
