@@ -123,8 +123,12 @@ impl Args {
 /// Opens the database with our VFS and checks that it is in the journal mode the parent
 /// set up (a mismatch would silently test the wrong thing).
 fn open(args: &Args) -> Result<Connection, Failure> {
-    sqlite_uring::register(sqlite_uring::Options::default())
-        .map_err(|e| format!("register: {e}"))?;
+    sqlite_uring::register(sqlite_uring::Options {
+        // direct=on: O_DIRECT for the database (the crash suite's third kind of writer).
+        direct_io: args.get("direct").unwrap_or("off") == "on",
+        ..sqlite_uring::Options::default()
+    })
+    .map_err(|e| format!("register: {e}"))?;
     let path = args.get("db")?;
     let mut conn = Connection::open_with_flags_and_vfs(path, OpenFlags::default(), "io_uring")?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
@@ -140,6 +144,14 @@ fn open(args: &Args) -> Result<Connection, Failure> {
         return Err(Failure::Error(format!(
             "database journal_mode is {mode}, expected {expected}"
         )));
+    }
+    if args.get("direct").unwrap_or("off") == "on" {
+        let stats: String = conn.query_row("PRAGMA io_uring_stats", [], |r| r.get(0))?;
+        if stats.contains("\"direct_align_bytes\":null") {
+            return Err(Failure::Error(format!(
+                "direct=on but the database has no O_DIRECT descriptor: {stats}"
+            )));
+        }
     }
     let sync = args.get("sync").unwrap_or("full");
     conn.execute_batch(&format!("PRAGMA synchronous={sync}"))?;

@@ -173,6 +173,24 @@ fn check_state(state: &State, last_reported: i64, context: &dyn Fn() -> String) 
     );
 }
 
+/// How our writer does its I/O in a round: memory-mapped reads, or O_DIRECT for the
+/// database (`uring_direct`, whose page writes reach the device as ring batches).
+#[derive(Clone, Copy, Debug)]
+struct WriterIo {
+    mmap: bool,
+    direct: bool,
+}
+
+impl WriterIo {
+    /// Round `round` of a suite cycles through buffered, mmap and O_DIRECT writers.
+    fn for_round(round: usize) -> WriterIo {
+        WriterIo {
+            mmap: round % 3 == 1,
+            direct: round % 3 == 2,
+        }
+    }
+}
+
 /// Spawns a writer of `side` continuing after `committed`, lets it commit at least once,
 /// kills it after a pseudo-random delay, and returns its output (checked: killed, and
 /// reporting consecutive numbers from `committed + 1`) with the last reported number.
@@ -182,7 +200,7 @@ fn run_and_kill(
     side: Side,
     committed: i64,
     rng: &mut Rng,
-    mmap: bool,
+    writer: WriterIo,
     context: &str,
 ) -> (Output, String, i64) {
     let writer = match side {
@@ -192,7 +210,8 @@ fn run_and_kill(
                 format!("db={}", db.display()),
                 format!("mode={}", mode.pragma()),
                 "sync=full".to_string(),
-                format!("mmap={}", if mmap { 16 << 20 } else { 0 }),
+                format!("mmap={}", if writer.mmap { 16 << 20 } else { 0 }),
+                format!("direct={}", if writer.direct { "on" } else { "off" }),
             ],
         ),
         Side::Stock => spawn_stock_script(db, &stock_writer_script(committed + 1), "crash writer"),
@@ -285,8 +304,9 @@ fn crash_rounds(mode: Mode, seed: u64) {
 
     for (round, (writer_side, opener)) in rounds.enumerate() {
         let label = format!(
-            "{mode:?} round {round} (writer {writer_side:?}, recovery by {opener:?}, \
-             {committed} rows before the round)"
+            "{mode:?} round {round} (writer {writer_side:?} {:?}, recovery by {opener:?}, \
+             {committed} rows before the round)",
+            WriterIo::for_round(round)
         );
         let (output, what, last_reported) = run_and_kill(
             &db,
@@ -294,7 +314,7 @@ fn crash_rounds(mode: Mode, seed: u64) {
             writer_side,
             committed,
             &mut rng,
-            round % 4 >= 2,
+            WriterIo::for_round(round),
             &label,
         );
         let context = || format!("{label}\n{}", describe(&what, &output));
@@ -411,8 +431,9 @@ fn crash_with_survivor(mode: Mode, seed: u64) {
         };
         for round in 0..SURVIVOR_ROUNDS {
             let label = format!(
-                "{mode:?} survivor {survivor_side:?} round {round} (writer {writer_side:?}, \
-                 {committed} rows before the round)"
+                "{mode:?} survivor {survivor_side:?} round {round} (writer {writer_side:?} {:?}, \
+                 {committed} rows before the round)",
+                WriterIo::for_round(round)
             );
             let (output, what, last_reported) = run_and_kill(
                 &db,
@@ -420,7 +441,7 @@ fn crash_with_survivor(mode: Mode, seed: u64) {
                 writer_side,
                 committed,
                 &mut rng,
-                round % 2 == 1,
+                WriterIo::for_round(round),
                 &label,
             );
             let context = || format!("{label}\n{}", describe(&what, &output));
