@@ -8,9 +8,19 @@ round, every method runs as a pair, sqlite-uring then fio (fio first in even
 rounds), so both tools of a pair see the same load on a shared machine.
 fio equivalents: blocking = ioengine=sync; pwrite T = psync with T jobs on
 disjoint offsets of one file (--thread --offset_increment); io_uring refill E =
-ioengine=io_uring iodepth=E (fio reaps one completion when full); io_uring batch
-E = iodepth_batch_submit=E iodepth_batch_complete_min=E. durability end =
-end_fsync=1 (fio counts the fsync in its runtime). Raw numbers go to stderr as JSON.
+ioengine=io_uring iodepth=E iodepth_batch_submit=E iodepth_batch_complete_min=1
+iodepth_batch_complete_max=E (when the ring is full, wait for one completion, reap
+every completion that is there, refill all free slots and submit them with one
+io_uring_enter, as sqlite-uring's refill does; fio's defaults instead reap one
+completion and submit one write per io_uring_enter, see docs/BENCH_IO.md "Why
+the two gaps"); io_uring batch E = iodepth_batch_submit=E
+iodepth_batch_complete_min=E. durability end = end_fsync=1 (fio counts the
+fsync in its runtime). Raw numbers (and the 1-minute load average before each
+run) go to stderr as JSON. The table also shows how many 4 KiB writes the block
+layer merged into one device write request (from /sys/dev/block/M:m/stat of
+DIR's device, which other processes' IO also counts): batched O_DIRECT
+submission lets the block layer merge sequential writes, and that, not the
+tool, decides O_DIRECT throughput on a virtio disk.
 """
 import json
 import os
@@ -50,6 +60,33 @@ def size_bytes(text):
     return int(text)
 
 
+def device_stat_path():
+    dev = os.stat(DIR).st_dev
+    path = f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}/stat"
+    return path if os.path.exists(path) else None
+
+
+DEVICE_STAT = None
+
+
+def device_write_requests():
+    """Write requests completed by DIR's device so far (None if unknown)."""
+    if DEVICE_STAT is None:
+        return None
+    with open(DEVICE_STAT) as f:
+        return int(f.read().split()[4])
+
+
+def measured(run, size, *args):
+    """(bytes/s, 4 KiB writes per device write request or None) of one run."""
+    before = device_write_requests()
+    bps = run(size, *args)
+    after = device_write_requests()
+    if before is None or after is None:
+        return bps, None
+    return bps, size_bytes(size) / 4096 / max(1, after - before)
+
+
 def run_ours(size, flags, registered, threads, entries, strategy, label):
     if label == "blocking":
         methods = ["--methods", "blocking"]
@@ -80,9 +117,11 @@ def run_fio(size, fio_flags, registered, threads, entries, strategy, label):
     elif entries is None:
         cmd += ["--ioengine=psync"]
     else:
-        cmd += ["--ioengine=io_uring", f"--iodepth={entries}"]
+        cmd += ["--ioengine=io_uring", f"--iodepth={entries}", f"--iodepth_batch_submit={entries}"]
         if strategy == "batch":
-            cmd += [f"--iodepth_batch_submit={entries}", f"--iodepth_batch_complete_min={entries}"]
+            cmd += [f"--iodepth_batch_complete_min={entries}"]
+        else:
+            cmd += ["--iodepth_batch_complete_min=1", f"--iodepth_batch_complete_max={entries}"]
         if registered:
             cmd += ["--fixedbufs=1", "--registerfiles=1"]
     cmd += fio_flags
@@ -95,23 +134,35 @@ def run_fio(size, fio_flags, registered, threads, entries, strategy, label):
     return job["write"]["bw_bytes"]
 
 
+def fmt_merge(values):
+    values = [v for v in values if v is not None]
+    return f"{statistics.median(values):.1f}" if values else "–"
+
+
 def main():
+    global DEVICE_STAT
+    DEVICE_STAT = device_stat_path()
     raw = []
-    print("| scenario | method | sqlite-uring MB/s mean (min–max) | fio MB/s mean (min–max) | difference of means | of medians | within 15 % |")
-    print("|---|---|---:|---:|---:|---:|---|")
+    print("| scenario | method | sqlite-uring MB/s mean (min–max) | fio MB/s mean (min–max) | difference of means | of medians | within 15 % | writes per device request, median (ours / fio) | load avg |")
+    print("|---|---|---:|---:|---:|---:|---|---:|---|")
     for scenario, size, flags, fio_flags, registered in SCENARIOS:
         size = SIZE_OVERRIDE or size
         ours = {label: [] for label, *_ in METHODS}
         theirs = {label: [] for label, *_ in METHODS}
+        loads = {label: [] for label, *_ in METHODS}
+        merge_ours = {label: [] for label, *_ in METHODS}
+        merge_fio = {label: [] for label, *_ in METHODS}
         for round_index in range(ROUNDS):
             for label, _stem, threads, entries, strategy in METHODS:
                 args = (threads, entries, strategy, label)
-                if round_index % 2 == 0:
-                    ours[label].append(run_ours(size, flags, registered, *args))
-                    theirs[label].append(run_fio(size, fio_flags, registered, *args))
-                else:
-                    theirs[label].append(run_fio(size, fio_flags, registered, *args))
-                    ours[label].append(run_ours(size, flags, registered, *args))
+                loads[label].append(round(os.getloadavg()[0], 2))
+                pair = [(run_ours, flags, ours, merge_ours), (run_fio, fio_flags, theirs, merge_fio)]
+                if round_index % 2 == 1:
+                    pair.reverse()
+                for run, tool_flags, results, merges in pair:
+                    bps, merge = measured(run, size, tool_flags, registered, *args)
+                    results[label].append(bps)
+                    merges[label].append(merge)
         for label, *_ in METHODS:
             a = statistics.mean(ours[label]) / 1e6
             b = statistics.mean(theirs[label]) / 1e6
@@ -121,9 +172,14 @@ def main():
             spread_b = f"{min(theirs[label]) / 1e6:.0f}–{max(theirs[label]) / 1e6:.0f}"
             ok = "yes" if abs(diff) <= 15 else "**no**"
             print(f"| {scenario} ({size}) | {label} | {a:.1f} ({spread_a}) | {b:.1f} ({spread_b}) "
-                  f"| {diff:+.0f} % | {median_diff:+.0f} % | {ok} |", flush=True)
+                  f"| {diff:+.0f} % | {median_diff:+.0f} % | {ok} "
+                  f"| {fmt_merge(merge_ours[label])} / {fmt_merge(merge_fio[label])} "
+                  f"| {min(loads[label]):.1f}–{max(loads[label]):.1f} |", flush=True)
             raw.append({"scenario": scenario, "size": size, "method": label,
-                        "sqlite_uring_bytes_per_s": ours[label], "fio_bytes_per_s": theirs[label]})
+                        "sqlite_uring_bytes_per_s": ours[label], "fio_bytes_per_s": theirs[label],
+                        "load_avg_1min": loads[label],
+                        "sqlite_uring_writes_per_device_request": merge_ours[label],
+                        "fio_writes_per_device_request": merge_fio[label]})
     json.dump(raw, sys.stderr, indent=1)
 
 
