@@ -66,7 +66,28 @@ pub fn count_io_threads() -> IoThreads {
 
 /// Opens (creates, truncates) the test file with the flags the run asks for.
 pub fn open_test_file(path: &Path, plan: &Plan) -> anyhow::Result<File> {
-    let mut flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC;
+    let file = open_with(path, plan, libc::O_CREAT | libc::O_TRUNC)?;
+    if plan.preallocate {
+        preallocate(&file, plan.size_bytes)?;
+    }
+    Ok(file)
+}
+
+/// A writer thread's own descriptor of the test file, as each fio job opens the file
+/// itself: threads sharing one `struct file` bounce its reference count between CPUs on
+/// every `pwrite` (`fdget` in a multi-threaded process), which cost 13–22 % at 10 threads
+/// here (docs/BENCH_IO.md).
+fn reopen_test_file(path: &Path, plan: &Plan, threads: u32) -> anyhow::Result<File> {
+    open_with(path, plan, 0).with_context(|| {
+        format!(
+            "--threads {threads}: cannot open one descriptor of the test file per thread; \
+             raise the open-file limit (ulimit -n) or lower --threads"
+        )
+    })
+}
+
+fn open_with(path: &Path, plan: &Plan, create_flags: libc::c_int) -> anyhow::Result<File> {
+    let mut flags = libc::O_WRONLY | libc::O_CLOEXEC | create_flags;
     if plan.direct {
         flags |= libc::O_DIRECT;
     }
@@ -89,11 +110,7 @@ pub fn open_test_file(path: &Path, plan: &Plan) -> anyhow::Result<File> {
             .with_context(|| format!("cannot create the test file {}", path.display()));
     }
     // SAFETY: fd was just opened and is owned by nothing else.
-    let file = unsafe { File::from_raw_fd(fd) };
-    if plan.preallocate {
-        preallocate(&file, plan.size_bytes)?;
-    }
-    Ok(file)
+    Ok(unsafe { File::from_raw_fd(fd) })
 }
 
 /// fallocate(2) mode 0: blocks reserved (unwritten extents), size set; not timed.
@@ -119,7 +136,7 @@ pub fn run_once(plan: &Plan, method: Method, test_file: &TestFile) -> anyhow::Re
         Method::Dd => run_dd(plan, test_file.path())?,
         _ => {
             let file = open_test_file(test_file.path(), plan)?;
-            let mut outcome = run_threads(plan, method, &name, &file)?;
+            let mut outcome = run_threads(plan, method, &name, &file, test_file.path())?;
             if plan.verify {
                 let reader = File::open(test_file.path())?;
                 match pattern::verify(&reader, plan.seed, plan.size_bytes)? {
@@ -205,10 +222,28 @@ impl Drop for StartGate<'_> {
     }
 }
 
-fn run_threads(plan: &Plan, method: Method, name: &str, file: &File) -> anyhow::Result<RunOutcome> {
+fn run_threads(
+    plan: &Plan,
+    method: Method,
+    name: &str,
+    file: &File,
+    path: &Path,
+) -> anyhow::Result<RunOutcome> {
     let threads = method.threads();
     let ranges = split::split_ranges(plan.size_bytes, plan.block_size_bytes, threads);
-    let fd = file.as_raw_fd();
+    // One thread writes through the file as opened; several get a descriptor each.
+    let own_files = (threads > 1)
+        .then(|| {
+            (0..threads)
+                .map(|_| reopen_test_file(path, plan, threads))
+                .collect::<anyhow::Result<Vec<File>>>()
+        })
+        .transpose()?;
+    let fd_of = |index: usize| {
+        own_files
+            .as_ref()
+            .map_or(file.as_raw_fd(), |files| files[index].as_raw_fd())
+    };
     let anchor = if method.is_io_uring() {
         SqpollAnchor::new(plan.ring)?
     } else {
@@ -231,7 +266,15 @@ fn run_threads(plan: &Plan, method: Method, name: &str, file: &File) -> anyhow::
                         line,
                         arrived: false,
                     };
-                    let result = write_worker(plan, method, name, fd, range, attach_to, &mut gate);
+                    let result = write_worker(
+                        plan,
+                        method,
+                        name,
+                        fd_of(index),
+                        range,
+                        attach_to,
+                        &mut gate,
+                    );
                     drop(gate);
                     match result {
                         Ok(done) => finish_times
