@@ -107,8 +107,10 @@ pub struct Options {
     /// How the io_uring backend issues writes (URI `uring_writes` overrides it).
     pub write_submission: Submission,
     /// How the io_uring backend issues fsync/fdatasync (URI `uring_syncs` overrides it).
-    /// `Ring` overlaps a new journal's fsync with its directory's and links queued writes
-    /// to their fsync; `Syscall` (the default, measured faster on ext4) runs them in turn.
+    /// `Ring` (the default) submits a new journal's fsync together with its directory's,
+    /// so the two overlap, and links queued ring writes to their fsync; a lone sync still
+    /// runs as a syscall. `Syscall` runs them in turn: measured on ext4, 3–5 % slower on
+    /// commit-heavy work and about 19 % less CPU (the ring runs fsync on io-wq workers).
     pub sync_submission: Submission,
     /// Open main databases with an additional O_DIRECT descriptor for their aligned page
     /// I/O, and submit its queued writes through the ring (URI `uring_direct` overrides
@@ -126,7 +128,7 @@ impl Default for Options {
             sync_mode: SyncMode::Fsync,
             read_submission: Submission::Syscall,
             write_submission: Submission::Syscall,
-            sync_submission: Submission::Syscall,
+            sync_submission: Submission::Ring,
             direct_io: false,
         }
     }

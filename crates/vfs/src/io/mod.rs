@@ -99,11 +99,9 @@ pub(crate) trait Engine {
 pub(crate) struct Routing {
     pub(crate) syscall_reads: bool,
     pub(crate) syscall_writes: bool,
-    /// Syncs (plain or linked) run by syscall after the batch's ring ops. io_uring always
-    /// hands an fsync to an io-wq worker, and the one pair SQLite makes — a new journal's
-    /// fsync and its directory's — commits a single transaction of a journaling
-    /// filesystem, so overlapping the two buys nothing and the hand-offs cost (measured
-    /// on ext4: ARCHITECTURE.md, "What goes through the ring").
+    /// Syncs (plain or linked) run by syscall after the batch's ring ops, one after the
+    /// other, instead of together on the ring (where each runs on an io-wq worker): less
+    /// CPU, no overlap (ARCHITECTURE.md, "What goes through the ring").
     pub(crate) syscall_syncs: bool,
     /// A batch left with a single ring op runs it as a syscall: one op alone cannot
     /// overlap with anything, so the ring only adds a worker hand-off.

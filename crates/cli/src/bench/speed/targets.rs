@@ -218,7 +218,7 @@ pub fn resolve(names: &[String]) -> Result<Vec<Target>> {
             },
             "unix" => counted_target(name, "unix")?,
             "io_uring" | "io_uring_ring" | "io_uring_direct" | "sync" => {
-                let vfs = match name {
+                let vfs = match base {
                     "io_uring" => IO_URING_VFS,
                     "io_uring_ring" => ALL_RING_VFS,
                     "io_uring_direct" => DIRECT_VFS,
@@ -547,8 +547,7 @@ mod tests {
     fn uri_parameters_reach_the_vfs_and_bad_ones_name_the_flag() {
         let _counters = counters_lock();
         let dir = tempfile::tempdir().unwrap();
-        let targets =
-            resolve(&["io_uring?uring_sync_plan=separate&uring_direct=on".into()]).unwrap();
+        let targets = resolve(&["io_uring?uring_syncs=syscall&uring_direct=on".into()]).unwrap();
         let db = open(&targets[0], &dir.path().join("p?#%.db"), settings()).unwrap();
         let stats: String = db
             .connection()
@@ -557,6 +556,12 @@ mod tests {
         assert!(
             !stats.contains("\"direct_align_bytes\":null"),
             "uring_direct=on ignored: {stats}"
+        );
+        assert!(
+            stats.contains("\"vfs\":\"io_uring\"")
+                && stats.contains("\"engine\":\"io_uring\"")
+                && stats.contains("\"syncs\":\"syscall\""),
+            "io_uring?… must open through the io_uring VFS with its parameters: {stats}"
         );
         assert!(
             dir.path().join("p?#%.db").exists(),
