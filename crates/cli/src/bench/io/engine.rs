@@ -74,9 +74,9 @@ pub fn open_test_file(path: &Path, plan: &Plan) -> anyhow::Result<File> {
 }
 
 /// A writer thread's own descriptor of the test file, as each fio job opens the file
-/// itself: threads sharing one `struct file` bounce its reference count between CPUs on
-/// every `pwrite` (`fdget` in a multi-threaded process), which cost 13–22 % at 10 threads
-/// here (docs/BENCH_IO.md).
+/// itself, so the comparison with fio is like for like (threads sharing one `struct file`
+/// also share its reference count, which `fdget` touches on every `pwrite`). Measured: it
+/// did not close the 10-thread `pwrite` gap to fio (docs/BENCH_IO.md).
 fn reopen_test_file(path: &Path, plan: &Plan, threads: u32) -> anyhow::Result<File> {
     open_with(path, plan, 0).with_context(|| {
         format!(
