@@ -52,8 +52,9 @@ impl SyncMode {
 }
 
 /// Whether the io_uring backend issues a kind of operation through the ring or with a
-/// plain syscall from the calling thread. Syncs (and the directory sync overlapped with
-/// them) and truncation always go through the ring.
+/// plain syscall from the calling thread (reads, writes, and syncs: see
+/// [`Options::sync_submission`]). Unless all three are `Ring`, a batch left with a single
+/// ring operation runs it as a syscall: alone it cannot overlap with anything.
 ///
 /// Measured on this project's machine (ext4 on virtio, and tmpfs; `bench io`,
 /// `bench speed`): a lone buffered read or write through the ring costs one
@@ -65,9 +66,9 @@ impl SyncMode {
 /// modes where ring I/O runs inline (XFS/btrfs buffered writes, O_DIRECT).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Submission {
-    /// Through the ring (IORING_OP_READ / IORING_OP_WRITE).
+    /// Through the ring (IORING_OP_READ / IORING_OP_WRITE / IORING_OP_FSYNC).
     Ring,
-    /// pread(2) / pwrite(2) from the calling thread.
+    /// pread(2) / pwrite(2) / fsync(2) from the calling thread.
     Syscall,
 }
 
