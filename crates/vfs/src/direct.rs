@@ -117,11 +117,18 @@ impl AlignedBuffer {
 
     /// The filled part.
     pub(crate) fn as_slice(&self) -> &[u8] {
+        self.prefix(self.len)
+    }
+
+    /// The first `len_bytes` bytes of the capacity, however they were filled (appends, or
+    /// a read into [`AlignedBuffer::full_mut`]).
+    fn prefix(&self, len_bytes: usize) -> &[u8] {
+        assert!(len_bytes <= self.capacity);
         if self.capacity == 0 {
             return &[];
         }
         // SAFETY: `ptr` owns `capacity` initialised (zeroed at allocation) bytes.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+        unsafe { std::slice::from_raw_parts(self.ptr, len_bytes) }
     }
 
     /// The whole capacity, to read into.
@@ -301,7 +308,7 @@ impl DirectFile {
         let cached_end = ra.start + ra.valid_bytes as u64;
         if ra.valid_bytes > 0 && offset >= ra.start && offset + buf.len() as u64 <= cached_end {
             let from = (offset - ra.start) as usize;
-            buf.copy_from_slice(&ra.buffer.as_slice_valid(ra.valid_bytes)[from..from + buf.len()]);
+            buf.copy_from_slice(&ra.buffer.prefix(ra.valid_bytes)[from..from + buf.len()]);
             return Ok(DirectRead {
                 bytes: buf.len(),
                 from_readahead: true,
@@ -324,20 +331,11 @@ impl DirectFile {
         ra.start = offset;
         ra.valid_bytes = got;
         let bytes = got.min(buf.len());
-        buf[..bytes].copy_from_slice(&ra.buffer.as_slice_valid(got)[..bytes]);
+        buf[..bytes].copy_from_slice(&ra.buffer.prefix(got)[..bytes]);
         Ok(DirectRead {
             bytes,
             from_readahead: false,
         })
-    }
-}
-
-impl AlignedBuffer {
-    /// The first `valid_bytes` bytes of the capacity (filled by a read, not by appends).
-    fn as_slice_valid(&self, valid_bytes: usize) -> &[u8] {
-        assert!(valid_bytes <= self.capacity);
-        // SAFETY: `ptr` owns `capacity` initialised bytes.
-        unsafe { std::slice::from_raw_parts(self.ptr, valid_bytes) }
     }
 }
 

@@ -12,19 +12,9 @@ const SQLITE_READONLY: i32 = 8;
 const SQLITE_CANTOPEN: i32 = 14;
 const SQLITE_FULL: i32 = 13;
 
-/// The tests of this file run one at a time: the full-disk test's failed write is, by
-/// design, process-wide until its file reports it (docs/ARCHITECTURE.md, "Failed
-/// flushes"), so a test writing on a parallel thread could see it.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 #[test]
 fn missing_directory_is_cantopen() {
-    let _serial = serial();
+    let _serial = common::one_at_a_time();
     register();
     let error = Connection::open_with_flags_and_vfs(
         "/nonexistent-dir/sub/x.db",
@@ -37,7 +27,7 @@ fn missing_directory_is_cantopen() {
 
 #[test]
 fn unknown_or_malformed_uri_parameters_are_rejected() {
-    let _serial = serial();
+    let _serial = common::one_at_a_time();
     register();
     let dir = tempfile::tempdir().unwrap();
     for query in [
@@ -73,7 +63,7 @@ fn unknown_or_malformed_uri_parameters_are_rejected() {
 /// a read-only handle, reads work, writes fail with SQLITE_READONLY.
 #[test]
 fn read_only_file_opens_read_only() {
-    let _serial = serial();
+    let _serial = common::one_at_a_time();
     register();
     // tmpfs has no immutable attribute: use the target directory (ext4 in CI).
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
@@ -104,7 +94,7 @@ fn read_only_file_opens_read_only() {
 /// A tiny tmpfs fills up: SQLITE_FULL, and the database keeps its committed content.
 #[test]
 fn full_disk_is_sqlite_full_and_loses_nothing() {
-    let _serial = serial();
+    let _serial = common::one_at_a_time();
     register();
     let mount = tempfile::tempdir().unwrap();
     let status = Command::new("mount")
@@ -162,7 +152,7 @@ fn run_child(test: &str, env: &[(&str, &str)]) -> std::process::Output {
 
 #[test]
 fn io_uring_unavailable_is_explained_and_fallback_is_opt_in() {
-    let _serial = serial();
+    let _serial = common::one_at_a_time();
     if std::env::var(CHILD_ENV).is_ok() {
         // Child: io_uring_setup "fails" (SQLITE_URING_SIMULATE_UNAVAILABLE names the errno).
         let errno = std::env::var("SQLITE_URING_SIMULATE_UNAVAILABLE").unwrap();
@@ -233,7 +223,7 @@ fn io_uring_unavailable_is_explained_and_fallback_is_opt_in() {
 /// parent's queued writes a second time.
 #[test]
 fn fork_child_uses_its_own_ring() {
-    let _serial = serial();
+    let _serial = common::one_at_a_time();
     if std::env::var(CHILD_ENV).is_err() {
         // Run in a fresh single-threaded process: fork() from the multi-threaded test
         // harness would copy only the forking thread.

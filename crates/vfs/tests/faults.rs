@@ -16,18 +16,6 @@ const SQLITE_IOERR_READ: i32 = 10 | (1 << 8);
 const SQLITE_IOERR_FSYNC: i32 = 10 | (4 << 8);
 const SQLITE_IOERR_TRUNCATE: i32 = 10 | (6 << 8);
 
-/// The tests of this file run one at a time. An injected write failure is, by design,
-/// process-wide until the file that lost the write reports it: the write-behind queue is
-/// one per process, and every write, sync or delete of *any* file fails in the meantime
-/// so that nothing is ordered after lost data (docs/ARCHITECTURE.md, "Failed flushes").
-/// Two fault tests on parallel threads would see each other's failures.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 fn faulty_vfs(name: &str, backend: Backend) -> Arc<FaultPlan> {
     faulty_vfs_with(name, backend, false)
 }
@@ -76,7 +64,7 @@ fn count(conn: &Connection) -> i64 {
 
 #[test]
 fn fsync_error_fails_the_commit_and_keeps_old_data() {
-    let _serial = serial();
+    let _serial = common::one_at_a_time();
     let plan = faulty_vfs("fault_fsync", Backend::IoUring);
     let dir = tempfile::tempdir().unwrap();
     let conn = seeded(dir.path(), "fault_fsync");
@@ -104,7 +92,7 @@ fn fsync_error_fails_the_commit_and_keeps_old_data() {
 
 #[test]
 fn enospc_on_journal_write_is_sqlite_full_and_keeps_old_data() {
-    let _serial = serial();
+    let _serial = common::one_at_a_time();
     let plan = faulty_vfs("fault_enospc", Backend::IoUring);
     let dir = tempfile::tempdir().unwrap();
     let conn = seeded(dir.path(), "fault_enospc");
@@ -131,7 +119,7 @@ fn enospc_on_journal_write_is_sqlite_full_and_keeps_old_data() {
 
 #[test]
 fn short_and_interrupted_completions_are_finished_transparently() {
-    let _serial = serial();
+    let _serial = common::one_at_a_time();
     for backend in [Backend::IoUring, Backend::Syscall] {
         let name = format!("fault_short_{}", backend.name());
         let plan = faulty_vfs(&name, backend);
@@ -173,7 +161,7 @@ fn short_and_interrupted_completions_are_finished_transparently() {
 
 #[test]
 fn read_errors_map_like_unix() {
-    let _serial = serial();
+    let _serial = common::one_at_a_time();
     let plan = faulty_vfs("fault_read", Backend::IoUring);
     let dir = tempfile::tempdir().unwrap();
     drop(seeded(dir.path(), "fault_read"));
@@ -198,7 +186,7 @@ fn read_errors_map_like_unix() {
 
 #[test]
 fn truncate_error_is_ioerr_truncate() {
-    let _serial = serial();
+    let _serial = common::one_at_a_time();
     let plan = faulty_vfs("fault_truncate", Backend::IoUring);
     let dir = tempfile::tempdir().unwrap();
     let conn = seeded(dir.path(), "fault_truncate");
@@ -233,7 +221,7 @@ fn truncate_error_is_ioerr_truncate() {
 /// run again with O_DIRECT (`direct_io`), whose page writes take the aligned queue.
 #[test]
 fn failing_any_queued_write_never_leaves_a_wrong_view() {
-    let _serial = serial();
+    let _serial = common::one_at_a_time();
     for (journal_mode, suffix, op, direct_io) in [
         ("delete", "f.db-journal", OpKind::Write, false),
         ("delete", "f.db", OpKind::Write, false),
