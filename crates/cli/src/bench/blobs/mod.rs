@@ -453,6 +453,12 @@ impl Drop for RunDir {
     }
 }
 
+/// The indices of `range`, starting `shift` places in and wrapping around.
+fn rotated(range: std::ops::Range<usize>, shift: usize) -> impl Iterator<Item = usize> {
+    let len = range.len();
+    (0..len).map(move |i| range.start + (i + shift) % len.max(1))
+}
+
 pub fn run(args: BlobsArgs) -> anyhow::Result<()> {
     let plan = Plan::from_args(&args)?;
     if let Some(warning) = check_release_build(args.allow_debug)? {
@@ -504,7 +510,10 @@ pub fn run(args: BlobsArgs) -> anyhow::Result<()> {
     bar.set_style(progress_style());
 
     // Runs interleave the targets of a case (unix, io_uring, unix, io_uring, …), so a
-    // change of the machine's load during the run hits them alike instead of one of them.
+    // change of the machine's load during the run hits them alike instead of one of them,
+    // and each run starts one target later (run r begins with target r mod n), so every
+    // target is measured first, second, … equally often: the position inside the process
+    // matters by itself (BENCH_BLOBS.md, "Position in the process").
     let mut storage_runs: Vec<Vec<Vec<Measured>>> =
         plan.storage.iter().map(|_| Vec::new()).collect();
     let same_case = |c: &StorageCase| (c.compression, c.size, c.batch);
@@ -517,13 +526,11 @@ pub fn run(args: BlobsArgs) -> anyhow::Result<()> {
             end += 1;
         }
         for run in 0..args.warmup + args.runs {
-            for (case, runs) in plan.storage[start..end]
-                .iter()
-                .zip(&mut storage_runs[start..end])
-            {
-                let measured = run_storage_case(case, &args, &run_dir, plan.max, &bar)?;
+            for index in rotated(start..end, run as usize) {
+                let measured =
+                    run_storage_case(&plan.storage[index], &args, &run_dir, plan.max, &bar)?;
                 if run >= args.warmup {
-                    runs.push(measured);
+                    storage_runs[index].push(measured);
                 }
                 overall.inc(1);
             }
@@ -587,6 +594,18 @@ mod tests {
 
     fn plan_error(line: &str) -> String {
         format!("{:#}", Plan::from_args(&parse(line).unwrap()).unwrap_err())
+    }
+
+    #[test]
+    fn every_target_takes_every_position_across_runs() {
+        let orders: Vec<Vec<usize>> = (0..3).map(|run| rotated(4..7, run).collect()).collect();
+        assert_eq!(orders, vec![vec![4, 5, 6], vec![5, 6, 4], vec![6, 4, 5]]);
+        for position in 0..3 {
+            let mut seen: Vec<usize> = orders.iter().map(|order| order[position]).collect();
+            seen.sort();
+            assert_eq!(seen, vec![4, 5, 6], "position {position}");
+        }
+        assert_eq!(rotated(2..3, 5).collect::<Vec<_>>(), vec![2]);
     }
 
     #[test]
