@@ -139,6 +139,24 @@ fn build_ring(single_issuer: bool, coop_taskrun: bool) -> std::io::Result<IoUrin
     builder.build(RING_ENTRIES)
 }
 
+/// The sync op at `index` as a plain, unlinked `Sync`, for running apart from the writes
+/// before it: a `SyncAfterWrites` whose writes did not all complete (their `results` are
+/// final) is cancelled instead, as a broken link would be, and `None` returned.
+fn unlinked_sync(ops: &[Op], results: &mut [i32], index: usize) -> Option<Op> {
+    match ops[index] {
+        Op::SyncAfterWrites { fd, data_only } => {
+            if super::syscall::chain_completed(ops, &results[..index], index, fd) {
+                Some(Op::Sync { fd, data_only })
+            } else {
+                results[index] = -libc::ECANCELED;
+                None
+            }
+        }
+        sync @ Op::Sync { .. } => Some(sync),
+        other => unreachable!("not a sync: {other:?}"),
+    }
+}
+
 impl Ring {
     fn new() -> Result<Ring, i32> {
         if let Some(errno) = simulated_setup_errno() {
@@ -263,13 +281,10 @@ impl Ring {
                     kernel_entries += 1;
                     continue;
                 }
-                Op::SyncAfterWrites { fd, data_only } => {
-                    if !super::syscall::chain_completed(ops, &results[..index], index, fd) {
-                        results[index] = -libc::ECANCELED;
-                        continue;
-                    }
-                    rest[rest_count] = Op::Sync { fd, data_only };
-                }
+                Op::SyncAfterWrites { .. } => match unlinked_sync(ops, results, index) {
+                    Some(sync) => rest[rest_count] = sync,
+                    None => continue,
+                },
                 other => rest[rest_count] = other,
             }
             assert!(
@@ -290,22 +305,12 @@ impl Ring {
             }
         }
         for &index in &deferred_syncs[..deferred_count] {
-            let (fd, data_only) = match ops[index] {
-                Op::SyncAfterWrites { fd, data_only } => {
-                    if !super::syscall::chain_completed(ops, &results[..index], index, fd) {
-                        results[index] = -libc::ECANCELED;
-                        continue;
-                    }
-                    (fd, data_only)
-                }
-                Op::Sync { fd, data_only } => (fd, data_only),
-                _ => unreachable!("only syncs are deferred"),
+            let Some(sync) = unlinked_sync(ops, results, index) else {
+                continue;
             };
             let mut one = [0i32];
             // SAFETY: a sync carries no buffer.
-            unsafe {
-                super::syscall::SyscallEngine.perform(&[Op::Sync { fd, data_only }], &mut one)
-            }?;
+            unsafe { super::syscall::SyscallEngine.perform(&[sync], &mut one) }?;
             results[index] = one[0];
             kernel_entries += 1;
         }

@@ -209,35 +209,27 @@ pub fn resolve(names: &[String]) -> Result<Vec<Target>> {
             }
             None => (name, None),
         };
-        let target = match base {
-            "memory" => Target {
+        let target = match (base, our_vfs(base)) {
+            ("memory", _) => Target {
                 label: name.into(),
                 vfs: None,
                 uri_parameters: None,
                 counter: Counter::None,
             },
-            "unix" => counted_target(name, "unix")?,
-            "io_uring" | "io_uring_ring" | "io_uring_direct" | "sync" => {
-                let vfs = match base {
-                    "io_uring" => IO_URING_VFS,
-                    "io_uring_ring" => ALL_RING_VFS,
-                    "io_uring_direct" => DIRECT_VFS,
-                    _ => SYNC_VFS,
-                };
-                match library_vfs(vfs) {
-                    Ok(_) => Target {
-                        label: name.into(),
-                        vfs: Some(vfs.into()),
-                        uri_parameters: uri_parameters.clone(),
-                        counter: Counter::Library(vfs),
-                    },
-                    Err(why) => bail!(
-                        "--targets {name}: the {vfs} VFS cannot be registered here: {why}; \
+            ("unix", _) => counted_target(name, "unix")?,
+            (_, Some(vfs)) => match library_vfs(vfs) {
+                Ok(_) => Target {
+                    label: name.into(),
+                    vfs: Some(vfs.into()),
+                    uri_parameters,
+                    counter: Counter::Library(vfs),
+                },
+                Err(why) => bail!(
+                    "--targets {name}: the {vfs} VFS cannot be registered here: {why}; \
                          run `sqlite-uring probe` for details, or leave {name} out of --targets"
-                    ),
-                }
-            }
-            other => {
+                ),
+            },
+            (other, None) => {
                 if counting_vfs::registered_vfs_names()
                     .iter()
                     .any(|n| n == other)
@@ -245,8 +237,9 @@ pub fn resolve(names: &[String]) -> Result<Vec<Target>> {
                     counted_target(other, other)?
                 } else {
                     bail!(
-                        "--targets: unknown target {other:?}; use memory, unix, io_uring, io_uring_ring, io_uring_direct, sync, \
+                        "--targets: unknown target {other:?}; use memory, unix, {}, \
                          or the name of a registered VFS ({})",
+                        OUR_TARGETS.map(|(label, _)| label).join(", "),
                         counting_vfs::registered_vfs_names().join(", ")
                     )
                 }
@@ -260,18 +253,31 @@ pub fn resolve(names: &[String]) -> Result<Vec<Target>> {
     Ok(targets)
 }
 
+/// This project's targets: `--targets` label and the VFS it opens.
+const OUR_TARGETS: [(&str, &str); 4] = [
+    ("io_uring", IO_URING_VFS),
+    ("io_uring_ring", ALL_RING_VFS),
+    ("io_uring_direct", DIRECT_VFS),
+    ("sync", SYNC_VFS),
+];
+
+/// The VFS of one of this project's targets, by `--targets` label.
+fn our_vfs(label: &str) -> Option<&'static str> {
+    OUR_TARGETS
+        .iter()
+        .find(|(ours, _)| *ours == label)
+        .map(|&(_, vfs)| vfs)
+}
+
 /// The `uring_*` parameters of a `--targets` entry such as
 /// `io_uring?uring_sync_plan=separate&uring_direct=on`: only for this project's VFS
 /// targets, every one `uring_KEY=VALUE` (the VFS itself rejects unknown keys and values
 /// at open, with a message naming them).
 fn checked_uri_parameters(name: &str, base: &str, parameters: &str) -> Result<String> {
-    if !matches!(
-        base,
-        "io_uring" | "io_uring_ring" | "io_uring_direct" | "sync"
-    ) {
+    if our_vfs(base).is_none() {
         bail!(
-            "--targets {name}: URI parameters are for this project's VFS targets \
-             (io_uring, io_uring_ring, io_uring_direct, sync), not {base}"
+            "--targets {name}: URI parameters are for this project's VFS targets ({}), not {base}",
+            OUR_TARGETS.map(|(label, _)| label).join(", ")
         );
     }
     for pair in parameters.split('&') {
