@@ -168,6 +168,7 @@ pub const SQLITE_SHM_NLOCK: c_int = 8;
 
 // Device characteristics.
 pub const SQLITE_IOCAP_POWERSAFE_OVERWRITE: c_int = 0x0000_1000;
+pub const SQLITE_IOCAP_SUBPAGE_READ: c_int = 0x0000_8000;
 
 // File-control opcodes this VFS answers; every other one gets SQLITE_NOTFOUND.
 pub const SQLITE_FCNTL_LOCKSTATE: c_int = 1;

@@ -918,15 +918,22 @@ impl File {
         SECTOR_SIZE_BYTES
     }
 
-    /// Only what the hardware really guarantees: POWERSAFE_OVERWRITE (unless `psow=0`),
-    /// exactly as the `unix` VFS reports on Linux. Claiming SAFE_APPEND or SEQUENTIAL
-    /// would let SQLite skip journal syncs.
+    /// Exactly what the `unix` VFS reports on Linux (os_unix.c setDeviceCharacteristics):
+    /// POWERSAFE_OVERWRITE (unless `psow=0`) and SUBPAGE_READ. Claiming SAFE_APPEND or
+    /// SEQUENTIAL would let SQLite skip journal syncs.
+    ///
+    /// SUBPAGE_READ (SQLite ≥ 3.48) is what lets the pager read a blob's overflow pages
+    /// straight into the caller's buffer (sqlite3PagerDirectReadOk) instead of through
+    /// its page cache; without it large-blob reads were 10–30 % slower than `unix`.
+    /// `read` serves any offset and length: it flushes pending writes first, and an O_DIRECT
+    /// file sends a read its alignment does not allow to the buffered descriptor.
     pub(crate) fn device_characteristics(&self) -> c_int {
-        if self.psow {
+        let psow = if self.psow {
             SQLITE_IOCAP_POWERSAFE_OVERWRITE
         } else {
             0
-        }
+        };
+        psow | SQLITE_IOCAP_SUBPAGE_READ
     }
 
     /// SQLITE_FCNTL_SIZE_HINT (os_unix.c fcntlSizeHint): with a chunk size, allocate up

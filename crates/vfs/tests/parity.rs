@@ -198,7 +198,7 @@ fn pragmas_read_back_like_unix() {
 }
 
 #[test]
-fn device_characteristics_and_sector_size_match_unix() {
+fn one_rollback_commit_syncs_like_unix() {
     // A VFS of its own: the counters are per VFS and other tests run concurrently.
     let name = "io_uring_sync_count";
     sqlite_uring::register(sqlite_uring::Options {
@@ -228,4 +228,116 @@ fn device_characteristics_and_sector_size_match_unix() {
         4,
         "fsyncs (3 files + 1 directory) of one commit"
     );
+}
+
+/// The same VFS code on plain syscalls (`Backend::Syscall`), under the name the CLI gives it.
+fn register_sync_backend() {
+    sqlite_uring::register(sqlite_uring::Options {
+        vfs_name: "io_uring_sync".into(),
+        backend: sqlite_uring::Backend::Syscall,
+        ..Default::default()
+    })
+    .unwrap();
+}
+
+/// The main database's `sqlite3_file`, as SQLite hands it to the VFS.
+fn main_db_file(conn: &Connection) -> *mut rusqlite::ffi::sqlite3_file {
+    let mut file: *mut rusqlite::ffi::sqlite3_file = std::ptr::null_mut();
+    // SAFETY: the handle is open for the borrow of `conn`; SQLITE_FCNTL_FILE_POINTER writes
+    // one pointer into `file`, which outlives the call.
+    let rc = unsafe {
+        rusqlite::ffi::sqlite3_file_control(
+            conn.handle(),
+            c"main".as_ptr(),
+            rusqlite::ffi::SQLITE_FCNTL_FILE_POINTER,
+            (&mut file as *mut *mut rusqlite::ffi::sqlite3_file).cast(),
+        )
+    };
+    assert_eq!(rc, rusqlite::ffi::SQLITE_OK);
+    assert!(!file.is_null());
+    file
+}
+
+#[test]
+fn device_characteristics_and_sector_size_are_the_unix_bits() {
+    register();
+    register_sync_backend();
+    let dir = tempfile::tempdir().unwrap();
+    let ask = |vfs: &str, uri_suffix: &str| {
+        let path = dir.path().join(format!("{vfs}.db"));
+        let uri = format!("file:{}{uri_suffix}", path.display());
+        let flags = rusqlite::OpenFlags::default() | rusqlite::OpenFlags::SQLITE_OPEN_URI;
+        let conn = Connection::open_with_flags_and_vfs(&uri, flags, vfs).unwrap();
+        conn.execute_batch("CREATE TABLE IF NOT EXISTS t(x)")
+            .unwrap();
+        let file = main_db_file(&conn);
+        // SAFETY: `file` is the open main database of `conn`, alive for this block; every
+        // VFS here fills both methods (io version ≥ 1).
+        unsafe {
+            let methods = &*(*file).pMethods;
+            (
+                methods.xDeviceCharacteristics.unwrap()(file),
+                methods.xSectorSize.unwrap()(file),
+            )
+        }
+    };
+    for uri_suffix in ["", "?psow=0"] {
+        let unix = ask("unix", uri_suffix);
+        assert_eq!(ask("io_uring", uri_suffix), unix, "{uri_suffix}");
+        assert_eq!(ask("io_uring_sync", uri_suffix), unix, "{uri_suffix}");
+    }
+    // The bit that lets the pager read overflow pages straight into the caller's buffer.
+    assert_ne!(
+        ask("io_uring", "").0 & rusqlite::ffi::SQLITE_IOCAP_SUBPAGE_READ,
+        0
+    );
+}
+
+#[test]
+fn blob_overflow_pages_bypass_the_page_cache_as_with_unix() {
+    register();
+    register_sync_backend();
+    // Cache misses while reading one 1 MB blob on a fresh connection: with SUBPAGE_READ
+    // the overflow chain is read straight into the result (a handful of misses: schema,
+    // b-tree pages); without it, one miss per overflow page (~250).
+    let misses = |vfs: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.db");
+        let conn = open(&path, vfs);
+        conn.execute_batch(
+            "CREATE TABLE f(k INTEGER PRIMARY KEY, v BLOB);
+             INSERT INTO f VALUES(1, randomblob(1000000));",
+        )
+        .unwrap();
+        drop(conn);
+        let conn = open(&path, vfs);
+        let length: i64 = conn
+            .query_row("SELECT length(v) FROM f WHERE k = 1", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(length, 1_000_000);
+        let blob: Vec<u8> = conn
+            .query_row("SELECT v FROM f WHERE k = 1", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(blob.len(), 1_000_000);
+        let (mut current, mut high) = (0, 0);
+        // SAFETY: the handle is open; both out-pointers outlive the call.
+        let rc = unsafe {
+            rusqlite::ffi::sqlite3_db_status(
+                conn.handle(),
+                rusqlite::ffi::SQLITE_DBSTATUS_CACHE_MISS,
+                &mut current,
+                &mut high,
+                0,
+            )
+        };
+        assert_eq!(rc, rusqlite::ffi::SQLITE_OK);
+        current
+    };
+    let unix = misses("unix");
+    assert!(
+        unix < 20,
+        "unix read the overflow chain through its cache: {unix}"
+    );
+    assert_eq!(misses("io_uring"), unix);
+    assert_eq!(misses("io_uring_sync"), unix);
 }
