@@ -238,20 +238,9 @@ impl DirectFile {
         } else {
             libc::O_RDONLY
         };
-        let fd = loop {
-            // SAFETY: `path` is NUL-terminated; open does not retain it.
-            let fd =
-                unsafe { libc::open(path.as_ptr(), access | libc::O_DIRECT | libc::O_CLOEXEC) };
-            if fd >= 0 {
-                break fd;
-            }
-            let errno = std::io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EIO);
-            if errno != libc::EINTR {
-                return Err(DirectOpenError::Open(errno));
-            }
-        };
+        // The file exists (the buffered descriptor opened it first): no mode is needed.
+        let fd = crate::file::open_above_stdio(path, access | libc::O_DIRECT | libc::O_CLOEXEC, 0)
+            .map_err(DirectOpenError::Open)?;
         let align_bytes = direct_io_alignment(fd);
         if align_bytes > BUFFER_ALIGN_BYTES || !align_bytes.is_power_of_two() {
             // SAFETY: we own the fd and nothing has locked through it.

@@ -128,6 +128,43 @@ pub(crate) struct File {
     mmap: MemoryMap,
 }
 
+/// open(2), retried on EINTR, with the descriptor moved to [`MINIMUM_FILE_DESCRIPTOR`] or
+/// above, and the low slot it was handed plugged with `/dev/null`, so later opens do not
+/// land there again (os_unix.c robust_open does both). Every descriptor this VFS opens on
+/// a database file goes through here: the buffered one and the O_DIRECT one alike.
+pub(crate) fn open_above_stdio(
+    path: &CStr,
+    os_flags: c_int,
+    mode: libc::mode_t,
+) -> Result<RawFd, i32> {
+    let fd = loop {
+        // SAFETY: `path` is NUL-terminated; open does not retain it.
+        let fd = unsafe { libc::open(path.as_ptr(), os_flags, mode as libc::c_uint) };
+        if fd >= 0 {
+            break fd;
+        }
+        let errno = last_errno();
+        if errno != libc::EINTR {
+            return Err(errno);
+        }
+    };
+    if fd >= MINIMUM_FILE_DESCRIPTOR {
+        return Ok(fd);
+    }
+    // SAFETY: plain fcntl/close/open on the descriptor we just opened and own; the plug
+    // is deliberately left open for the life of the process, as os_unix.c leaves it.
+    unsafe {
+        let moved = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, MINIMUM_FILE_DESCRIPTOR);
+        let errno = last_errno();
+        libc::close(fd);
+        libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
+        if moved < 0 {
+            return Err(errno);
+        }
+        Ok(moved)
+    }
+}
+
 fn last_errno() -> i32 {
     std::io::Error::last_os_error()
         .raw_os_error()
@@ -490,15 +527,8 @@ impl File {
         let (mode, owner) = unsafe { File::create_mode(vfs, &path, name, flags) };
         let c_path = cstring(&path)?;
         let mut out_flags = flags;
-        let open = |os_flags: c_int| loop {
-            let effective_mode = if mode == 0 { DEFAULT_FILE_MODE } else { mode };
-            // SAFETY: `c_path` is NUL-terminated; open does not retain it.
-            let fd =
-                unsafe { libc::open(c_path.as_ptr(), os_flags, effective_mode as libc::c_uint) };
-            if fd >= 0 || last_errno() != libc::EINTR {
-                break if fd >= 0 { Ok(fd) } else { Err(last_errno()) };
-            }
-        };
+        let effective_mode = if mode == 0 { DEFAULT_FILE_MODE } else { mode };
+        let open = |os_flags: c_int| open_above_stdio(&c_path, os_flags, effective_mode);
         let fd = match open(os_flags) {
             Ok(fd) => fd,
             Err(errno) => {
@@ -516,19 +546,6 @@ impl File {
                     return Err(Failure::CantOpen(errno));
                 }
             }
-        };
-        let fd = if fd < MINIMUM_FILE_DESCRIPTOR {
-            // SAFETY: plain fcntl/close on the fd we just opened.
-            unsafe {
-                let moved = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, MINIMUM_FILE_DESCRIPTOR);
-                libc::close(fd);
-                if moved < 0 {
-                    return Err(Failure::CantOpen(last_errno()));
-                }
-                moved
-            }
-        } else {
-            fd
         };
         if mode != 0 {
             // os_unix.c robust_open: a new file gets exactly `mode`, whatever the umask.

@@ -142,6 +142,8 @@ pub unsafe fn register_with_api_routines(
 }
 
 /// Registers a VFS whose I/O passes through `plan` (tests drive error paths with it).
+/// The plan's engine decides how ops are issued ([`FaultPlan::with_submissions`]); the
+/// `*_submission` fields of `options` are not used.
 #[doc(hidden)]
 pub fn register_with_faults(options: Options, plan: Arc<FaultPlan>) -> Result<Registration, Error> {
     register_impl(SqliteApi::linked(), options, Some(plan))

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use common::{extended_code, integrity_ok, open, rows};
 use rusqlite::Connection;
-use sqlite_uring::{Backend, FaultKind, FaultPlan, FaultRule, OpKind, Options};
+use sqlite_uring::{Backend, FaultKind, FaultPlan, FaultRule, OpKind, Options, Submission};
 
 const SQLITE_CORRUPT: i32 = 11;
 const SQLITE_FULL: i32 = 13;
@@ -17,12 +17,18 @@ const SQLITE_IOERR_FSYNC: i32 = 10 | (4 << 8);
 const SQLITE_IOERR_TRUNCATE: i32 = 10 | (6 << 8);
 
 fn faulty_vfs(name: &str, backend: Backend) -> Arc<FaultPlan> {
-    faulty_vfs_with(name, backend, false)
+    faulty_vfs_with(name, backend, false, Submission::Ring)
 }
 
-/// A fault-injecting VFS; `direct_io` opens main databases with O_DIRECT too.
-fn faulty_vfs_with(name: &str, backend: Backend, direct_io: bool) -> Arc<FaultPlan> {
-    let plan = FaultPlan::new(backend);
+/// A fault-injecting VFS; `direct_io` opens main databases with O_DIRECT too; `syncs`
+/// routes the io_uring backend's syncs (reads and writes stay on the ring).
+fn faulty_vfs_with(
+    name: &str,
+    backend: Backend,
+    direct_io: bool,
+    syncs: Submission,
+) -> Arc<FaultPlan> {
+    let plan = FaultPlan::with_submissions(backend, [Submission::Ring, Submission::Ring, syncs]);
     sqlite_uring::register_with_faults(
         Options {
             vfs_name: name.into(),
@@ -120,12 +126,30 @@ fn enospc_on_journal_write_is_sqlite_full_and_keeps_old_data() {
 #[test]
 fn short_and_interrupted_completions_are_finished_transparently() {
     let _serial = common::one_at_a_time();
-    for backend in [Backend::IoUring, Backend::Syscall] {
-        let name = format!("fault_short_{}", backend.name());
-        let plan = faulty_vfs(&name, backend);
+    for (backend, direct_io, syncs) in [
+        (Backend::IoUring, false, Submission::Ring),
+        (Backend::Syscall, false, Submission::Ring),
+        // Ring writes (O_DIRECT) with syscall syncs: a short write must not let its sync run.
+        (Backend::IoUring, true, Submission::Syscall),
+    ] {
+        let name = format!(
+            "fault_short_{}{}_syncs_{}",
+            backend.name(),
+            if direct_io { "_direct" } else { "" },
+            syncs.name()
+        );
+        let plan = faulty_vfs_with(&name, backend, direct_io, syncs);
         let dir = tempfile::tempdir().unwrap();
         let conn = seeded(dir.path(), &name);
-        plan.add(rule(OpKind::Write, "f.db", 50, FaultKind::Short(100)));
+        // An O_DIRECT write completes short only at a block boundary (the device transfers
+        // whole blocks), so that is where its injected short completions stop.
+        let db_short_bytes = if direct_io { 4096 } else { 100 };
+        plan.add(rule(
+            OpKind::Write,
+            "f.db",
+            50,
+            FaultKind::Short(db_short_bytes),
+        ));
         plan.add(rule(OpKind::Write, "f.db-journal", 50, FaultKind::Short(7)));
         plan.add(rule(
             OpKind::Write,
@@ -218,28 +242,35 @@ fn truncate_error_is_ioerr_truncate() {
 /// database, for every N a transaction makes. Whatever the statement returns, the
 /// connection's own view afterwards must equal what a fresh connection reads from disk
 /// (no stale cache), be all-old or all-new, and pass integrity_check. The database cases
-/// run again with O_DIRECT (`direct_io`), whose page writes take the aligned queue.
+/// run again with O_DIRECT (`direct_io`), whose page writes take the aligned queue, and
+/// with those writes on the ring but their syncs by syscall (`uring_syncs=syscall`), where
+/// a sync must wait for, and be cancelled by, the ring writes before it.
 #[test]
 fn failing_any_queued_write_never_leaves_a_wrong_view() {
     let _serial = common::one_at_a_time();
-    for (journal_mode, suffix, op, direct_io) in [
-        ("delete", "f.db-journal", OpKind::Write, false),
-        ("delete", "f.db", OpKind::Write, false),
-        ("delete", "f.db", OpKind::Sync, false),
-        ("wal", "f.db-wal", OpKind::Write, false),
-        ("wal", "f.db", OpKind::Write, false),
-        ("persist", "f.db-journal", OpKind::Write, false),
-        ("delete", "f.db", OpKind::Write, true),
-        ("delete", "f.db", OpKind::Sync, true),
-        ("delete", "f.db", OpKind::Read, true),
-        ("wal", "f.db", OpKind::Write, true),
+    let (ring, syscall) = (Submission::Ring, Submission::Syscall);
+    for (journal_mode, suffix, op, direct_io, syncs) in [
+        ("delete", "f.db-journal", OpKind::Write, false, ring),
+        ("delete", "f.db", OpKind::Write, false, ring),
+        ("delete", "f.db", OpKind::Sync, false, ring),
+        ("wal", "f.db-wal", OpKind::Write, false, ring),
+        ("wal", "f.db", OpKind::Write, false, ring),
+        ("persist", "f.db-journal", OpKind::Write, false, ring),
+        ("delete", "f.db", OpKind::Write, true, ring),
+        ("delete", "f.db", OpKind::Sync, true, ring),
+        ("delete", "f.db", OpKind::Read, true, ring),
+        ("wal", "f.db", OpKind::Write, true, ring),
+        ("delete", "f.db", OpKind::Write, true, syscall),
+        ("delete", "f.db", OpKind::Sync, true, syscall),
+        ("delete", "f.db-journal", OpKind::Write, false, syscall),
     ] {
         let name = format!(
-            "fault_sweep_{journal_mode}_{}_{op:?}{}",
+            "fault_sweep_{journal_mode}_{}_{op:?}{}_syncs_{}",
             suffix.replace('.', "_"),
-            if direct_io { "_direct" } else { "" }
+            if direct_io { "_direct" } else { "" },
+            syncs.name()
         );
-        let plan = faulty_vfs_with(&name, Backend::IoUring, direct_io);
+        let plan = faulty_vfs_with(&name, Backend::IoUring, direct_io, syncs);
         let mut failures_seen = 0;
         let mut injected_any = false;
         for skip in 0..40 {

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::{EngineKind, Op, OpKind};
-use crate::Backend;
+use crate::{Backend, Submission};
 
 /// What happens to a matching op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,11 +42,21 @@ pub struct FaultPlan {
 }
 
 impl FaultPlan {
-    /// A plan with no rules over `backend` (it then behaves exactly like `backend`).
+    /// A plan with no rules over `backend` (it then behaves exactly like `backend`), with
+    /// every read, write and sync of the io_uring backend on the ring.
     pub fn new(backend: Backend) -> Arc<FaultPlan> {
+        let all_ring = [Submission::Ring; 3];
+        FaultPlan::with_submissions(backend, all_ring)
+    }
+
+    /// As [`FaultPlan::new`], with the io_uring backend issuing reads, writes and syncs
+    /// as `[reads, writes, syncs]` say (the `uring_reads/writes/syncs` routing), so the
+    /// paths between ring and syscalls meet injected faults too.
+    pub fn with_submissions(backend: Backend, submissions: [Submission; 3]) -> Arc<FaultPlan> {
+        let [reads, writes, syncs] = submissions;
         Arc::new(FaultPlan {
             inner: match backend {
-                Backend::IoUring => EngineKind::IoUring(super::Routing::ALL_RING),
+                Backend::IoUring => EngineKind::IoUring(super::Routing::new(reads, writes, syncs)),
                 Backend::Syscall => EngineKind::Syscall,
             },
             rules: Mutex::new(Vec::new()),
