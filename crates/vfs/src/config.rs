@@ -117,6 +117,12 @@ pub struct Options {
     /// I/O, and submit its queued writes through the ring (URI `uring_direct` overrides
     /// it). Off by default: without the page cache every cold read reaches the device.
     pub direct_io: bool,
+    /// Give io_uring files a ring with a kernel submission thread (IORING_SETUP_SQPOLL,
+    /// URI `uring_sqpoll` overrides it), and wait for its completions by spinning on the
+    /// completion queue for up to `SQPOLL_SPIN_US` before entering the kernel: a batch
+    /// that completes meanwhile costs no system call at all. Off by default: the poller
+    /// and the spinning waiter each keep a CPU busy (measured in docs/BENCH_SPEED.md).
+    pub sqpoll: bool,
 }
 
 impl Default for Options {
@@ -131,6 +137,7 @@ impl Default for Options {
             write_submission: Submission::Syscall,
             sync_submission: Submission::Ring,
             direct_io: false,
+            sqpoll: false,
         }
     }
 }

@@ -91,6 +91,11 @@ impl AlignedBuffer {
         self.capacity
     }
 
+    /// Start of the allocation (null while empty).
+    pub(crate) fn as_ptr(&self) -> *const u8 {
+        self.ptr
+    }
+
     pub(crate) fn clear(&mut self) {
         self.len = 0;
     }

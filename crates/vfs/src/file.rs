@@ -33,8 +33,9 @@ const PRIVATE_FILE_MODE: libc::mode_t = 0o600;
 const MINIMUM_FILE_DESCRIPTOR: RawFd = 3;
 
 /// The URI parameters this VFS owns; any other `uring_*` key is rejected at open.
-pub(crate) const URI_PARAMETERS: [&str; 9] = [
+pub(crate) const URI_PARAMETERS: [&str; 10] = [
     "uring_direct",
+    "uring_sqpoll",
     "uring_reads",
     "uring_writes",
     "uring_syncs",
@@ -349,6 +350,12 @@ impl File {
             Some("off") => false,
             Some(other) => return Err(format!("uring_direct={other} is not valid; use on or off")),
         };
+        let sqpoll = match param(c"uring_sqpoll").as_deref() {
+            None => None,
+            Some("on") => Some(true),
+            Some("off") => Some(false),
+            Some(other) => return Err(format!("uring_sqpoll={other} is not valid; use on or off")),
+        };
         let submission = |key: &CStr| -> Result<Option<Submission>, String> {
             let Some(text) = param(key) else {
                 return Ok(None);
@@ -377,7 +384,8 @@ impl File {
                 reads.unwrap_or(routing.reads()),
                 writes.unwrap_or(default_writes),
                 syncs.unwrap_or(routing.syncs()),
-            );
+            )
+            .with_sqpoll(sqpoll.unwrap_or(routing.sqpoll));
         }
         let write_behind = match param(c"uring_write_behind").as_deref() {
             None | Some("on") => true,

@@ -49,3 +49,10 @@ pub use io::{
     fault::{FaultKind, FaultPlan, FaultRule},
     OpKind,
 };
+
+/// Writes the calling thread's ring issued as IORING_OP_WRITE_FIXED from the registered
+/// write-behind arena (hidden: for tests).
+#[doc(hidden)]
+pub fn thread_ring_fixed_writes() -> u64 {
+    io::uring::thread_ring_fixed_writes()
+}

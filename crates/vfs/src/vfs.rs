@@ -31,6 +31,8 @@ pub(crate) struct VfsState {
     read_submission: Submission,
     write_submission: Submission,
     sync_submission: Submission,
+    /// Default of the `uring_sqpoll` URI parameter.
+    sqpoll: bool,
     fallback_reason: Option<String>,
     c_name: CString,
 }
@@ -49,6 +51,7 @@ impl VfsState {
             self.write_submission,
             self.sync_submission,
         )
+        .with_sqpoll(self.sqpoll)
     }
 
     /// xDelete: unlink, then sync the directory when SQLite asks (journal deletion is a
@@ -166,6 +169,9 @@ fn register_impl(
             && existing.state.sync_mode == options.sync_mode
             && existing.state.read_submission == options.read_submission
             && existing.state.write_submission == options.write_submission
+            && existing.state.sync_submission == options.sync_submission
+            && existing.state.direct_io == options.direct_io
+            && existing.state.sqpoll == options.sqpoll
             && faults.is_none()
             && !matches!(existing.state.engine, EngineKind::Fault(_));
         if !same {
@@ -201,7 +207,8 @@ fn register_impl(
     let mut backend = options.backend;
     let mut fallback_reason = None;
     if backend == Backend::IoUring {
-        if let Err(reason) = EngineKind::IoUring(Routing::ALL_RING).ensure_available() {
+        let routing = Routing::ALL_RING.with_sqpoll(options.sqpoll);
+        if let Err(reason) = EngineKind::IoUring(routing).ensure_available() {
             if !options.fallback_to_syscall {
                 return Err(Error::IoUringUnavailable(reason));
             }
@@ -215,11 +222,14 @@ fn register_impl(
     }
     let engine = match (faults, backend) {
         (Some(plan), _) => EngineKind::Fault(plan),
-        (None, Backend::IoUring) => EngineKind::IoUring(Routing::new(
-            options.read_submission,
-            options.write_submission,
-            options.sync_submission,
-        )),
+        (None, Backend::IoUring) => EngineKind::IoUring(
+            Routing::new(
+                options.read_submission,
+                options.write_submission,
+                options.sync_submission,
+            )
+            .with_sqpoll(options.sqpoll),
+        ),
         (None, Backend::Syscall) => EngineKind::Syscall,
     };
     let c_name = CString::new(options.vfs_name.clone()).expect("checked for NUL above");
@@ -236,6 +246,7 @@ fn register_impl(
         read_submission: options.read_submission,
         write_submission: options.write_submission,
         sync_submission: options.sync_submission,
+        sqpoll: options.sqpoll,
         fallback_reason: fallback_reason.clone(),
         c_name,
     }));

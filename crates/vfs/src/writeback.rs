@@ -39,7 +39,8 @@
 //! # Buffer lifetime
 //! Queued bytes live in the queue's own arena, never in SQLite's buffers, and a flush
 //! waits for every completion before it returns (the rule of `io/mod.rs`), so nothing
-//! outlives the mutex-held flush.
+//! outlives the mutex-held flush. The arena is allocated once and never freed, which is
+//! what lets rings register it (the registered-buffer rule of `io/mod.rs`).
 
 use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -298,6 +299,10 @@ pub(crate) fn write(
     if queue.arena.capacity() == 0 {
         queue.arena = AlignedBuffer::with_capacity(ARENA_BYTES);
         queue.pieces.reserve_exact(MAX_PIECES);
+        // SAFETY: the arena is allocated here once and never freed or replaced: QUEUE is
+        // a static, nothing assigns `arena` again (its capacity is never 0 after this),
+        // and a fork keeps it (`forget_after_fork` only clears it).
+        unsafe { crate::io::publish_fixed_region(queue.arena.as_ptr(), queue.arena.capacity()) };
     }
     if queue.owner.is_none() {
         queue.owner = Some(Owner {

@@ -16,6 +16,13 @@
 //! has to outlive the `perform` call that names it. No I/O is ever in flight between two
 //! VFS method calls; that is what lets a file move between threads (SQLite's
 //! multi-thread mode) while each thread owns its own ring.
+//!
+//! **Registered-buffer rule.** A ring may register memory with the kernel
+//! (IORING_REGISTER_BUFFERS), which pins its pages for as long as the ring lives, and
+//! then writes from it without pinning them per I/O (IORING_OP_WRITE_FIXED). A registered
+//! range must therefore never be freed or remapped while any ring lives — a ring would go
+//! on writing from the old pages. So the only memory ever offered for registration is
+//! [`fixed_region`]: the write-behind arena, allocated once and never freed (`writeback.rs`).
 
 pub(crate) mod fault;
 pub(crate) mod syscall;
@@ -26,6 +33,37 @@ use std::sync::Arc;
 
 use crate::config::Submission;
 use crate::stats::{IoStats, SharedStats};
+
+/// Where the memory rings may register lives, `(address, length)`; published once.
+static FIXED_REGION: std::sync::OnceLock<(usize, usize)> = std::sync::OnceLock::new();
+
+/// Environment switch: `SQLITE_URING_REGISTER_BUFFERS=off` keeps rings from registering
+/// the arena (for measuring what registration buys, or under a tight RLIMIT_MEMLOCK).
+pub(crate) const REGISTER_BUFFERS_ENV: &str = "SQLITE_URING_REGISTER_BUFFERS";
+
+/// Offers `len` bytes at `start` to the rings for registration; only the first region
+/// offered is kept.
+///
+/// # Safety
+/// The memory must stay allocated, at this address, until the process exits (the
+/// registered-buffer rule): rings keep writing from the pages they pinned.
+pub(crate) unsafe fn publish_fixed_region(start: *const u8, len: usize) {
+    assert!(!start.is_null() && len > 0);
+    let _ = FIXED_REGION.set((start as usize, len));
+}
+
+/// The region a ring may register, unless registration is switched off.
+pub(crate) fn fixed_region() -> Option<(usize, usize)> {
+    static SWITCHED_OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let off = *SWITCHED_OFF.get_or_init(|| {
+        std::env::var(REGISTER_BUFFERS_ENV).is_ok_and(|value| value == "off" || value == "0")
+    });
+    if off {
+        None
+    } else {
+        FIXED_REGION.get().copied()
+    }
+}
 
 /// One I/O operation. Pointers must stay valid until the `perform` that carries them
 /// returns (see the module's buffer-lifetime rule).
@@ -106,6 +144,8 @@ pub(crate) struct Routing {
     /// A batch left with a single ring op runs it as a syscall: one op alone cannot
     /// overlap with anything, so the ring only adds a worker hand-off.
     pub(crate) lone_op_by_syscall: bool,
+    /// Use this thread's SQPOLL ring instead of its ordinary one (`uring_sqpoll`).
+    pub(crate) sqpoll: bool,
 }
 
 impl Routing {
@@ -123,7 +163,13 @@ impl Routing {
             syscall_writes,
             syscall_syncs,
             lone_op_by_syscall: syscall_reads || syscall_writes || syscall_syncs,
+            sqpoll: false,
         }
+    }
+
+    /// The same routing on this thread's SQPOLL ring (`on`) or its ordinary ring.
+    pub(crate) const fn with_sqpoll(self, on: bool) -> Routing {
+        Routing { sqpoll: on, ..self }
     }
 
     fn submission(by_syscall: bool) -> Submission {
@@ -144,6 +190,12 @@ impl Routing {
 
     pub(crate) fn syncs(self) -> Submission {
         Self::submission(self.syscall_syncs)
+    }
+
+    /// Whether the whole batch goes by syscall: at most one op is left for the ring, and
+    /// a lone ring op goes by syscall too.
+    pub(crate) fn all_by_syscall(self, ops: &[Op]) -> bool {
+        self.lone_op_by_syscall && ops.iter().filter(|op| !self.bypasses(op)).count() <= 1
     }
 
     fn bypasses(self, op: &Op) -> bool {
@@ -191,18 +243,29 @@ impl EngineKind {
             ),
         };
         format!(
-            r#""reads":"{}","writes":"{}","syncs":"{}","lone_ops":"{}""#,
+            r#""reads":"{}","writes":"{}","syncs":"{}","lone_ops":"{}","sqpoll":"{}""#,
             routing.reads().name(),
             routing.writes().name(),
             routing.syncs().name(),
-            Routing::submission(routing.lone_op_by_syscall).name()
+            Routing::submission(routing.lone_op_by_syscall).name(),
+            if routing.sqpoll { "on" } else { "off" }
         )
+    }
+
+    /// Whether a lone read goes by `pread` from the calling thread (never for the
+    /// fault-injecting engine, whose point is to see every op).
+    pub(crate) fn reads_by_syscall(&self) -> bool {
+        match self {
+            EngineKind::Syscall => true,
+            EngineKind::IoUring(routing) => routing.syscall_reads || routing.lone_op_by_syscall,
+            EngineKind::Fault(_) => false,
+        }
     }
 
     /// Checks, on this thread, that the engine can run; the error names cause and remedy.
     pub(crate) fn ensure_available(&self) -> Result<(), String> {
         match self {
-            EngineKind::IoUring(_) => uring::ensure_thread_ring(),
+            EngineKind::IoUring(routing) => uring::ensure_thread_ring(routing.sqpoll),
             EngineKind::Syscall => Ok(()),
             EngineKind::Fault(plan) => plan.inner().ensure_available(),
         }
@@ -215,9 +278,15 @@ impl EngineKind {
         // SAFETY: forwarded caller contract.
         unsafe {
             match self {
-                EngineKind::IoUring(routing) => {
-                    uring::with_thread_ring(|ring| ring.perform_with(ops, results, *routing))
+                // The common case, a lone read or write routed to syscalls, skips the
+                // thread's ring entirely (a thread-local lookup per xRead is measurable
+                // next to a page-cache pread).
+                EngineKind::IoUring(routing) if routing.all_by_syscall(ops) => {
+                    syscall::SyscallEngine.perform(ops, results)
                 }
+                EngineKind::IoUring(routing) => uring::with_thread_ring(routing.sqpoll, |ring| {
+                    ring.perform_with(ops, results, *routing)
+                }),
                 EngineKind::Syscall => syscall::SyscallEngine.perform(ops, results),
                 EngineKind::Fault(plan) => plan.perform(ops, results),
             }
@@ -328,6 +397,9 @@ impl Submitter<'_> {
     /// Reads into `buf` from `offset` until it is full or the file ends.
     /// Returns the bytes read (fewer than `buf.len()` only at end of file).
     pub(crate) fn read_at(&mut self, fd: RawFd, buf: &mut [u8], offset: u64) -> Result<usize, i32> {
+        if self.engine.reads_by_syscall() && !crate::trace::enabled(crate::trace::TARGET_IO) {
+            return self.pread_at(fd, buf, offset);
+        }
         let mut done = 0usize;
         let mut retries = 0;
         while done < buf.len() {
@@ -350,6 +422,59 @@ impl Submitter<'_> {
             }
         }
         Ok(done)
+    }
+
+    /// `read_at` for reads that go by syscall anyway: `pread` in a loop, counted once.
+    /// SQLite's reads are mostly single pages from the page cache, where the generic batch
+    /// path cost ~250 instructions per read more than `unix` — 10–15 % of a large-blob read
+    /// (callgrind; docs/BENCH_BLOBS.md).
+    fn pread_at(&mut self, fd: RawFd, buf: &mut [u8], offset: u64) -> Result<usize, i32> {
+        let mut done = 0usize;
+        let mut retries = 0;
+        let mut calls = 0u64;
+        let outcome = loop {
+            if done == buf.len() {
+                break Ok(done);
+            }
+            let rest = &mut buf[done..];
+            let len = rest.len().min(i32::MAX as usize);
+            // SAFETY: `rest` is an exclusive borrow of `len` or more bytes for the whole
+            // call; pread does not retain the pointer.
+            let n = unsafe {
+                libc::pread(
+                    fd,
+                    rest.as_mut_ptr().cast(),
+                    len,
+                    (offset + done as u64) as i64,
+                )
+            };
+            calls += 1;
+            match n {
+                0 => break Ok(done),
+                n if n > 0 => {
+                    assert!(n as usize <= len, "kernel read more than asked");
+                    done += n as usize;
+                }
+                _ => {
+                    let errno = std::io::Error::last_os_error()
+                        .raw_os_error()
+                        .unwrap_or(libc::EIO);
+                    if is_retryable(errno) && retries < RETRY_LIMIT {
+                        retries += 1;
+                    } else {
+                        break Err(errno);
+                    }
+                }
+            }
+        };
+        let delta = IoStats {
+            ops: calls,
+            kernel_entries: calls,
+            ..IoStats::default()
+        };
+        self.file_stats.add_single_writer(&delta);
+        self.vfs_stats.add(&delta);
+        outcome
     }
 
     /// Writes all of `buf` at `offset`, continuing short writes.

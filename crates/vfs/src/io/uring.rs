@@ -5,6 +5,13 @@
 //! `IORING_SETUP_DEFER_TASKRUN` (completion work runs in our own `io_uring_enter`, not in
 //! interrupts or extra task wakeups; see io_uring_setup(2)).
 //!
+//! Files opened with `uring_sqpoll=on` use a second ring of the thread, created with
+//! `IORING_SETUP_SQPOLL`: a kernel thread picks submissions up from shared memory, so
+//! submitting needs no system call while it is awake (it sleeps after `SQPOLL_IDLE_MS`
+//! without work and is woken by `io_uring_enter(SQ_WAKEUP)`), and completions are awaited
+//! by spinning on the completion queue for up to `SQPOLL_SPIN` before falling back to
+//! `io_uring_enter(GETEVENTS)`. DEFER_TASKRUN cannot be combined with SQPOLL.
+//!
 //! Every `perform` submits its whole batch, waits for every completion, and returns with
 //! the ring empty: see the buffer-lifetime rule in `io/mod.rs`.
 
@@ -18,6 +25,13 @@ use super::{Engine, Op};
 /// Submission-queue entries per ring. SQLite rarely has more than a few ops ready at
 /// once; bigger batches are split, never dropped.
 const RING_ENTRIES: u32 = 128;
+
+/// How long an SQPOLL ring's poller thread keeps polling without work before it sleeps.
+const SQPOLL_IDLE_MS: u32 = 50;
+/// How long a waiter on an SQPOLL ring spins on the completion queue before it enters the
+/// kernel to sleep: longer than a commit's fsync on this project's disk (~0.1 ms), so a
+/// commit's batch usually completes within the spin.
+const SQPOLL_SPIN: std::time::Duration = std::time::Duration::from_micros(500);
 
 /// Consecutive EINTR/EAGAIN/EBUSY answers from `io_uring_enter` tolerated before the
 /// batch is treated as failed.
@@ -33,6 +47,39 @@ pub(crate) struct Ring {
     has_ftruncate: bool,
     /// `FORK_GENERATION` when the ring was created (see [`fork_generation`]).
     generation: u64,
+    /// Created with IORING_SETUP_SQPOLL.
+    sqpoll: bool,
+    fixed_buffers: FixedBuffers,
+    /// Writes this ring issued as IORING_OP_WRITE_FIXED (tests read it).
+    fixed_writes: u64,
+}
+
+/// Whether this ring has registered the write-behind arena (`io::fixed_region`) as
+/// buffer 0, so writes from it skip the per-I/O page pinning (IORING_OP_WRITE_FIXED).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FixedBuffers {
+    /// Not tried yet: the arena may not exist yet.
+    NotYet,
+    /// Buffer 0 is `len` bytes at `start`.
+    Registered { start: usize, len: usize },
+    /// Switched off, or the kernel refused (RLIMIT_MEMLOCK, old kernel): plain writes.
+    Unavailable,
+}
+
+impl FixedBuffers {
+    /// Whether `len` bytes at `buf` lie inside the registered buffer.
+    fn covers(self, buf: *const u8, len: u32) -> bool {
+        match self {
+            FixedBuffers::Registered {
+                start,
+                len: region_len,
+            } => {
+                let buf = buf as usize;
+                buf >= start && buf + len as usize <= start + region_len
+            }
+            FixedBuffers::NotYet | FixedBuffers::Unavailable => false,
+        }
+    }
 }
 
 /// Bumped in the child after every `fork()`. A forked child inherits its parent's ring
@@ -63,14 +110,17 @@ enum Slot {
 }
 
 thread_local! {
-    static THREAD_RING: RefCell<Slot> = const { RefCell::new(Slot::Uninit) };
+    /// This thread's ordinary ring and its SQPOLL ring (index `sqpoll as usize`).
+    static THREAD_RINGS: [RefCell<Slot>; 2] =
+        const { [RefCell::new(Slot::Uninit), RefCell::new(Slot::Uninit)] };
 }
 
-/// Creates this thread's ring if needed; the error names the cause and the remedy.
-pub(crate) fn ensure_thread_ring() -> Result<(), String> {
-    THREAD_RING.with(|slot| {
-        let mut slot = slot.borrow_mut();
-        init_slot(&mut slot);
+/// Creates this thread's ring (its SQPOLL ring with `sqpoll`) if needed; the error names
+/// the cause and the remedy.
+pub(crate) fn ensure_thread_ring(sqpoll: bool) -> Result<(), String> {
+    THREAD_RINGS.with(|slots| {
+        let mut slot = slots[sqpoll as usize].borrow_mut();
+        init_slot(&mut slot, sqpoll);
         match &*slot {
             Slot::Ready(_) => Ok(()),
             Slot::Failed(reason, _) => Err(reason.clone()),
@@ -79,7 +129,7 @@ pub(crate) fn ensure_thread_ring() -> Result<(), String> {
     })
 }
 
-fn init_slot(slot: &mut Slot) {
+fn init_slot(slot: &mut Slot, sqpoll: bool) {
     if let Slot::Ready(ring) = slot {
         if ring.generation != fork_generation() {
             // Inherited from the parent across fork(): never submit on it, and do not
@@ -92,18 +142,23 @@ fn init_slot(slot: &mut Slot) {
         }
     }
     if matches!(slot, Slot::Uninit) {
-        *slot = match Ring::new() {
+        *slot = match Ring::new(sqpoll) {
             Ok(ring) => Slot::Ready(Box::new(ring)),
+            Err(errno) if sqpoll => Slot::Failed(explain_sqpoll_failure(errno), errno),
             Err(errno) => Slot::Failed(explain_setup_failure(errno), errno),
         };
     }
 }
 
-/// Runs `f` with this thread's ring; `Err(errno)` when the ring cannot be created.
-pub(crate) fn with_thread_ring<T>(f: impl FnOnce(&mut Ring) -> Result<T, i32>) -> Result<T, i32> {
-    THREAD_RING.with(|slot| {
-        let mut slot = slot.borrow_mut();
-        init_slot(&mut slot);
+/// Runs `f` with this thread's ring (its SQPOLL ring with `sqpoll`); `Err(errno)` when the
+/// ring cannot be created.
+pub(crate) fn with_thread_ring<T>(
+    sqpoll: bool,
+    f: impl FnOnce(&mut Ring) -> Result<T, i32>,
+) -> Result<T, i32> {
+    THREAD_RINGS.with(|slots| {
+        let mut slot = slots[sqpoll as usize].borrow_mut();
+        init_slot(&mut slot, sqpoll);
         match &mut *slot {
             Slot::Ready(ring) => {
                 let result = f(ring);
@@ -117,6 +172,19 @@ pub(crate) fn with_thread_ring<T>(f: impl FnOnce(&mut Ring) -> Result<T, i32>) -
             Slot::Failed(_, errno) => Err(*errno),
             Slot::Uninit => unreachable!("init_slot leaves the slot initialised"),
         }
+    })
+}
+
+/// Writes this thread's rings issued from their registered buffer.
+pub(crate) fn thread_ring_fixed_writes() -> u64 {
+    THREAD_RINGS.with(|slots| {
+        slots
+            .iter()
+            .map(|slot| match &*slot.borrow() {
+                Slot::Ready(ring) => ring.fixed_writes,
+                Slot::Uninit | Slot::Failed(..) => 0,
+            })
+            .sum()
     })
 }
 
@@ -139,6 +207,31 @@ fn build_ring(single_issuer: bool, coop_taskrun: bool) -> std::io::Result<IoUrin
     builder.build(RING_ENTRIES)
 }
 
+fn build_sqpoll_ring(single_issuer: bool) -> std::io::Result<IoUring> {
+    let mut builder = IoUring::builder();
+    builder.setup_sqpoll(SQPOLL_IDLE_MS);
+    if single_issuer {
+        // With SQPOLL the poller thread is the single issuer (io_uring_setup(2)).
+        builder.setup_single_issuer();
+    }
+    builder.build(RING_ENTRIES)
+}
+
+fn explain_sqpoll_failure(errno: i32) -> String {
+    let cause = match errno {
+        libc::EPERM => {
+            "SQPOLL needs CAP_SYS_ADMIN before Linux 5.11, or a seccomp profile refused it"
+        }
+        libc::EINVAL => "this kernel does not support IORING_SETUP_SQPOLL with these flags",
+        _ => "the kernel refused it",
+    };
+    format!(
+        "io_uring_setup with IORING_SETUP_SQPOLL failed with errno {errno} ({}): {cause}. \
+         Remedy: drop `uring_sqpoll=on` (the ordinary ring needs no privilege).",
+        std::io::Error::from_raw_os_error(errno)
+    )
+}
+
 /// The sync op at `index` as a plain, unlinked `Sync`, for running apart from the writes
 /// before it: a `SyncAfterWrites` whose writes did not all complete (their `results` are
 /// final) is cancelled instead, as a broken link would be, and `None` returned.
@@ -158,15 +251,19 @@ fn unlinked_sync(ops: &[Op], results: &mut [i32], index: usize) -> Option<Op> {
 }
 
 impl Ring {
-    fn new() -> Result<Ring, i32> {
+    fn new(sqpoll: bool) -> Result<Ring, i32> {
         if let Some(errno) = simulated_setup_errno() {
             return Err(errno);
         }
         // Newest flags first; older kernels reject unknown setup flags with EINVAL.
-        let ring = build_ring(true, false)
-            .or_else(|_| build_ring(false, true))
-            .or_else(|_| build_ring(false, false))
-            .map_err(|error| error.raw_os_error().unwrap_or(libc::EIO))?;
+        let ring = if sqpoll {
+            build_sqpoll_ring(true).or_else(|_| build_sqpoll_ring(false))
+        } else {
+            build_ring(true, false)
+                .or_else(|_| build_ring(false, true))
+                .or_else(|_| build_ring(false, false))
+        }
+        .map_err(|error| error.raw_os_error().unwrap_or(libc::EIO))?;
         let mut probe = io_uring::Probe::new();
         let has_ftruncate = ring.submitter().register_probe(&mut probe).is_ok()
             && probe.is_supported(opcode::Ftruncate::CODE);
@@ -174,6 +271,9 @@ impl Ring {
             ring,
             has_ftruncate,
             generation: fork_generation(),
+            sqpoll,
+            fixed_buffers: FixedBuffers::NotYet,
+            fixed_writes: 0,
         };
         // A registered ring fd saves an fdget/fdput per io_uring_enter (Linux 5.18+);
         // without it everything still works.
@@ -181,8 +281,45 @@ impl Ring {
         Ok(ring)
     }
 
-    fn entry_for(op: &Op) -> io_uring::squeue::Entry {
+    /// Registers the arena as buffer 0 the first time a batch finds it published.
+    fn register_fixed_buffers(&mut self) {
+        if self.fixed_buffers != FixedBuffers::NotYet {
+            return;
+        }
+        let Some((start, len)) = super::fixed_region() else {
+            if std::env::var_os(super::REGISTER_BUFFERS_ENV).is_some() {
+                self.fixed_buffers = FixedBuffers::Unavailable;
+            }
+            return;
+        };
+        let iovec = libc::iovec {
+            iov_base: start as *mut libc::c_void,
+            iov_len: len,
+        };
+        // SAFETY: the region is never freed or moved while the process runs (the
+        // registered-buffer rule in io/mod.rs, and `publish_fixed_region`'s contract), so
+        // it outlives this ring's registration.
+        self.fixed_buffers = match unsafe { self.ring.submitter().register_buffers(&[iovec]) } {
+            Ok(()) => FixedBuffers::Registered { start, len },
+            // ENOMEM: RLIMIT_MEMLOCK (each ring pins the arena); EINVAL/EFAULT: a kernel
+            // without it. Plain writes are correct, only slower per I/O.
+            Err(_) => FixedBuffers::Unavailable,
+        };
+    }
+
+    fn entry_for(&mut self, op: &Op) -> io_uring::squeue::Entry {
         match *op {
+            Op::Write {
+                fd,
+                buf,
+                len,
+                offset,
+            } if self.fixed_buffers.covers(buf, len) => {
+                self.fixed_writes += 1;
+                opcode::WriteFixed::new(types::Fd(fd), buf, len, 0)
+                    .offset(offset)
+                    .build()
+            }
             Op::Read {
                 fd,
                 buf,
@@ -209,6 +346,23 @@ impl Ring {
             }
             Op::Truncate { fd, len } => opcode::Ftruncate::new(types::Fd(fd), len).build(),
         }
+    }
+
+    /// SQPOLL ring: hands the queued entries to the poller thread (a system call only to
+    /// wake it), spins until `want` completions are there or `SQPOLL_SPIN` has passed,
+    /// then sleeps in `io_uring_enter(GETEVENTS)`. Returns the kernel entries made (0–2).
+    fn submit_and_spin(&mut self, want: usize) -> std::io::Result<u64> {
+        let wakes_poller = self.ring.submission().need_wakeup() as u64;
+        self.ring.submit()?;
+        let deadline = std::time::Instant::now() + SQPOLL_SPIN;
+        while std::time::Instant::now() < deadline {
+            if self.ring.completion().len() >= want {
+                return Ok(wakes_poller);
+            }
+            std::hint::spin_loop();
+        }
+        self.ring.submit_and_wait(want)?;
+        Ok(wakes_poller + 1)
     }
 
     fn truncate_by_syscall(fd: RawFd, len: u64) -> i32 {
@@ -246,7 +400,7 @@ impl Ring {
         routing: super::Routing,
     ) -> Result<u64, i32> {
         let ring_ops = ops.iter().filter(|op| !routing.bypasses(op)).count();
-        if routing.lone_op_by_syscall && ring_ops <= 1 {
+        if routing.all_by_syscall(ops) {
             // SAFETY: forwarded caller contract.
             return unsafe { super::syscall::SyscallEngine.perform(ops, results) };
         }
@@ -348,28 +502,32 @@ impl Ring {
                 }
             }
         }
+        if ops.iter().any(|op| matches!(op, Op::Write { .. })) {
+            self.register_fixed_buffers();
+        }
         let mut next = 0usize;
         let mut in_flight = 0usize;
         let mut kernel_entries = 0u64;
         let mut enter_retries = 0u32;
         while next < ops.len() || in_flight > 0 {
             {
-                let mut queue = self.ring.submission();
-                while next < ops.len() && !queue.is_full() {
+                while next < ops.len() && !self.ring.submission().is_full() {
                     let op = &ops[next];
                     if let (Op::Truncate { fd, len }, false) = (op, self.has_ftruncate) {
                         // IORING_OP_FTRUNCATE needs Linux 6.9.
                         results[next] = Self::truncate_by_syscall(*fd, *len);
                         kernel_entries += 1;
                     } else {
-                        let mut entry = Self::entry_for(op).user_data(next as u64);
+                        let mut entry = self.entry_for(op).user_data(next as u64);
                         if has_chain && linked[next] {
                             entry = entry.flags(io_uring::squeue::Flags::IO_LINK);
                         }
                         // SAFETY: the buffers named by `entry` stay valid until this
                         // function returns (caller contract), and it returns only after
-                        // reaping this entry's completion.
-                        unsafe { queue.push(&entry) }.expect("queue checked not full");
+                        // reaping this entry's completion. A WRITE_FIXED entry names a
+                        // range of the registered arena, which outlives the ring.
+                        unsafe { self.ring.submission().push(&entry) }
+                            .expect("queue checked not full");
                         in_flight += 1;
                     }
                     next += 1;
@@ -380,9 +538,14 @@ impl Ring {
             }
             let queued = self.ring.submission().len();
             let held_by_kernel = in_flight - queued;
-            match self.ring.submit_and_wait(in_flight) {
-                Ok(_) => {
-                    kernel_entries += 1;
+            let entered = if self.sqpoll {
+                self.submit_and_spin(in_flight)
+            } else {
+                self.ring.submit_and_wait(in_flight).map(|_| 1)
+            };
+            match entered {
+                Ok(entries) => {
+                    kernel_entries += entries;
                     enter_retries = 0;
                 }
                 Err(error) => {
@@ -502,6 +665,7 @@ pub(crate) fn probe_report() -> crate::ProbeReport {
     let mut ring_fd_ring = setup(false, false).ok();
     let features = vec![
         ("single_issuer+defer_taskrun", setup(true, false).is_ok()),
+        ("sqpoll (uring_sqpoll=on)", build_sqpoll_ring(true).is_ok()),
         ("coop_taskrun", setup(false, true).is_ok()),
         (
             "registered_ring_fd",

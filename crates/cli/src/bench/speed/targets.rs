@@ -182,6 +182,8 @@ pub fn library_vfs(name: &'static str) -> &'static Result<sqlite_uring::Registra
             write_submission: submission.unwrap_or(defaults.write_submission),
             sync_submission: submission.unwrap_or(defaults.sync_submission),
             direct_io,
+            // Measured as a URI choice: `io_uring_ring?uring_sqpoll=on`.
+            sqpoll: false,
         })
         .map_err(|e| e.to_string())
     })
