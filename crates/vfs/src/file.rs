@@ -661,8 +661,19 @@ impl File {
         let fd = self.fd;
         let rest = &mut buf[from_map..];
         let mut direct_read = None;
+        // Kernel entries of the pread fast path, counted below with the read itself (the
+        // other paths count theirs through the Submitter).
+        let mut preads = 0u64;
         let read = if rest.is_empty() {
             Ok(0)
+        } else if self.direct.is_none()
+            && self.engine.reads_by_syscall()
+            && !crate::trace::enabled(crate::trace::TARGET_IO)
+        {
+            let (outcome, calls) =
+                crate::io::pread_fully(fd, rest, (offset + from_map as i64) as u64);
+            preads = calls;
+            outcome.map_err(Failure::from_read_errno)
         } else {
             let at = (offset + from_map as i64) as u64;
             let mut io = Submitter {
@@ -694,13 +705,20 @@ impl File {
         };
         // One counter update per call: each is a locked instruction on the shared totals.
         let total = from_map + *read.as_ref().unwrap_or(&0);
-        self.count(IoStats {
-            read_calls: 1,
-            bytes_read: total as u64,
-            direct_reads: (direct_read == Some(false)) as u64,
-            readahead_hits: (direct_read == Some(true)) as u64,
-            ..IoStats::default()
-        });
+        if direct_read.is_none() {
+            self.stats.add_pread(total as u64, preads, true);
+            self.vfs.stats.add_pread(total as u64, preads, false);
+        } else {
+            self.count(IoStats {
+                read_calls: 1,
+                bytes_read: total as u64,
+                ops: preads,
+                kernel_entries: preads,
+                direct_reads: (direct_read == Some(false)) as u64,
+                readahead_hits: (direct_read == Some(true)) as u64,
+                ..IoStats::default()
+            });
+        }
         read?;
         if total < buf.len() {
             buf[total..].fill(0);

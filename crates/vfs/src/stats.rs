@@ -96,10 +96,40 @@ pub(crate) struct SharedStats {
 }
 
 impl SharedStats {
+    // Indices into `fields`, in `FIELD_NAMES` order.
+    const READ_CALLS: usize = 0;
+    const BYTES_READ: usize = 4;
+    const OPS: usize = 7;
+    const KERNEL_ENTRIES: usize = 8;
+
     /// Adds `delta` with atomic read-modify-writes: for counters several threads update.
     pub(crate) fn add(&self, delta: &IoStats) {
         for (field, value) in self.fields.iter().zip(delta.as_array()) {
             if value != 0 {
+                field.fetch_add(value, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The counters of one `xRead` served by `pread` (`preads` calls): the hot path of a
+    /// blob read, so four fields are touched directly instead of looping over all of them.
+    #[inline]
+    pub(crate) fn add_pread(&self, bytes: u64, preads: u64, single_writer: bool) {
+        let [read_calls, bytes_read, ops, kernel_entries] = [
+            &self.fields[Self::READ_CALLS],
+            &self.fields[Self::BYTES_READ],
+            &self.fields[Self::OPS],
+            &self.fields[Self::KERNEL_ENTRIES],
+        ];
+        for (field, value) in [
+            (read_calls, 1),
+            (bytes_read, bytes),
+            (ops, preads),
+            (kernel_entries, preads),
+        ] {
+            if single_writer {
+                field.store(field.load(Ordering::Relaxed) + value, Ordering::Relaxed);
+            } else {
                 field.fetch_add(value, Ordering::Relaxed);
             }
         }
@@ -134,6 +164,26 @@ impl SharedStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pread_counters_land_in_their_named_fields() {
+        assert_eq!(FIELD_NAMES[SharedStats::READ_CALLS], "read_calls");
+        assert_eq!(FIELD_NAMES[SharedStats::BYTES_READ], "bytes_read");
+        assert_eq!(FIELD_NAMES[SharedStats::OPS], "ops");
+        assert_eq!(FIELD_NAMES[SharedStats::KERNEL_ENTRIES], "kernel_entries");
+        for single_writer in [true, false] {
+            let stats = SharedStats::default();
+            stats.add_pread(4096, 2, single_writer);
+            let expected = IoStats {
+                read_calls: 1,
+                bytes_read: 4096,
+                ops: 2,
+                kernel_entries: 2,
+                ..IoStats::default()
+            };
+            assert_eq!(stats.snapshot(), expected);
+        }
+    }
 
     #[test]
     fn json_names_every_counter_in_order() {

@@ -247,11 +247,18 @@ impl WriteQueue {
     }
 }
 
-/// The flush point at the start of every VFS method but xWrite and xSync.
+/// The flush point at the start of every VFS method but xWrite and xSync. Inlined: the
+/// common case, an empty queue, is one load at the call site (every xRead passes here).
+#[inline]
 pub(crate) fn flush(caller: Caller) -> Result<(), FlushFailure> {
     if !QUEUE_IN_USE.load(std::sync::atomic::Ordering::Acquire) {
         return Ok(());
     }
+    flush_in_use(caller)
+}
+
+#[cold]
+fn flush_in_use(caller: Caller) -> Result<(), FlushFailure> {
     let mut queue = queue();
     queue.pending_failure_for(caller)?;
     queue.flush_for(caller)

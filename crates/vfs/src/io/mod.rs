@@ -294,6 +294,70 @@ impl EngineKind {
     }
 }
 
+/// Reads into `buf` from `offset` by `pread` until it is full or the file ends, retrying
+/// EINTR/EAGAIN and continuing short reads, uncounted; returns the outcome (bytes read, or
+/// errno) and the `pread` calls made. The path for reads that go by syscall anyway: SQLite's
+/// reads are mostly single pages from the page cache, where the generic batch path cost
+/// ~250 instructions per read more than `unix`, 10–15 % of a large-blob read (callgrind;
+/// docs/BENCH_BLOBS.md).
+#[inline]
+pub(crate) fn pread_fully(fd: RawFd, buf: &mut [u8], offset: u64) -> (Result<usize, i32>, u64) {
+    if buf.len() <= i32::MAX as usize {
+        // SAFETY: `buf` is an exclusive borrow of `buf.len()` bytes for the whole call;
+        // pread does not retain the pointer.
+        let n = unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), offset as i64) };
+        if n >= 0 && n as usize == buf.len() {
+            return (Ok(buf.len()), 1);
+        }
+    }
+    // Short, failed or huge: start over (a read is idempotent) with the full loop.
+    let (outcome, calls) = pread_loop(fd, buf, offset);
+    (outcome, calls + 1)
+}
+
+#[cold]
+fn pread_loop(fd: RawFd, buf: &mut [u8], offset: u64) -> (Result<usize, i32>, u64) {
+    let mut done = 0usize;
+    let mut retries = 0;
+    let mut calls = 0u64;
+    let outcome = loop {
+        if done == buf.len() {
+            break Ok(done);
+        }
+        let rest = &mut buf[done..];
+        let len = rest.len().min(i32::MAX as usize);
+        // SAFETY: `rest` is an exclusive borrow of `len` or more bytes for the whole
+        // call; pread does not retain the pointer.
+        let n = unsafe {
+            libc::pread(
+                fd,
+                rest.as_mut_ptr().cast(),
+                len,
+                (offset + done as u64) as i64,
+            )
+        };
+        calls += 1;
+        match n {
+            0 => break Ok(done),
+            n if n > 0 => {
+                assert!(n as usize <= len, "kernel read more than asked");
+                done += n as usize;
+            }
+            _ => {
+                let errno = std::io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EIO);
+                if is_retryable(errno) && retries < RETRY_LIMIT {
+                    retries += 1;
+                } else {
+                    break Err(errno);
+                }
+            }
+        }
+    };
+    (outcome, calls)
+}
+
 /// How many times an op is reissued after EINTR/EAGAIN before the error is reported.
 /// Regular files do not return EAGAIN for blocking I/O; the bound turns a kernel or
 /// seccomp oddity into an error instead of a livelock.
@@ -424,49 +488,9 @@ impl Submitter<'_> {
         Ok(done)
     }
 
-    /// `read_at` for reads that go by syscall anyway: `pread` in a loop, counted once.
-    /// SQLite's reads are mostly single pages from the page cache, where the generic batch
-    /// path cost ~250 instructions per read more than `unix` — 10–15 % of a large-blob read
-    /// (callgrind; docs/BENCH_BLOBS.md).
+    /// `read_at` for reads that go by syscall anyway: [`pread_fully`], counted once.
     fn pread_at(&mut self, fd: RawFd, buf: &mut [u8], offset: u64) -> Result<usize, i32> {
-        let mut done = 0usize;
-        let mut retries = 0;
-        let mut calls = 0u64;
-        let outcome = loop {
-            if done == buf.len() {
-                break Ok(done);
-            }
-            let rest = &mut buf[done..];
-            let len = rest.len().min(i32::MAX as usize);
-            // SAFETY: `rest` is an exclusive borrow of `len` or more bytes for the whole
-            // call; pread does not retain the pointer.
-            let n = unsafe {
-                libc::pread(
-                    fd,
-                    rest.as_mut_ptr().cast(),
-                    len,
-                    (offset + done as u64) as i64,
-                )
-            };
-            calls += 1;
-            match n {
-                0 => break Ok(done),
-                n if n > 0 => {
-                    assert!(n as usize <= len, "kernel read more than asked");
-                    done += n as usize;
-                }
-                _ => {
-                    let errno = std::io::Error::last_os_error()
-                        .raw_os_error()
-                        .unwrap_or(libc::EIO);
-                    if is_retryable(errno) && retries < RETRY_LIMIT {
-                        retries += 1;
-                    } else {
-                        break Err(errno);
-                    }
-                }
-            }
-        };
+        let (outcome, calls) = pread_fully(fd, buf, offset);
         let delta = IoStats {
             ops: calls,
             kernel_entries: calls,
@@ -668,5 +692,28 @@ impl Submitter<'_> {
                 n => return Err(-n),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn pread_fully_reads_whole_short_and_failed() {
+        let mut file = tempfile::tempfile().unwrap();
+        std::io::Write::write_all(&mut file, &[7u8; 100]).unwrap();
+        let fd = file.as_raw_fd();
+        let mut buf = [0u8; 50];
+        assert_eq!(pread_fully(fd, &mut buf, 10), (Ok(50), 1));
+        assert_eq!(buf, [7u8; 50]);
+        // Past the end: the first pread comes back short, the loop reads again to EOF.
+        let mut buf = [0u8; 200];
+        let (outcome, calls) = pread_fully(fd, &mut buf, 0);
+        assert_eq!(outcome, Ok(100));
+        assert!(calls >= 2, "{calls}");
+        assert_eq!(&buf[..100], &[7u8; 100][..]);
+        assert_eq!(pread_fully(-1, &mut buf, 0).0, Err(libc::EBADF));
     }
 }
