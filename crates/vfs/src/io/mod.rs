@@ -52,13 +52,18 @@ pub(crate) unsafe fn publish_fixed_region(start: *const u8, len: usize) {
     let _ = FIXED_REGION.set((start as usize, len));
 }
 
-/// The region a ring may register, unless registration is switched off.
-pub(crate) fn fixed_region() -> Option<(usize, usize)> {
+/// Whether `SQLITE_URING_REGISTER_BUFFERS=off` (or `0`) was set; read once.
+pub(crate) fn buffer_registration_switched_off() -> bool {
     static SWITCHED_OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let off = *SWITCHED_OFF.get_or_init(|| {
+    *SWITCHED_OFF.get_or_init(|| {
         std::env::var(REGISTER_BUFFERS_ENV).is_ok_and(|value| value == "off" || value == "0")
-    });
-    if off {
+    })
+}
+
+/// The region a ring may register: `None` before the arena exists, or when registration
+/// is switched off.
+pub(crate) fn fixed_region() -> Option<(usize, usize)> {
+    if buffer_registration_switched_off() {
         None
     } else {
         FIXED_REGION.get().copied()

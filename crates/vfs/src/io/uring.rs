@@ -287,7 +287,7 @@ impl Ring {
             return;
         }
         let Some((start, len)) = super::fixed_region() else {
-            if std::env::var_os(super::REGISTER_BUFFERS_ENV).is_some() {
+            if super::buffer_registration_switched_off() {
                 self.fixed_buffers = FixedBuffers::Unavailable;
             }
             return;
