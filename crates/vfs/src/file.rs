@@ -709,11 +709,10 @@ impl File {
             self.stats.add_pread(total as u64, preads, true);
             self.vfs.stats.add_pread(total as u64, preads, false);
         } else {
+            // Direct reads count their kernel entries through the Submitter.
             self.count(IoStats {
                 read_calls: 1,
                 bytes_read: total as u64,
-                ops: preads,
-                kernel_entries: preads,
                 direct_reads: (direct_read == Some(false)) as u64,
                 readahead_hits: (direct_read == Some(true)) as u64,
                 ..IoStats::default()

@@ -466,9 +466,6 @@ impl Submitter<'_> {
     /// Reads into `buf` from `offset` until it is full or the file ends.
     /// Returns the bytes read (fewer than `buf.len()` only at end of file).
     pub(crate) fn read_at(&mut self, fd: RawFd, buf: &mut [u8], offset: u64) -> Result<usize, i32> {
-        if self.engine.reads_by_syscall() && !crate::trace::enabled(crate::trace::TARGET_IO) {
-            return self.pread_at(fd, buf, offset);
-        }
         let mut done = 0usize;
         let mut retries = 0;
         while done < buf.len() {
@@ -491,19 +488,6 @@ impl Submitter<'_> {
             }
         }
         Ok(done)
-    }
-
-    /// `read_at` for reads that go by syscall anyway: [`pread_fully`], counted once.
-    fn pread_at(&mut self, fd: RawFd, buf: &mut [u8], offset: u64) -> Result<usize, i32> {
-        let (outcome, calls) = pread_fully(fd, buf, offset);
-        let delta = IoStats {
-            ops: calls,
-            kernel_entries: calls,
-            ..IoStats::default()
-        };
-        self.file_stats.add_single_writer(&delta);
-        self.vfs_stats.add(&delta);
-        outcome
     }
 
     /// Writes all of `buf` at `offset`, continuing short writes.
