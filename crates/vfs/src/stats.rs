@@ -45,6 +45,13 @@ const FIELD_NAMES: [&str; FIELD_COUNT] = [
 ];
 
 impl IoStats {
+    /// What was counted since `earlier`, a snapshot of the same counters (every field
+    /// `self − earlier`, 0 where a reset in between made it smaller).
+    pub fn since(&self, earlier: &IoStats) -> IoStats {
+        let (now, then) = (self.as_array(), earlier.as_array());
+        IoStats::from_array(std::array::from_fn(|i| now[i].saturating_sub(then[i])))
+    }
+
     pub fn to_json(&self) -> String {
         let fields: Vec<String> = FIELD_NAMES
             .iter()
@@ -183,6 +190,16 @@ mod tests {
             };
             assert_eq!(stats.snapshot(), expected);
         }
+    }
+
+    #[test]
+    fn since_subtracts_every_field_and_saturates() {
+        let earlier = IoStats::from_array([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+        let later = IoStats::from_array([2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 5]);
+        assert_eq!(
+            later.since(&earlier),
+            IoStats::from_array([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0])
+        );
     }
 
     #[test]

@@ -33,13 +33,7 @@ fn one_commit(vfs: &str, journal_mode: &str, write_behind: &str) -> IoStats {
         .unwrap();
     let after = sqlite_uring::vfs_stats(vfs).unwrap();
     assert_eq!(rows(&conn, "PRAGMA integrity_check"), vec!["ok"]);
-    IoStats {
-        write_calls: after.write_calls - before.write_calls,
-        sync_calls: after.sync_calls - before.sync_calls,
-        fsyncs: after.fsyncs - before.fsyncs,
-        kernel_entries: after.kernel_entries - before.kernel_entries,
-        ..IoStats::default()
-    }
+    after.since(&before)
 }
 
 #[test]

@@ -49,14 +49,7 @@ fn workload(vfs: &str, journal_mode: &str) -> (Vec<String>, Vec<u8>, IoStats) {
     integrity_ok(&conn);
     drop(conn);
     let after = sqlite_uring::vfs_stats(vfs).unwrap();
-    let delta = IoStats {
-        sync_calls: after.sync_calls - before.sync_calls,
-        fsyncs: after.fsyncs - before.fsyncs,
-        write_calls: after.write_calls - before.write_calls,
-        bytes_written: after.bytes_written - before.bytes_written,
-        ..IoStats::default()
-    };
-    (read, std::fs::read(&path).unwrap(), delta)
+    (read, std::fs::read(&path).unwrap(), after.since(&before))
 }
 
 #[test]
