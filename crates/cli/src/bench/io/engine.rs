@@ -355,7 +355,8 @@ fn write_worker(
         Method::IoUring {
             entries, strategy, ..
         } => {
-            let mut writer = RingWriter::new(fd, entries, block as usize, plan.ring, attach_to)?;
+            let mut writer =
+                RingWriter::new(fd, entries, strategy, block as usize, plan.ring, attach_to)?;
             let job = RingJob {
                 method_name: name,
                 strategy,

@@ -289,11 +289,22 @@ impl Plan {
         }
         if wants(MethodKind::IoUring) {
             let max_threads = u64::from(*args.threads.iter().max().unwrap_or(&1));
-            let max_entries = u64::from(*args.entries.iter().max().unwrap_or(&1));
-            let buffers_bytes = max_threads * max_entries * args.block_size;
+            let max_entries = *args.entries.iter().max().unwrap_or(&1);
+            let max_buffers = args
+                .strategy
+                .iter()
+                .map(|&strategy| u64::from(super::ring::buffers_per_ring(max_entries, strategy)))
+                .max()
+                .unwrap_or(u64::from(max_entries));
+            let buffers_bytes = max_threads * max_buffers * args.block_size;
             if buffers_bytes > MAX_BUFFER_MEMORY_BYTES {
+                let per_ring = if max_buffers > u64::from(max_entries) {
+                    " (batch keeps two buffer sets per ring)"
+                } else {
+                    ""
+                };
                 bail!(
-                    "--threads {max_threads} × --entries {max_entries} × --block-size {} needs {} of buffers (limit {}); lower one of them",
+                    "--threads {max_threads} × --entries {max_entries} × --block-size {}{per_ring} needs {} of buffers (limit {}); lower one of them",
                     format_bytes(args.block_size),
                     format_bytes(buffers_bytes),
                     format_bytes(MAX_BUFFER_MEMORY_BYTES)

@@ -1,4 +1,5 @@
-//! io_uring writers: one ring per thread, `entries` buffers per ring.
+//! io_uring writers: one ring per thread, `entries` writes in flight per ring
+//! (`batch` has twice as many buffers: see [`buffers_per_ring`]).
 //!
 //! Soundness rule for everything below: a submitted write reads its buffer
 //! asynchronously, so the buffer must stay allocated and unmoved, and must not
@@ -8,6 +9,7 @@
 //! completion was reaped, and `Drop` drains every in-flight write before the
 //! buffers are freed (or leaks them if the kernel cannot be waited for).
 
+use std::collections::VecDeque;
 use std::io;
 use std::ops::Range;
 use std::os::fd::{AsRawFd, RawFd};
@@ -32,6 +34,21 @@ struct Slot {
     /// Bytes already written: a short write resubmits the rest from here.
     done: usize,
     retries: u32,
+}
+
+/// Buffers a writer of `entries` allocates for `strategy`.
+///
+/// `batch` keeps a second set: while one batch is in the device, the data of the
+/// next one is generated into the other set, so the time to fill E buffers is not
+/// spent with an idle device. The model is unchanged (E submitted together, all E
+/// awaited before the next E are submitted); fio, which reuses its buffers without
+/// refilling them, has no fill time to hide. `refill` has no free buffer while its
+/// queue is full, so a second set would never be used.
+pub fn buffers_per_ring(entries: u32, strategy: Strategy) -> u32 {
+    match strategy {
+        Strategy::Batch => entries.saturating_mul(2),
+        Strategy::Refill => entries,
+    }
 }
 
 /// Creates a ring; with SQPOLL, `attach_to` is the ring whose poller thread
@@ -112,25 +129,29 @@ pub struct RingWriter {
     // closed, then `slots` (the buffers) are freed.
     ring: IoUring,
     slots: Vec<Slot>,
+    /// At most this many writes in flight (the ring's size, E).
+    entries: usize,
     in_flight: usize,
     fd: RawFd,
     flags: RingFlags,
 }
 
 impl RingWriter {
-    /// A ring of `entries` with one block-sized buffer per entry, optionally
+    /// A ring of `entries` with [`buffers_per_ring`] block-sized buffers, optionally
     /// registered with the kernel. `fd` must outlive the writer.
     pub fn new(
         fd: RawFd,
         entries: u32,
+        strategy: Strategy,
         block_size_bytes: usize,
         flags: RingFlags,
         attach_to: Option<RawFd>,
     ) -> anyhow::Result<RingWriter> {
         let ring =
             create_ring(entries, flags, attach_to).map_err(|e| explain_ring_error(e, flags))?;
-        let mut slots = Vec::with_capacity(entries as usize);
-        for _ in 0..entries {
+        let buffers = buffers_per_ring(entries, strategy);
+        let mut slots = Vec::with_capacity(buffers as usize);
+        for _ in 0..buffers {
             slots.push(Slot {
                 buf: AlignedBuf::new(block_size_bytes)?,
                 offset: 0,
@@ -142,6 +163,7 @@ impl RingWriter {
         let writer = RingWriter {
             ring,
             slots,
+            entries: entries as usize,
             in_flight: 0,
             fd,
             flags,
@@ -201,6 +223,11 @@ impl RingWriter {
     }
 
     fn push(&mut self, index: usize) -> anyhow::Result<()> {
+        // The ring may round its size up; the model's depth is `entries`.
+        assert!(
+            self.in_flight < self.entries,
+            "more than E writes in flight"
+        );
         let entry = self.entry(index);
         // SAFETY: the entry points into slots[index].buf, which is allocated, not
         // touched by us until this entry's completion is reaped (the slot is out of
@@ -231,6 +258,34 @@ impl RingWriter {
         }
     }
 
+    /// Takes a free slot and fills it with the next block of `range`; `None` when
+    /// the range is used up or no slot is free.
+    fn fill_next(
+        &mut self,
+        free: &mut Vec<usize>,
+        next: &mut u64,
+        range: &Range<u64>,
+        block_size_bytes: u64,
+        job: &RingJob,
+    ) -> anyhow::Result<Option<usize>> {
+        if *next >= range.end {
+            return Ok(None);
+        }
+        let Some(index) = free.pop() else {
+            return Ok(None);
+        };
+        let at = *next;
+        let len = (range.end - at).min(block_size_bytes) as usize;
+        if job.inject_failure_at == Some(at) {
+            bail!("{} at offset {at}: injected failure (EIO)", job.method_name);
+        }
+        let slot = &mut self.slots[index];
+        pattern::fill(&mut slot.buf.as_mut_slice()[..len], job.seed, at);
+        (slot.offset, slot.len, slot.done, slot.retries) = (at, len, 0, 0);
+        *next += len as u64;
+        Ok(Some(index))
+    }
+
     /// Writes `range` of the file in block-size writes with up to `entries` in flight.
     pub fn write_range(
         &mut self,
@@ -238,32 +293,25 @@ impl RingWriter {
         block_size_bytes: u64,
         job: &RingJob,
     ) -> anyhow::Result<()> {
-        let capacity = self.slots.len();
-        let mut free: Vec<usize> = (0..capacity).rev().collect();
+        let mut free: Vec<usize> = (0..self.slots.len()).rev().collect();
+        // batch only: the next batch, filled while the current one is in flight.
+        let mut filled: VecDeque<usize> = VecDeque::with_capacity(self.entries);
         let mut resubmit: Vec<usize> = Vec::new();
-        let mut completions: Vec<(u64, i32)> = Vec::with_capacity(capacity);
+        let mut completions: Vec<(u64, i32)> = Vec::with_capacity(self.entries);
         let mut next = range.start;
 
         loop {
-            // batch: refill only once the whole previous batch completed.
+            // batch: push only once the whole previous batch completed.
             // refill: top up whenever a slot is free.
-            let may_fill = job.strategy == Strategy::Refill || self.in_flight == 0;
-            while may_fill && self.in_flight < capacity {
+            let may_push = job.strategy == Strategy::Refill || self.in_flight == 0;
+            while may_push && self.in_flight < self.entries {
                 let index = if let Some(index) = resubmit.pop() {
                     index
-                } else if next < range.end {
-                    let Some(index) = free.pop() else { break };
-                    let len = (range.end - next).min(block_size_bytes) as usize;
-                    if job.inject_failure_at == Some(next) {
-                        bail!(
-                            "{} at offset {next}: injected failure (EIO)",
-                            job.method_name
-                        );
-                    }
-                    let slot = &mut self.slots[index];
-                    pattern::fill(&mut slot.buf.as_mut_slice()[..len], job.seed, next);
-                    (slot.offset, slot.len, slot.done, slot.retries) = (next, len, 0, 0);
-                    next += len as u64;
+                } else if let Some(index) = filled.pop_front() {
+                    index
+                } else if let Some(index) =
+                    self.fill_next(&mut free, &mut next, &range, block_size_bytes, job)?
+                {
                     index
                 } else {
                     break;
@@ -271,7 +319,20 @@ impl RingWriter {
                 self.push(index)?;
             }
             if self.in_flight == 0 {
+                assert!(filled.is_empty() && resubmit.is_empty());
                 return Ok(());
+            }
+            if job.strategy == Strategy::Batch {
+                // Hand the batch to the device first, then fill the next one
+                // into the other buffer set while it is written.
+                self.submit_and_wait(0)
+                    .with_context(|| format!("{}: io_uring_enter failed", job.method_name))?;
+                while filled.len() < self.entries {
+                    match self.fill_next(&mut free, &mut next, &range, block_size_bytes, job)? {
+                        Some(index) => filled.push_back(index),
+                        None => break,
+                    }
+                }
             }
             let want = match job.strategy {
                 Strategy::Batch => self.in_flight,

@@ -118,6 +118,12 @@ fn flag_combinations_are_validated() {
         "64KiB",
     ]);
     assert!(e.contains("--entries"), "{e}");
+    // batch keeps a second buffer set per ring (its fill overlaps the writes):
+    // 300 × 1024 × 4 KiB fits the limit once, not twice.
+    let many = ["--dir", d, "--threads", "300", "--entries", "1024"];
+    let e = err(&many);
+    assert!(e.contains("two buffer sets"), "{e}");
+    assert!(plan(&[&many[..], &["--strategy", "refill"]].concat()).is_ok());
     assert!(parse(&["--durability", "sometimes"]).is_err());
     assert!(parse(&["--methods", "mmap"]).is_err());
     // Non-direct runs accept any block size.
