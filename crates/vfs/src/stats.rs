@@ -61,7 +61,9 @@ impl IoStats {
         format!("{{{}}}", fields.join(","))
     }
 
-    fn as_array(&self) -> [u64; FIELD_COUNT] {
+    /// Every counter, in a fixed order (that of [`IoStats::to_json`]'s keys): for passing
+    /// the counters between processes; [`IoStats::from_array`] is the inverse.
+    pub fn as_array(&self) -> [u64; FIELD_COUNT] {
         [
             self.read_calls,
             self.write_calls,
@@ -77,7 +79,7 @@ impl IoStats {
         ]
     }
 
-    fn from_array(values: [u64; FIELD_COUNT]) -> IoStats {
+    pub fn from_array(values: [u64; FIELD_COUNT]) -> IoStats {
         let [read_calls, write_calls, sync_calls, truncate_calls, bytes_read, bytes_written, fsyncs, ops, kernel_entries, direct_reads, readahead_hits] =
             values;
         IoStats {

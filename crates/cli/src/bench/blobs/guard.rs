@@ -10,11 +10,26 @@ use anyhow::{bail, Context};
 
 /// The signal that interrupted the run, 0 while none has.
 static INTERRUPTED_BY: AtomicI32 = AtomicI32::new(0);
+/// The worker process running the current case (`--isolation process`), 0 when none.
+static WORKER_PID: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn on_signal(signal: libc::c_int) {
-    // Only an atomic store: async-signal-safe. The benchmark loops poll it between
-    // operations, then unwind normally so Drop removes the case's files.
+    // Only an atomic store and kill(2): both async-signal-safe. The benchmark loops
+    // poll the flag between operations, then unwind normally so Drop removes the
+    // case's files. A worker gets the signal too (a SIGTERM sent to this process
+    // alone would otherwise leave it writing), and cleans up its own files.
     INTERRUPTED_BY.store(signal, Ordering::SeqCst);
+    let worker = WORKER_PID.load(Ordering::SeqCst);
+    if worker > 0 {
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(worker, signal) };
+    }
+}
+
+/// Records the worker process that signals must reach (`None` once it has exited).
+pub fn set_worker(pid: Option<u32>) {
+    let pid = pid.and_then(|pid| i32::try_from(pid).ok()).unwrap_or(0);
+    WORKER_PID.store(pid, Ordering::SeqCst);
 }
 
 /// Installs the SIGINT/SIGTERM handlers. SA_RESETHAND: a second Ctrl-C kills at once,

@@ -9,6 +9,7 @@ mod codec;
 #[cfg(any(feature = "duckdb", feature = "duckdb-system"))]
 mod duck;
 mod guard;
+mod isolate;
 mod output;
 mod runner;
 mod store;
@@ -136,9 +137,73 @@ pub struct BlobsArgs {
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
 
+    /// Where each run of a storage case executes: `process` (a fresh process of this
+    /// binary per run, like hyperfine; the default) or `none` (all in this process,
+    /// the default with --trace, whose file one process writes).
+    #[arg(long, value_enum)]
+    pub isolation: Option<Isolation>,
+
+    /// Internal: run the one case given by the other flags in this existing directory
+    /// and report to the parent process on stdout (see isolate.rs).
+    #[arg(long = "worker-dir", hide = true, value_name = "DIR")]
+    pub worker_dir: Option<PathBuf>,
+
     /// Measure with a debug build anyway (its timings are meaningless).
     #[arg(long)]
     pub allow_debug: bool,
+}
+
+/// Where the runs of storage cases execute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Isolation {
+    /// A fresh process per run of a case.
+    Process,
+    /// Every run in this process, one after the other.
+    None,
+}
+
+impl Isolation {
+    pub fn name(self) -> &'static str {
+        match self {
+            Isolation::Process => "process",
+            Isolation::None => "none",
+        }
+    }
+
+    /// `--isolation` as given, or its default: `process`, except with `--trace`.
+    fn of(args: &BlobsArgs) -> anyhow::Result<Isolation> {
+        match (args.isolation, args.trace.is_some()) {
+            (Some(Isolation::Process), true) => bail!(
+                "--trace with --isolation process: the trace file is written by one process; \
+                 use --isolation none (the default with --trace)"
+            ),
+            (Some(isolation), _) => Ok(isolation),
+            (None, true) => Ok(Isolation::None),
+            (None, false) => Ok(Isolation::Process),
+        }
+    }
+}
+
+/// Where a case reports its progress: the terminal's bar, or a worker's pipe.
+pub trait Progress {
+    fn phase(&mut self, label: &str, len: u64);
+    fn at(&mut self, done: u64);
+}
+
+fn show_phase(bar: &ProgressBar, label: &str, len: u64) {
+    bar.set_prefix(label.to_string());
+    bar.set_length(len);
+    bar.set_position(0);
+}
+
+impl Progress for ProgressBar {
+    fn phase(&mut self, label: &str, len: u64) {
+        show_phase(self, label, len);
+    }
+
+    fn at(&mut self, done: u64) {
+        self.set_position(done);
+    }
 }
 
 /// One storage case: everything but the phase.
@@ -371,7 +436,7 @@ fn run_storage_case(
     args: &BlobsArgs,
     run_dir: &Path,
     max: Duration,
-    bar: &ProgressBar,
+    progress: &mut dyn Progress,
 ) -> anyhow::Result<Vec<Measured>> {
     let path = run_dir.join(format!("blobs-{}.db", case.target.name()));
     let files = RemoveOnDrop::new(store::database_files(case.target, &path));
@@ -394,9 +459,7 @@ fn run_storage_case(
     };
 
     let mut measured = Vec::new();
-    bar.set_length(case.ops);
-    bar.set_position(0);
-    bar.set_prefix(format!("{} write", case.label()));
+    progress.phase(&format!("{} write", case.label()), case.ops);
     crate::trace_file::mark(format_args!("blobs {} · write phase", case.label()));
     take_stats();
     let (write, checksums) = runner::write_phase(
@@ -405,7 +468,7 @@ fn run_storage_case(
         &workload,
         case.batch,
         budget,
-        &mut |n| bar.set_position(n),
+        &mut |n| progress.at(n),
     )
     .with_context(|| format!("case {}: write phase", case.label()))?;
     measured.push(Measured {
@@ -419,10 +482,11 @@ fn run_storage_case(
         } else {
             "read-random"
         };
-        bar.set_prefix(format!("{} {phase_name}", case.label()));
         crate::trace_file::mark(format_args!("blobs {} · {phase_name} phase", case.label()));
-        bar.set_length(checksums.len().min(case.ops as usize) as u64);
-        bar.set_position(0);
+        progress.phase(
+            &format!("{} {phase_name}", case.label()),
+            checksums.len().min(case.ops as usize) as u64,
+        );
         let read = runner::read_phase(
             store.as_mut(),
             &mut codec,
@@ -430,7 +494,7 @@ fn run_storage_case(
             &checksums,
             order,
             budget,
-            &mut |n| bar.set_position(n),
+            &mut |n| progress.at(n),
         )
         .with_context(|| format!("case {}: {phase_name} phase", case.label()))?;
         measured.push(Measured {
@@ -442,6 +506,21 @@ fn run_storage_case(
     drop(store);
     drop(files);
     Ok(measured)
+}
+
+/// The run's settings in one line, for the terminal and the Markdown export.
+fn settings(args: &BlobsArgs, isolation: Isolation) -> String {
+    format!(
+        "content {}, seed {:#x}, zstd level {}, at most {} s per phase, {} run(s) per case \
+         after {} warmup run(s), isolation {}",
+        args.content.name(),
+        args.seed,
+        args.zstd_level,
+        args.max_seconds,
+        args.runs,
+        args.warmup,
+        isolation.name()
+    )
 }
 
 /// Removes the run's directory when the run ends, however it ends.
@@ -460,7 +539,19 @@ fn rotated(range: std::ops::Range<usize>, shift: usize) -> impl Iterator<Item = 
 }
 
 pub fn run(args: BlobsArgs) -> anyhow::Result<()> {
+    if let Some(run_dir) = &args.worker_dir {
+        return isolate::serve(&args, run_dir);
+    }
     let plan = Plan::from_args(&args)?;
+    let isolation = Isolation::of(&args)?;
+    // The binary to re-execute, resolved before any case runs.
+    let worker_exe = match isolation {
+        Isolation::Process => Some(
+            std::env::current_exe()
+                .context("--isolation process: cannot find this program's path to re-run it; use --isolation none")?,
+        ),
+        Isolation::None => None,
+    };
     if let Some(warning) = check_release_build(args.allow_debug)? {
         eprintln!("{warning}");
     }
@@ -480,16 +571,7 @@ pub fn run(args: BlobsArgs) -> anyhow::Result<()> {
     for line in env.lines() {
         println!("{line}");
     }
-    println!(
-        "blobs: content {}, seed {:#x}, zstd level {}, ≤ {} s per phase, {} run(s) per case \
-         after {} warmup run(s)",
-        args.content.name(),
-        args.seed,
-        args.zstd_level,
-        args.max_seconds,
-        args.runs,
-        args.warmup
-    );
+    println!("blobs: {}", settings(&args, isolation));
 
     guard::install_signal_handlers()?;
     let trace = crate::trace_file::start(args.trace.as_deref())?;
@@ -527,8 +609,11 @@ pub fn run(args: BlobsArgs) -> anyhow::Result<()> {
         }
         for run in 0..args.warmup + args.runs {
             for index in rotated(start..end, run as usize) {
-                let measured =
-                    run_storage_case(&plan.storage[index], &args, &run_dir, plan.max, &bar)?;
+                let case = &plan.storage[index];
+                let measured = match &worker_exe {
+                    Some(exe) => isolate::run_in_worker(exe, case, &args, &run_dir, &bar)?,
+                    None => run_storage_case(case, &args, &run_dir, plan.max, &mut bar.clone())?,
+                };
                 if run >= args.warmup {
                     storage_runs[index].push(measured);
                 }
@@ -573,7 +658,7 @@ pub fn run(args: BlobsArgs) -> anyhow::Result<()> {
     guard::check_interrupted()?;
 
     let records = output::records(&args, &plan, &storage_runs, &compressor_runs);
-    output::report(&args, &env, &records)
+    output::report(&args, &env, &settings(&args, isolation), &records)
 }
 
 #[cfg(test)]
@@ -658,6 +743,26 @@ mod tests {
             let flag = line.split_whitespace().next().unwrap();
             assert!(error.to_string().contains(flag), "{line}: {error}");
         }
+    }
+
+    #[test]
+    fn isolation_defaults_to_a_process_per_run_except_when_tracing() {
+        let of = |line: &str| Isolation::of(&parse(line).unwrap());
+        assert_eq!(of("").unwrap(), Isolation::Process);
+        assert_eq!(of("--isolation none").unwrap(), Isolation::None);
+        assert_eq!(of("--trace t.log").unwrap(), Isolation::None);
+        assert_eq!(
+            of("--trace t.log --isolation none").unwrap(),
+            Isolation::None
+        );
+        let error = of("--trace t.log --isolation process")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("--trace") && error.contains("--isolation none"),
+            "{error}"
+        );
+        assert!(parse("--isolation thread").is_err());
     }
 
     #[test]

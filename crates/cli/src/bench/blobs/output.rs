@@ -458,7 +458,14 @@ pub fn chart(records: &[BlobRecord]) -> Option<BarChart> {
 }
 
 /// Prints the tables and warnings and writes the requested files.
-pub fn report(args: &BlobsArgs, env: &EnvInfo, records: &[BlobRecord]) -> anyhow::Result<()> {
+/// Prints the tables and warnings and writes the exports; `settings` is the run's
+/// settings line for the Markdown export.
+pub fn report(
+    args: &BlobsArgs,
+    env: &EnvInfo,
+    settings: &str,
+    records: &[BlobRecord],
+) -> anyhow::Result<()> {
     let storage = storage_rows(records);
     let compressor = compressor_rows(records);
     if !storage.is_empty() {
@@ -480,16 +487,7 @@ pub fn report(args: &BlobsArgs, env: &EnvInfo, records: &[BlobRecord]) -> anyhow
     }
     if let Some(path) = &args.export_markdown {
         let mut text = format!("# sqlite-uring bench blobs\n\n{}\n", env.markdown());
-        text.push_str(&format!(
-            "content {}, seed {:#x}, zstd level {}, at most {} s per phase, {} run(s) per case \
-             after {} warmup run(s)\n\n",
-            args.content.name(),
-            args.seed,
-            args.zstd_level,
-            args.max_seconds,
-            args.runs,
-            args.warmup
-        ));
+        text.push_str(&format!("{settings}\n\n"));
         if !storage.is_empty() {
             text.push_str("## Storage\n\n");
             text.push_str(&export::markdown_table(&STORAGE_HEADERS, &storage));

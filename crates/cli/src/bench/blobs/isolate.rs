@@ -1,0 +1,368 @@
+//! Every run of a storage case in a fresh process (`--isolation process`, the default).
+//!
+//! Why: blob-read rates depend on the state of the process more than on the VFS — a
+//! connection opened second in a process read 2 MB blobs up to 6× slower than the first,
+//! whatever its VFS, from page faults on fresh destination buffers (BENCH_BLOBS.md,
+//! "Position in the process"). Rotating the target order spreads that bias but does not
+//! remove it; a fresh process per run does, as hyperfine runs each command in its own.
+//!
+//! Protocol: the parent re-executes this binary as `bench blobs <one case's flags>
+//! --worker-dir RUN_DIR`. The worker runs that case once in RUN_DIR (which the parent
+//! created and removes) and writes lines to its stdout: `phase LEN LABEL` when a phase
+//! starts, `at N` as it progresses (at most every 100 ms, outside the timed part), and
+//! finally `result JSON` with what [`run_storage_case`](super::run_storage_case)
+//! measured. Its stderr is the parent's: a failing worker's error reaches the user as is.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+use indicatif::ProgressBar;
+use serde::{Deserialize, Serialize};
+
+use super::runner::{Phase, PhaseResult, StopReason};
+use super::store::{self, Journal};
+use super::{guard, BlobsArgs, Measured, Plan, Progress, StorageCase};
+
+/// The hidden flag that makes `bench blobs` a worker.
+pub const WORKER_FLAG: &str = "--worker-dir";
+const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
+
+/// One [`Measured`] as it crosses the pipe.
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+struct WireMeasured {
+    phase: Phase,
+    ops_planned: u64,
+    ops_done: u64,
+    stopped_by: StopReason,
+    elapsed_ns: u64,
+    logical_bytes: u64,
+    stored_bytes: u64,
+    verified: u64,
+    commits: Option<u64>,
+    /// [`sqlite_uring::IoStats::as_array`].
+    io: Option<Vec<u64>>,
+    db_bytes: Option<u64>,
+}
+
+impl WireMeasured {
+    fn from_measured(measured: &Measured) -> WireMeasured {
+        let r = &measured.result;
+        WireMeasured {
+            phase: r.phase,
+            ops_planned: r.ops_planned,
+            ops_done: r.ops_done,
+            stopped_by: r.stopped_by,
+            elapsed_ns: u64::try_from(r.elapsed.as_nanos()).unwrap_or(u64::MAX),
+            logical_bytes: r.logical_bytes,
+            stored_bytes: r.stored_bytes,
+            verified: r.verified,
+            commits: r.commits,
+            io: measured.io.map(|io| io.as_array().to_vec()),
+            db_bytes: measured.db_bytes,
+        }
+    }
+
+    fn into_measured(self) -> anyhow::Result<Measured> {
+        let io = match self.io {
+            None => None,
+            Some(values) => {
+                let count = values.len();
+                let array = values.try_into().map_err(|_| {
+                    anyhow!("worker sent {count} I/O counters; this binary has a different set")
+                })?;
+                Some(sqlite_uring::IoStats::from_array(array))
+            }
+        };
+        Ok(Measured {
+            result: PhaseResult {
+                phase: self.phase,
+                ops_planned: self.ops_planned,
+                ops_done: self.ops_done,
+                stopped_by: self.stopped_by,
+                elapsed: Duration::from_nanos(self.elapsed_ns),
+                logical_bytes: self.logical_bytes,
+                stored_bytes: self.stored_bytes,
+                verified: self.verified,
+                commits: self.commits,
+            },
+            io,
+            db_bytes: self.db_bytes,
+        })
+    }
+}
+
+/// The flags that make a worker run exactly `case`, once, with the run's settings.
+pub fn worker_args(case: &StorageCase, args: &BlobsArgs, run_dir: &Path) -> Vec<String> {
+    let mut words: Vec<String> = vec!["bench".into(), "blobs".into()];
+    let mut flag = |name: &str, value: String| {
+        words.push(name.to_string());
+        words.push(value);
+    };
+    flag("--suite", "storage".into());
+    flag("--targets", case.target.name().into());
+    flag(
+        "--journal",
+        case.journal.unwrap_or(Journal::Delete).name().into(),
+    );
+    flag("--compression", case.compression.name().into());
+    // Bytes with the unit B: exact, whatever unit the user typed.
+    flag("--sizes", format!("{}B", case.size.bytes()));
+    flag("--batch", case.batch.to_string());
+    flag("--ops", case.ops.to_string());
+    flag("--max-seconds", args.max_seconds.to_string());
+    flag("--runs", "1".into());
+    flag("--warmup", "0".into());
+    flag("--content", args.content.name().into());
+    flag("--seed", args.seed.to_string());
+    flag("--zstd-level", args.zstd_level.to_string());
+    flag(WORKER_FLAG, run_dir.display().to_string());
+    // The parent already refused (or allowed) a debug build.
+    words.push("--allow-debug".into());
+    words
+}
+
+/// Runs one run of `case` in a fresh process of `exe`, showing its progress on `bar`.
+pub fn run_in_worker(
+    exe: &Path,
+    case: &StorageCase,
+    args: &BlobsArgs,
+    run_dir: &Path,
+    bar: &ProgressBar,
+) -> anyhow::Result<Vec<Measured>> {
+    let mut child = Command::new(exe)
+        .args(worker_args(case, args, run_dir))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("starting a worker process ({})", exe.display()))?;
+    guard::set_worker(Some(child.id()));
+    if guard::check_interrupted().is_err() {
+        // The signal came before the worker's pid was known: pass it on now.
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    }
+    let stdout = child.stdout.take().expect("stdout was piped");
+    let mut result = None;
+    let mut protocol_error = None;
+    for line in BufReader::new(stdout).lines() {
+        let line = match line {
+            Ok(line) => line,
+            Err(error) => {
+                protocol_error = Some(anyhow!("reading the worker's output: {error}"));
+                break;
+            }
+        };
+        let (kind, rest) = line.split_once(' ').unwrap_or((line.as_str(), ""));
+        match kind {
+            "phase" => {
+                let (len, label) = rest.split_once(' ').unwrap_or((rest, ""));
+                super::show_phase(bar, label, len.parse().unwrap_or(0));
+            }
+            "at" => bar.set_position(rest.parse().unwrap_or(0)),
+            "result" => match serde_json::from_str::<Vec<WireMeasured>>(rest) {
+                Ok(phases) => result = Some(phases),
+                Err(error) => protocol_error = Some(anyhow!("unreadable worker result: {error}")),
+            },
+            _ => protocol_error = Some(anyhow!("unexpected worker output line {line:?}")),
+        }
+    }
+    let status = child.wait().context("waiting for the worker process")?;
+    guard::set_worker(None);
+    guard::check_interrupted()?;
+    if !status.success() {
+        bail!(
+            "case {}: its worker process failed ({status}); its error is printed above",
+            case.label()
+        );
+    }
+    if let Some(error) = protocol_error {
+        return Err(error.context(format!("case {}", case.label())));
+    }
+    let phases =
+        result.ok_or_else(|| anyhow!("case {}: the worker sent no result", case.label()))?;
+    phases
+        .into_iter()
+        .map(WireMeasured::into_measured)
+        .collect()
+}
+
+/// Progress as lines on stdout, read by [`run_in_worker`]. Called outside the timed
+/// part of each operation; printing at most every 100 ms keeps the pipe negligible.
+#[derive(Default)]
+struct ThrottledLines {
+    last_sent: Option<Instant>,
+}
+
+impl Progress for ThrottledLines {
+    fn phase(&mut self, label: &str, len: u64) {
+        println!("phase {len} {label}");
+        self.last_sent = Some(Instant::now());
+    }
+
+    fn at(&mut self, done: u64) {
+        let now = Instant::now();
+        if self
+            .last_sent
+            .is_none_or(|sent| now.duration_since(sent) >= PROGRESS_INTERVAL)
+        {
+            println!("at {done}");
+            self.last_sent = Some(now);
+        }
+    }
+}
+
+/// The worker side: runs the one case the flags describe and reports it on stdout.
+pub fn serve(args: &BlobsArgs, run_dir: &Path) -> anyhow::Result<()> {
+    // Die with the parent: a killed parent must not leave a worker writing.
+    // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag of this process.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) };
+    let plan = Plan::from_args(args)?;
+    let [case] = plan.storage.as_slice() else {
+        bail!(
+            "{WORKER_FLAG} is internal: it runs exactly one storage case, and these flags give {}",
+            plan.storage.len()
+        );
+    };
+    if !run_dir.is_dir() {
+        bail!("{WORKER_FLAG} {}: no such directory", run_dir.display());
+    }
+    guard::install_signal_handlers()?;
+    store::ensure_registered(case.target)?;
+    let mut progress = ThrottledLines::default();
+    let measured = super::run_storage_case(case, args, run_dir, plan.max, &mut progress)?;
+    let wire: Vec<WireMeasured> = measured.iter().map(WireMeasured::from_measured).collect();
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "result {}", serde_json::to_string(&wire)?)?;
+    stdout.flush()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: BlobsArgs,
+    }
+
+    fn parse(words: &[String]) -> BlobsArgs {
+        // worker_args starts with the subcommand path `bench blobs`.
+        let words = std::iter::once("blobs").chain(words[2..].iter().map(String::as_str));
+        Cli::try_parse_from(words).unwrap().args
+    }
+
+    /// A worker's flags describe exactly the parent's case and settings, for every
+    /// target, journal, compression and an odd size typed in another unit.
+    #[test]
+    fn worker_flags_reproduce_each_case_of_the_parent() {
+        let parent = Cli::try_parse_from([
+            "blobs",
+            "--targets",
+            "memory,unix,io_uring,sync",
+            "--sizes",
+            "4KiB,1500B",
+            "--batch",
+            "1,7",
+            "--ops",
+            "33",
+            "--max-seconds",
+            "0.25",
+            "--content",
+            "random",
+            "--seed",
+            "99",
+            "--zstd-level",
+            "-5",
+            "--runs",
+            "3",
+            "--warmup",
+            "2",
+        ])
+        .unwrap()
+        .args;
+        let plan = Plan::from_args(&parent).unwrap();
+        assert!(plan.storage.len() > 20);
+        let run_dir = Path::new("/var/tmp/some run dir");
+        for case in &plan.storage {
+            let child = parse(&worker_args(case, &parent, run_dir));
+            let child_plan = Plan::from_args(&child).unwrap();
+            assert_eq!(child_plan.storage, std::slice::from_ref(case));
+            assert!(child_plan.compressor.is_empty());
+            assert_eq!(child_plan.max, plan.max);
+            assert_eq!(
+                (child.seed, child.content, child.zstd_level),
+                (parent.seed, parent.content, parent.zstd_level)
+            );
+            assert_eq!((child.runs, child.warmup), (1, 0));
+            assert_eq!(child.worker_dir.as_deref(), Some(run_dir));
+        }
+    }
+
+    #[test]
+    fn measurements_cross_the_pipe_unchanged() {
+        let io = sqlite_uring::IoStats {
+            read_calls: 3,
+            bytes_written: 1 << 40,
+            kernel_entries: 17,
+            readahead_hits: 2,
+            ..Default::default()
+        };
+        let phases = [
+            Measured {
+                result: PhaseResult {
+                    phase: Phase::Write,
+                    ops_planned: 100,
+                    ops_done: 40,
+                    stopped_by: StopReason::Time,
+                    elapsed: Duration::new(2, 123_456_789),
+                    logical_bytes: 2560,
+                    stored_bytes: 900,
+                    verified: 0,
+                    commits: Some(4),
+                },
+                io: Some(io),
+                db_bytes: Some(8192),
+            },
+            Measured {
+                result: PhaseResult {
+                    phase: Phase::ReadRandom,
+                    ops_planned: 40,
+                    ops_done: 40,
+                    stopped_by: StopReason::Ops,
+                    elapsed: Duration::from_nanos(1),
+                    logical_bytes: 2560,
+                    stored_bytes: 900,
+                    verified: 40,
+                    commits: None,
+                },
+                io: None,
+                db_bytes: None,
+            },
+        ];
+        let wire: Vec<WireMeasured> = phases.iter().map(WireMeasured::from_measured).collect();
+        let text = serde_json::to_string(&wire).unwrap();
+        assert!(!text.contains('\n'), "one line per result: {text}");
+        let back: Vec<WireMeasured> = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, wire);
+        let back: Vec<Measured> = back
+            .into_iter()
+            .map(|w| w.into_measured().unwrap())
+            .collect();
+        for (a, b) in phases.iter().zip(&back) {
+            assert_eq!(format!("{:?}", a.result), format!("{:?}", b.result));
+            assert_eq!((a.io, a.db_bytes), (b.io, b.db_bytes));
+        }
+        // A worker from a build with other counters is an error, not a silent mix-up.
+        let mut short = WireMeasured::from_measured(&phases[0]);
+        short.io = Some(vec![1, 2, 3]);
+        let error = short.into_measured().err().unwrap().to_string();
+        assert!(error.contains("3 I/O counters"), "{error}");
+    }
+}
