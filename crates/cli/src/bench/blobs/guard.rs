@@ -26,6 +26,32 @@ extern "C" fn on_signal(signal: libc::c_int) {
     }
 }
 
+/// The fixed `M_MMAP_THRESHOLD`: the ceiling of glibc's own dynamic threshold on 64-bit
+/// (malloc.c `DEFAULT_MMAP_THRESHOLD_MAX`, 4 MiB × sizeof(long)), above every default
+/// blob size.
+const MMAP_THRESHOLD_MAX_BYTES: i32 = 32 << 20;
+
+/// Fixes glibc malloc's thresholds for the benchmark process, so that a blob's result
+/// buffers come from the reused heap instead of a fresh `mmap` per read.
+///
+/// By default glibc serves allocations of 128 KiB and more with `mmap` and raises that
+/// threshold each time such a chunk is freed ("dynamic mmap threshold", mallopt(3)),
+/// and trims the heap when its top is free. A 2 MB blob read allocates two 2 MB buffers
+/// (SQLite's value, the Rust `Vec`); whether they are mmapped and faulted in page by
+/// page (≈1 ms) or reused from the heap (≈0.2 ms) then depends on the process's
+/// allocation history — in session 4 on the number of files written: 200 files read at
+/// ~700/s, 300 at ~2,000–2,500/s, for either VFS. Fixed thresholds take that state out
+/// of the measurement: blobs up to 32 MiB are always heap-allocated, and the heap is
+/// not returned to the kernel between reads. Returns whether glibc accepted both.
+pub fn pin_malloc_thresholds() -> bool {
+    // SAFETY: mallopt only sets allocator parameters; it is called before the
+    // benchmark's threads exist.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX_BYTES) == 1
+            && libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX) == 1
+    }
+}
+
 /// Records the worker process that signals must reach (`None` once it has exited).
 pub fn set_worker(pid: Option<u32>) {
     let pid = pid.and_then(|pid| i32::try_from(pid).ok()).unwrap_or(0);
@@ -138,6 +164,31 @@ fn parse_mem_available(meminfo: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether glibc serves a `size_bytes` allocation with its own `mmap`: bit 1
+    /// (IS_MMAPPED) of the chunk's size word, which glibc keeps just before the pointer
+    /// it returns.
+    fn malloc_mmaps(size_bytes: usize) -> bool {
+        // SAFETY: the pointer comes from malloc and is hidden from the optimiser by
+        // black_box, so the read of the chunk header just before it is a plain load of
+        // allocator memory; the block is freed once.
+        unsafe {
+            let block = std::hint::black_box(libc::malloc(size_bytes)) as *const usize;
+            assert!(!block.is_null());
+            let size_word = std::ptr::read_volatile(block.sub(1));
+            libc::free(block as *mut libc::c_void);
+            size_word & 2 != 0
+        }
+    }
+
+    /// With the thresholds fixed, 2 MB blob buffers come from the heap; a buffer above
+    /// the fixed threshold still gets its own mapping (so the check can see one).
+    #[test]
+    fn pinned_thresholds_keep_blob_buffers_off_mmap() {
+        assert!(pin_malloc_thresholds());
+        assert!(!malloc_mmaps(2_000_000));
+        assert!(malloc_mmaps(2 * MMAP_THRESHOLD_MAX_BYTES as usize));
+    }
 
     #[test]
     fn remove_on_drop_removes_every_file() {

@@ -476,6 +476,11 @@ fn run_storage_case(
         io: take_stats(),
         db_bytes: case.target.on_disk().then(|| files.size_bytes()),
     });
+    store
+        .settle()
+        .with_context(|| format!("case {}: checkpoint after the write phase", case.label()))?;
+    // The checkpoint's I/O belongs to neither phase.
+    take_stats();
     for order in [ReadOrder::Sequential, ReadOrder::Random] {
         let phase_name = if order == ReadOrder::Sequential {
             "read-seq"
@@ -539,8 +544,16 @@ fn rotated(range: std::ops::Range<usize>, shift: usize) -> impl Iterator<Item = 
 }
 
 pub fn run(args: BlobsArgs) -> anyhow::Result<()> {
+    // Before any allocation of the benchmark: in this process and in every worker.
+    let malloc_pinned = guard::pin_malloc_thresholds();
     if let Some(run_dir) = &args.worker_dir {
         return isolate::serve(&args, run_dir);
+    }
+    if !malloc_pinned {
+        eprintln!(
+            "warning: glibc refused the fixed malloc thresholds: large-blob read rates will \
+             depend on the allocation history of each process"
+        );
     }
     let plan = Plan::from_args(&args)?;
     let isolation = Isolation::of(&args)?;

@@ -115,6 +115,11 @@ pub trait BlobStore {
     fn get(&mut self, key: &str) -> anyhow::Result<Option<Vec<u8>>>;
     /// Number of files stored.
     fn count(&mut self) -> anyhow::Result<u64>;
+    /// Between the write and the read phases (not timed): brings the store to one layout
+    /// whatever the write phase's time box left behind. Default: nothing to do.
+    fn settle(&mut self) -> anyhow::Result<()> {
+        Ok(())
+    }
 }
 
 const UPSERT: &str = "INSERT INTO files(file, content) VALUES (?1, ?2) \
@@ -195,6 +200,28 @@ impl BlobStore for SqliteStore {
         Ok(self
             .conn
             .query_row("SELECT count(*) FROM files", [], |r| r.get::<_, i64>(0))? as u64)
+    }
+
+    /// In WAL mode, copies every frame into the database and empties the WAL. Without
+    /// it the read phases compare different layouts: a SELECT of a page that is in the
+    /// WAL goes through SQLite's page cache (`sqlite3PagerDirectReadOk` refuses WAL
+    /// pages), and how many files the last commit left there depends on where each
+    /// target's time box ended — `unix` and `io_uring` read 2 MB blobs at rates 2×
+    /// apart for that reason alone (docs/BENCH_BLOBS.md, "Session 4"). A no-op in
+    /// rollback mode and in memory.
+    fn settle(&mut self) -> anyhow::Result<()> {
+        let (busy, wal_frames, checkpointed): (i64, i64, i64) =
+            self.conn
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
+                    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+                })?;
+        if busy != 0 || wal_frames != checkpointed {
+            bail!(
+                "the checkpoint before the read phases did not complete \
+                 ({checkpointed} of {wal_frames} WAL frames copied)"
+            );
+        }
+        Ok(())
     }
 }
 
@@ -303,6 +330,35 @@ mod tests {
             assert_eq!(store.get("a").unwrap().as_deref(), Some(&b"uno"[..]));
             assert_eq!(store.get("zzz").unwrap(), None);
             assert_eq!(store.count().unwrap(), 2);
+            store.settle().unwrap();
+            assert_eq!(store.get("b").unwrap().as_deref(), Some(&b"two"[..]));
+        }
+    }
+
+    /// After `settle` a WAL database holds everything in its main file: the read phases
+    /// start from the same layout whatever the write phase left in the WAL.
+    #[test]
+    fn settle_empties_the_wal_into_the_database() {
+        let dir = tempfile::tempdir().unwrap();
+        for target in [Target::Unix, Target::IoUring] {
+            let path = dir.path().join(format!("{}.db", target.name()));
+            let wal = dir.path().join(format!("{}.db-wal", target.name()));
+            let mut store = open_store(target, Journal::Wal, &path).unwrap();
+            store.begin().unwrap();
+            for i in 0..20 {
+                store.put(&format!("f{i}"), &vec![i as u8; 10_000]).unwrap();
+            }
+            store.commit().unwrap();
+            assert!(std::fs::metadata(&wal).unwrap().len() > 0);
+            store.settle().unwrap();
+            assert_eq!(
+                std::fs::metadata(&wal).unwrap().len(),
+                0,
+                "{}",
+                target.name()
+            );
+            assert_eq!(store.count().unwrap(), 20);
+            assert_eq!(store.get("f7").unwrap(), Some(vec![7u8; 10_000]));
         }
     }
 
