@@ -52,10 +52,16 @@ pub fn pin_malloc_thresholds() -> bool {
     }
 }
 
-/// Records the worker process that signals must reach (`None` once it has exited).
+/// Records the worker process that signals must reach (`None` once it has exited). A
+/// signal that arrived before the worker was recorded is passed on to it here.
 pub fn set_worker(pid: Option<u32>) {
     let pid = pid.and_then(|pid| i32::try_from(pid).ok()).unwrap_or(0);
     WORKER_PID.store(pid, Ordering::SeqCst);
+    let signal = INTERRUPTED_BY.load(Ordering::SeqCst);
+    if pid > 0 && signal != 0 {
+        // SAFETY: kill has no memory-safety preconditions; `pid` is our child.
+        unsafe { libc::kill(pid, signal) };
+    }
 }
 
 /// Installs the SIGINT/SIGTERM handlers. SA_RESETHAND: a second Ctrl-C kills at once,

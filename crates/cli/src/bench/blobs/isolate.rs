@@ -140,11 +140,6 @@ pub fn run_in_worker(
         .spawn()
         .with_context(|| format!("starting a worker process ({})", exe.display()))?;
     guard::set_worker(Some(child.id()));
-    if guard::check_interrupted().is_err() {
-        // The signal came before the worker's pid was known: pass it on now.
-        // SAFETY: kill has no memory-safety preconditions.
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    }
     let stdout = child.stdout.take().expect("stdout was piped");
     let mut result = None;
     let mut protocol_error = None;
