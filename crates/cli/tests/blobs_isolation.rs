@@ -2,22 +2,13 @@
 //! worker process. The workers' results must be those the same runs give in one
 //! process, and an interrupted run must stop its worker and leave no files.
 
+mod common;
+
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn describe(output: &Output) -> String {
-    format!(
-        "status {}\nstdout:\n{}\nstderr:\n{}",
-        output.status,
-        text(&output.stdout),
-        text(&output.stderr)
-    )
-}
+use common::{describe, text};
 
 fn entries(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)

@@ -1,8 +1,12 @@
 //! The `sqlite-uring` binary: `bench … --trace FILE` writes the VFS's trace of the run,
 //! and `probe` names Docker's seccomp profile when io_uring_setup is refused with EPERM.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output};
+
+use common::{describe, text};
 
 fn sqlite_uring(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_sqlite-uring"));
@@ -14,19 +18,6 @@ fn sqlite_uring(args: &[&str], env: &[(&str, &str)]) -> Output {
         command.env(key, value);
     }
     command.output().expect("running sqlite-uring")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn describe(output: &Output) -> String {
-    format!(
-        "status {}\nstdout:\n{}\nstderr:\n{}",
-        output.status,
-        text(&output.stdout),
-        text(&output.stderr)
-    )
 }
 
 #[test]

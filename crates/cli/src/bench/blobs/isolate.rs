@@ -239,26 +239,19 @@ pub fn serve(args: &BlobsArgs, run_dir: &Path) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: BlobsArgs,
-    }
+    use crate::bench::blobs::parse_test_args;
 
     fn parse(words: &[String]) -> BlobsArgs {
         // worker_args starts with the subcommand path `bench blobs`.
-        let words = std::iter::once("blobs").chain(words[2..].iter().map(String::as_str));
-        Cli::try_parse_from(words).unwrap().args
+        assert_eq!(words[..2], ["bench", "blobs"]);
+        parse_test_args(words[2..].iter().map(String::as_str)).unwrap()
     }
 
     /// A worker's flags describe exactly the parent's case and settings, for every
     /// target, journal, compression and an odd size typed in another unit.
     #[test]
     fn worker_flags_reproduce_each_case_of_the_parent() {
-        let parent = Cli::try_parse_from([
-            "blobs",
+        let parent = parse_test_args([
             "--targets",
             "memory,unix,io_uring,sync",
             "--sizes",
@@ -280,8 +273,7 @@ mod tests {
             "--warmup",
             "2",
         ])
-        .unwrap()
-        .args;
+        .unwrap();
         let plan = Plan::from_args(&parent).unwrap();
         assert!(plan.storage.len() > 20);
         let run_dir = Path::new("/var/tmp/some run dir");

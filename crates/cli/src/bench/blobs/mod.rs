@@ -674,9 +674,12 @@ pub fn run(args: BlobsArgs) -> anyhow::Result<()> {
     output::report(&args, &env, &settings(&args, isolation), &records)
 }
 
+/// `bench blobs` flags (without the subcommand words) parsed as the command line is,
+/// for the tests of this module's parts.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) fn parse_test_args<'a>(
+    words: impl IntoIterator<Item = &'a str>,
+) -> Result<BlobsArgs, clap::Error> {
     use clap::Parser;
 
     #[derive(Parser)]
@@ -684,10 +687,15 @@ mod tests {
         #[command(flatten)]
         args: BlobsArgs,
     }
+    Cli::try_parse_from(std::iter::once("blobs").chain(words)).map(|cli| cli.args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     fn parse(line: &str) -> Result<BlobsArgs, clap::Error> {
-        let words = std::iter::once("blobs").chain(line.split_whitespace());
-        Cli::try_parse_from(words).map(|cli| cli.args)
+        parse_test_args(line.split_whitespace())
     }
 
     fn plan_error(line: &str) -> String {

@@ -523,15 +523,8 @@ mod tests {
     use super::*;
     use crate::bench::blobs::store::Journal;
     use crate::bench::blobs::units::ByteSize;
-    use crate::bench::blobs::StorageCase;
-    use clap::Parser;
+    use crate::bench::blobs::{parse_test_args, StorageCase};
     use std::time::Duration;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: BlobsArgs,
-    }
 
     fn write_result(ops: u64, millis: u64) -> Measured {
         Measured {
@@ -553,7 +546,7 @@ mod tests {
 
     #[test]
     fn records_compute_rates_and_report_io_uring_below_unix() {
-        let args = Cli::try_parse_from(["blobs", "--runs", "2"]).unwrap().args;
+        let args = parse_test_args(["--runs", "2"]).unwrap();
         let case = |target| StorageCase {
             target,
             journal: Some(Journal::Wal),
