@@ -584,7 +584,8 @@ pub fn run(args: BlobsArgs) -> anyhow::Result<()> {
     for line in env.lines() {
         println!("{line}");
     }
-    println!("blobs: {}", settings(&args, isolation));
+    let settings = settings(&args, isolation);
+    println!("blobs: {settings}");
 
     guard::install_signal_handlers()?;
     let trace = crate::trace_file::start(args.trace.as_deref())?;
@@ -671,7 +672,7 @@ pub fn run(args: BlobsArgs) -> anyhow::Result<()> {
     guard::check_interrupted()?;
 
     let records = output::records(&args, &plan, &storage_runs, &compressor_runs);
-    output::report(&args, &env, &settings(&args, isolation), &records)
+    output::report(&args, &env, &settings, &records)
 }
 
 /// `bench blobs` flags (without the subcommand words) parsed as the command line is,
