@@ -108,10 +108,15 @@ pub struct Options {
     /// How the io_uring backend issues writes (URI `uring_writes` overrides it).
     pub write_submission: Submission,
     /// How the io_uring backend issues fsync/fdatasync (URI `uring_syncs` overrides it).
-    /// `Ring` (the default) submits a new journal's fsync together with its directory's,
-    /// so the two overlap, and links queued ring writes to their fsync; a lone sync still
-    /// runs as a syscall. `Syscall` runs them in turn: measured on ext4, 3–5 % slower on
-    /// commit-heavy work and about 19 % less CPU (the ring runs fsync on io-wq workers).
+    /// `Syscall` (the default) runs them in turn from the calling thread, as `unix` does.
+    /// `Ring` submits a new journal's fsync together with its directory's, so the two
+    /// overlap, and links queued ring writes to their fsync; a lone sync still runs as a
+    /// syscall. The ring runs every fsync on an io-wq worker thread, and the first one
+    /// stays for the life of the calling thread: measured here, one such thread in a
+    /// process that was single-threaded makes its WAL commits 20–40 % slower and every
+    /// file-descriptor system call ~35 ns dearer, which costs more than the overlap gains
+    /// (ARCHITECTURE.md, "Threads the ring adds"). `Ring` is for processes that already
+    /// run threads on several CPUs.
     pub sync_submission: Submission,
     /// Open main databases with an additional O_DIRECT descriptor for their aligned page
     /// I/O, and submit its queued writes through the ring (URI `uring_direct` overrides
@@ -135,7 +140,7 @@ impl Default for Options {
             sync_mode: SyncMode::Fsync,
             read_submission: Submission::Syscall,
             write_submission: Submission::Syscall,
-            sync_submission: Submission::Ring,
+            sync_submission: Submission::Syscall,
             direct_io: false,
             sqpoll: false,
         }

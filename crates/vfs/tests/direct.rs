@@ -144,21 +144,28 @@ fn sequential_scans_read_ahead_and_random_reads_do_not() {
 
 /// O_DIRECT page writes reach the ring from the write-behind arena, which each thread's
 /// ring registers once: they go as IORING_OP_WRITE_FIXED, and the bytes are the same.
+/// The commit measured rewrites pages scattered over the table: pages that are not
+/// adjacent cannot coalesce, so they make a batch of several writes, which goes to the
+/// ring (one write alone would go by syscall: it has nothing to overlap with).
 #[test]
 fn queued_direct_writes_go_from_the_registered_arena() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("fixed.db");
     let conn = open_direct(&path);
-    // Every test runs on a thread of its own, so this thread's ring is this test's.
-    let before = sqlite_uring::thread_ring_fixed_writes();
     conn.execute_batch(
         "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB);
          BEGIN;
          WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM n WHERE x<300)
-           INSERT INTO t(v) SELECT hex(zeroblob(750)) || x FROM n;
+           INSERT INTO t(v) SELECT hex(zeroblob(750)) || 0 FROM n;
          COMMIT;",
     )
     .unwrap();
+    // Every test runs on a thread of its own, so this thread's ring is this test's.
+    let before = sqlite_uring::thread_ring_fixed_writes();
+    conn.execute_batch("UPDATE t SET v = substr(v, 1, 1500) || id WHERE id % 30 = 1")
+        .unwrap();
+    conn.execute_batch("UPDATE t SET v = substr(v, 1, 1500) || id WHERE id % 30 != 1")
+        .unwrap();
     let fixed_writes = sqlite_uring::thread_ring_fixed_writes() - before;
     assert!(
         fixed_writes > 0,
