@@ -107,6 +107,97 @@ impl Relative {
     }
 }
 
+/// Confidence of [`PairedRatio::interval`].
+pub const PAIRED_CONFIDENCE: f64 = 0.95;
+
+/// The median of per-run ratios `time[i] ÷ baseline_time[i]`, where run `i` of both was
+/// measured in the same round (so a drift of the machine hits both alike), with a
+/// distribution-free confidence interval of that median.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PairedRatio {
+    pub median: f64,
+    /// The interval between two order statistics of the ratios that holds the true
+    /// median with probability ≥ [`PAIRED_CONFIDENCE`] whatever the distribution (the
+    /// sign test's interval: only the number of ratios on each side of the median
+    /// counts). `None` below 6 pairs: no such interval exists for fewer.
+    pub interval: Option<(f64, f64)>,
+    pub pairs: usize,
+}
+
+/// Where the interval of a paired comparison lies relative to 1, at
+/// [`PAIRED_CONFIDENCE`]. For time ratios `Below` means faster; for rate ratios, slower.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// The whole interval is below 1.
+    Below,
+    /// The whole interval is above 1.
+    Above,
+    /// The interval contains 1: no difference shown.
+    Straddles,
+}
+
+impl PairedRatio {
+    /// `None` without an interval (too few pairs to say).
+    pub fn verdict(&self) -> Option<Verdict> {
+        let (low, high) = self.interval?;
+        Some(if high < 1.0 {
+            Verdict::Below
+        } else if low > 1.0 {
+            Verdict::Above
+        } else {
+            Verdict::Straddles
+        })
+    }
+
+    /// `0.97 [0.95, 0.99]`, or `0.97` without an interval.
+    pub fn display(&self) -> String {
+        match self.interval {
+            Some((low, high)) => format!("{:.2} [{low:.2}, {high:.2}]", self.median),
+            None => format!("{:.2}", self.median),
+        }
+    }
+}
+
+/// P(B ≤ k) for B ~ Binomial(n, ½).
+fn binomial_half_cdf(n: usize, k: usize) -> f64 {
+    let mut term = 0.5f64.powi(n as i32); // C(n, 0) / 2^n
+    let mut sum = term;
+    for i in 1..=k.min(n) {
+        term *= (n + 1 - i) as f64 / i as f64;
+        sum += term;
+    }
+    sum
+}
+
+/// Paired ratios of `samples` to `baseline` (same length, same round order); `None`
+/// when there is no pair or a baseline time is not positive.
+pub fn paired_ratio(samples: &[f64], baseline: &[f64]) -> Option<PairedRatio> {
+    assert_eq!(
+        samples.len(),
+        baseline.len(),
+        "pairs come from the same rounds"
+    );
+    if samples.is_empty() || baseline.iter().any(|b| *b <= 0.0 || !b.is_finite()) {
+        return None;
+    }
+    let mut ratios: Vec<f64> = samples.iter().zip(baseline).map(|(s, b)| s / b).collect();
+    ratios.sort_by(f64::total_cmp);
+    let n = ratios.len();
+    // The largest k with P(B ≤ k − 1) ≤ α/2: then [r_(k), r_(n+1−k)] (1-based) covers
+    // the median with probability 1 − 2·P(B ≤ k − 1) ≥ 1 − α.
+    let tail = (1.0 - PAIRED_CONFIDENCE) / 2.0;
+    let mut k = 0;
+    while k < n / 2 && binomial_half_cdf(n, k) <= tail {
+        k += 1;
+    }
+    let interval = (k >= 1).then(|| (ratios[k - 1], ratios[n - k]));
+    Some(PairedRatio {
+        median: median(&ratios),
+        interval,
+        pairs: n,
+    })
+}
+
 /// Median of unsorted samples (mean of the two middle values for an even count).
 pub fn median(samples: &[f64]) -> f64 {
     if samples.is_empty() {
@@ -284,6 +375,84 @@ mod tests {
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() < 1e-12
+    }
+
+    #[test]
+    fn binomial_tail_of_known_values() {
+        assert!(close(binomial_half_cdf(5, 0), 1.0 / 32.0));
+        assert!(close(binomial_half_cdf(10, 2), 56.0 / 1024.0));
+        assert!(close(binomial_half_cdf(7, 7), 1.0));
+    }
+
+    /// The interval is the widest-k pair of order statistics whose exact coverage is
+    /// still ≥ 95 %: k + 1 would fall short. Baseline 1.0 and times 1…n make ratio i the
+    /// i-th order statistic, so the interval shows which k was chosen.
+    #[test]
+    fn paired_interval_is_the_tightest_with_95_percent_coverage() {
+        for n in 1..=60usize {
+            let samples: Vec<f64> = (1..=n).rev().map(|i| i as f64).collect();
+            let paired = paired_ratio(&samples, &vec![1.0; n]).unwrap();
+            assert_eq!(paired.pairs, n);
+            assert!(close(paired.median, (n as f64 + 1.0) / 2.0));
+            match paired.interval {
+                None => assert!(n < 6, "n = {n} has a 95 % interval"),
+                Some((low, high)) => {
+                    let k = low as usize;
+                    assert_eq!(high as usize, n + 1 - k, "symmetric order statistics");
+                    let coverage = |k: usize| 1.0 - 2.0 * binomial_half_cdf(n, k - 1);
+                    assert!(coverage(k) >= PAIRED_CONFIDENCE, "n = {n}, k = {k}");
+                    assert!(
+                        k + 1 > n / 2 || coverage(k + 1) < PAIRED_CONFIDENCE,
+                        "n = {n}: k = {k} is not the tightest"
+                    );
+                }
+            }
+        }
+        assert_eq!(
+            paired_ratio(&[1.0; 10], &[1.0; 10]).unwrap().interval,
+            Some((1.0, 1.0))
+        );
+    }
+
+    /// Pairing removes what both members of a pair share: here every run's time drifts
+    /// by 40 % over the rounds, which hides a constant 5 % difference from the unpaired
+    /// comparison (the error bar of the mean ratio spans 1) but not from the paired one.
+    #[test]
+    fn pairing_sees_through_a_drift_both_sides_share() {
+        let baseline: Vec<f64> = (0..12).map(|round| 1.0 + 0.04 * round as f64).collect();
+        let slower: Vec<f64> = baseline.iter().map(|b| b * 1.05).collect();
+        let unpaired = Summary::from_samples(&slower)
+            .unwrap()
+            .relative_to(&Summary::from_samples(&baseline).unwrap())
+            .unwrap();
+        assert!(unpaired.ratio - unpaired.error.unwrap() < 1.0);
+        let paired = paired_ratio(&slower, &baseline).unwrap();
+        assert!((paired.median - 1.05).abs() < 1e-9);
+        assert_eq!(paired.verdict(), Some(Verdict::Above));
+        let faster: Vec<f64> = baseline.iter().map(|b| b * 0.95).collect();
+        assert_eq!(
+            paired_ratio(&faster, &baseline).unwrap().verdict(),
+            Some(Verdict::Below)
+        );
+        // Ratios on both sides of 1: no difference shown.
+        let mixed: Vec<f64> = baseline
+            .iter()
+            .enumerate()
+            .map(|(i, b)| if i % 2 == 0 { b * 1.05 } else { b * 0.95 })
+            .collect();
+        assert_eq!(
+            paired_ratio(&mixed, &baseline).unwrap().verdict(),
+            Some(Verdict::Straddles)
+        );
+        // Five pairs: no interval, so no verdict either way.
+        assert_eq!(
+            paired_ratio(&slower[..5], &baseline[..5])
+                .unwrap()
+                .verdict(),
+            None
+        );
+        assert_eq!(paired_ratio(&[], &[]), None);
+        assert_eq!(paired_ratio(&[1.0], &[0.0]), None);
     }
 
     #[test]

@@ -24,6 +24,7 @@ use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
+use super::Isolation;
 use crate::report::envinfo::{check_release_build, EnvInfo};
 use crate::report::stats::format_bytes;
 use codec::{Codec, Compression};
@@ -151,37 +152,6 @@ pub struct BlobsArgs {
     /// Measure with a debug build anyway (its timings are meaningless).
     #[arg(long)]
     pub allow_debug: bool,
-}
-
-/// Where the runs of storage cases execute.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Isolation {
-    /// A fresh process per run of a case.
-    Process,
-    /// Every run in this process, one after the other.
-    None,
-}
-
-impl Isolation {
-    pub fn name(self) -> &'static str {
-        match self {
-            Isolation::Process => "process",
-            Isolation::None => "none",
-        }
-    }
-
-    /// `--isolation` as given, or its default: `process`, except with `--trace`.
-    fn of(args: &BlobsArgs) -> anyhow::Result<Isolation> {
-        match (args.isolation, args.trace.is_some()) {
-            (Some(Isolation::Process), true) => bail!(
-                "--trace with --isolation process: the trace file is written by one process; \
-                 use --isolation none (the default with --trace)"
-            ),
-            (Some(isolation), _) => Ok(isolation),
-            (None, true) => Ok(Isolation::None),
-            (None, false) => Ok(Isolation::Process),
-        }
-    }
 }
 
 /// Where a case reports its progress: the terminal's bar, or a worker's pipe.
@@ -556,15 +526,8 @@ pub fn run(args: BlobsArgs) -> anyhow::Result<()> {
         );
     }
     let plan = Plan::from_args(&args)?;
-    let isolation = Isolation::of(&args)?;
-    // The binary to re-execute, resolved before any case runs.
-    let worker_exe = match isolation {
-        Isolation::Process => Some(
-            std::env::current_exe()
-                .context("--isolation process: cannot find this program's path to re-run it; use --isolation none")?,
-        ),
-        Isolation::None => None,
-    };
+    let isolation = Isolation::resolve(args.isolation, args.trace.is_some())?;
+    let worker_exe = isolation.worker_exe()?;
     if let Some(warning) = check_release_build(args.allow_debug)? {
         eprintln!("{warning}");
     }
@@ -769,7 +732,10 @@ mod tests {
 
     #[test]
     fn isolation_defaults_to_a_process_per_run_except_when_tracing() {
-        let of = |line: &str| Isolation::of(&parse(line).unwrap());
+        let of = |line: &str| {
+            let args = parse(line).unwrap();
+            Isolation::resolve(args.isolation, args.trace.is_some())
+        };
         assert_eq!(of("").unwrap(), Isolation::Process);
         assert_eq!(of("--isolation none").unwrap(), Isolation::None);
         assert_eq!(of("--trace t.log").unwrap(), Isolation::None);

@@ -11,7 +11,7 @@ use super::{BlobsArgs, Measured, Plan};
 use crate::report::chart::{BarChart, Series};
 use crate::report::envinfo::EnvInfo;
 use crate::report::export;
-use crate::report::stats::{self, Relative, Summary, Warning};
+use crate::report::stats::{self, PairedRatio, Relative, Summary, Verdict, Warning};
 
 /// One row of the results: a phase of a case, summarised over `--runs`.
 #[derive(Clone, Debug, Serialize)]
@@ -64,6 +64,11 @@ pub struct BlobRecord {
     /// Rate ÷ unix rate on the same case and phase (> 1: faster than unix).
     pub vs_unix: Option<f64>,
     pub vs_unix_error: Option<f64>,
+    /// Median of the run-by-run rate ratios to unix (run i of both targets ran back to
+    /// back), and its 95 % confidence interval (sign test; needs ≥ 6 runs).
+    pub vs_unix_paired_median: Option<f64>,
+    pub vs_unix_paired_ci_low: Option<f64>,
+    pub vs_unix_paired_ci_high: Option<f64>,
     /// Measurement warnings (variance, outliers, cold first run), `; `-separated.
     pub warnings: String,
 }
@@ -82,10 +87,16 @@ fn stop_name(results: &[&PhaseResult]) -> &'static str {
     }
 }
 
+/// The rates of one phase, run by run, with their summary; `None` when a run did
+/// nothing measurable (the summary would then cover fewer runs than the record says).
+struct Rates {
+    per_run: Vec<f64>,
+    summary: Summary,
+}
+
 /// A record from the runs of one phase (`results[i]` = run i).
-fn summarise(results: &[&PhaseResult], base: BlobRecord) -> (BlobRecord, Option<Summary>) {
+fn summarise(results: &[&PhaseResult], base: BlobRecord) -> (BlobRecord, Option<Rates>) {
     let rates: Vec<f64> = results.iter().filter_map(|r| r.ops_per_second()).collect();
-    // A run that did nothing has no rate; the summary then covers fewer runs, so say so.
     let rate = (rates.len() == results.len())
         .then(|| Summary::from_samples(&rates))
         .flatten();
@@ -117,7 +128,11 @@ fn summarise(results: &[&PhaseResult], base: BlobRecord) -> (BlobRecord, Option<
         warnings: warnings.join("; "),
         ..base
     };
-    (record, rate)
+    let rates = rate.map(|summary| Rates {
+        per_run: rates,
+        summary,
+    });
+    (record, rates)
 }
 
 fn empty_record(args: &BlobsArgs, phase: Phase) -> BlobRecord {
@@ -151,6 +166,9 @@ fn empty_record(args: &BlobsArgs, phase: Phase) -> BlobRecord {
         kernel_entries: None,
         vs_unix: None,
         vs_unix_error: None,
+        vs_unix_paired_median: None,
+        vs_unix_paired_ci_low: None,
+        vs_unix_paired_ci_high: None,
         warnings: String::new(),
     }
 }
@@ -203,12 +221,21 @@ pub fn records(
                 && (&u.journal, u.compression, u.size_bytes, u.batch, u.phase)
                     == (&r.journal, r.compression, r.size_bytes, r.batch, r.phase)
         });
-        if let Some(relative) = baseline.and_then(|b| match (&summaries[i], &summaries[b]) {
-            (Some(s), Some(base)) => Relative::of(s, base),
-            _ => None,
-        }) {
+        let (Some(ours), Some(unix)) =
+            (&summaries[i], baseline.and_then(|b| summaries[b].as_ref()))
+        else {
+            continue;
+        };
+        if let Some(relative) = Relative::of(&ours.summary, &unix.summary) {
             records[i].vs_unix = Some(relative.ratio);
             records[i].vs_unix_error = relative.error;
+        }
+        // Run i of every target of a case ran back to back (mod.rs interleaves them).
+        if let Some(paired) = stats::paired_ratio(&ours.per_run, &unix.per_run) {
+            let record = &mut records[i];
+            record.vs_unix_paired_median = Some(paired.median);
+            record.vs_unix_paired_ci_low = paired.interval.map(|(low, _)| low);
+            record.vs_unix_paired_ci_high = paired.interval.map(|(_, high)| high);
         }
     }
     for ((mode, size, _), runs) in plan.compressor.iter().zip(compressor_runs) {
@@ -269,13 +296,36 @@ fn ratio_cell(record: &BlobRecord) -> String {
     }
 }
 
+/// The paired comparison of a record, when it has one.
+fn paired(record: &BlobRecord) -> Option<PairedRatio> {
+    Some(PairedRatio {
+        median: record.vs_unix_paired_median?,
+        interval: record
+            .vs_unix_paired_ci_low
+            .zip(record.vs_unix_paired_ci_high),
+        pairs: record.runs,
+    })
+}
+
 fn percent(ratio: Option<f64>) -> String {
     ratio.map_or("-".into(), |r| format!("{:.0}%", r * 100.0))
 }
 
-const STORAGE_HEADERS: [&str; 13] = [
-    "target", "journal", "zstd", "size", "batch", "phase", "ops done", "stop", "files/s", "MB/s",
-    "stored", "× unix", "fsyncs",
+const STORAGE_HEADERS: [&str; 14] = [
+    "target",
+    "journal",
+    "zstd",
+    "size",
+    "batch",
+    "phase",
+    "ops done",
+    "stop",
+    "files/s",
+    "MB/s",
+    "stored",
+    "× unix",
+    "paired [95 % CI]",
+    "fsyncs",
 ];
 
 fn storage_rows(records: &[BlobRecord]) -> Vec<Vec<String>> {
@@ -300,6 +350,7 @@ fn storage_rows(records: &[BlobRecord]) -> Vec<Vec<String>> {
                 format_count(r.rate_mb_per_s),
                 percent(r.stored_ratio),
                 ratio_cell(r),
+                paired(r).map_or(String::new(), |p| p.display()),
                 r.fsyncs.map_or(String::new(), |f| format!("{f:.0}")),
             ]
         })
@@ -356,25 +407,54 @@ pub fn warnings(args: &BlobsArgs, records: &[BlobRecord]) -> Vec<String> {
                 .to_string(),
         );
     }
-    for r in records {
-        if r.target != Target::IoUring.name() {
-            continue;
-        }
-        if let Some(ratio) = r.vs_unix.filter(|ratio| *ratio < 1.0) {
-            let relative = Relative {
-                ratio,
-                error: r.vs_unix_error,
+    let case = |r: &BlobRecord| {
+        format!(
+            "{} {} {}×{} {}",
+            r.journal,
+            r.compression,
+            r.size,
+            r.batch.unwrap_or(0),
+            r.phase
+        )
+    };
+    let mut below_within_noise = 0;
+    for r in records
+        .iter()
+        .filter(|r| r.target == Target::IoUring.name())
+    {
+        match paired(r) {
+            // With an interval: only what lies below 1 beyond the noise is a finding.
+            Some(p) if p.interval.is_some() => match p.verdict() {
+                Some(Verdict::Below) => lines.push(format!(
+                    "io_uring below unix beyond the noise: {}: {} × the unix rate (paired, 95 % CI)",
+                    case(r),
+                    p.display()
+                )),
+                _ if p.median < 1.0 => below_within_noise += 1,
+                _ => {}
+            },
+            // Fewer than 6 runs: every ratio below 1 is shown, with its error.
+            _ => {
+                if let Some(ratio) = r.vs_unix.filter(|ratio| *ratio < 1.0) {
+                    let relative = Relative {
+                        ratio,
+                        error: r.vs_unix_error,
+                    }
+                    .display();
+                    lines.push(format!(
+                        "io_uring below unix: {}: {relative} × the unix rate (use --runs 6 or \
+                         more for a paired 95 % interval)",
+                        case(r)
+                    ));
+                }
             }
-            .display();
-            lines.push(format!(
-                "io_uring below unix: {} {} {}×{} {}: {relative} × the unix rate",
-                r.journal,
-                r.compression,
-                r.size,
-                r.batch.unwrap_or(0),
-                r.phase
-            ));
         }
+    }
+    if below_within_noise > 0 {
+        lines.push(format!(
+            "{below_within_noise} io_uring rows have a paired median below unix's rate, all \
+             with 1 inside their 95 % interval: no difference shown"
+        ));
     }
     let noisy = records.iter().filter(|r| !r.warnings.is_empty()).count();
     if noisy > 0 {
@@ -582,6 +662,91 @@ mod tests {
             "{lines:?}"
         );
         assert!(chart(&records).is_some());
+    }
+
+    /// With 6 runs each row gets a paired interval, and only a row whose whole interval
+    /// lies below 1 is reported one by one; a row below 1 within the noise is counted.
+    #[test]
+    fn paired_runs_separate_a_real_deficit_from_noise() {
+        let args = parse_test_args(["--runs", "6"]).unwrap();
+        let case = |target, batch| StorageCase {
+            target,
+            journal: Some(Journal::Delete),
+            compression: Compression::None,
+            size: ByteSize(64),
+            batch,
+            ops: 1000,
+        };
+        let plan = Plan {
+            storage: vec![
+                case(Target::Unix, 1),
+                case(Target::IoUring, 1),
+                case(Target::Unix, 100),
+                case(Target::IoUring, 100),
+            ],
+            compressor: vec![],
+            max: Duration::from_secs(1),
+        };
+        // The machine drifts from 100 to 150 files/s over the runs, for both targets.
+        let drift = |run: u64| 100 + 10 * run;
+        let runs = |files: &dyn Fn(u64) -> u64| -> Vec<Vec<Measured>> {
+            (0..6)
+                .map(|run| vec![write_result(files(run), 1000)])
+                .collect()
+        };
+        let storage_runs = vec![
+            runs(&drift),
+            // 10 % below unix in every run: hidden by the drift in mean ± σ, not paired.
+            runs(&|run| drift(run) * 9 / 10),
+            runs(&drift),
+            // Alternately 10 % below and 5 % above: the median is below 1, the interval
+            // holds 1.
+            runs(&|run| {
+                if run % 2 == 0 {
+                    drift(run) * 9 / 10
+                } else {
+                    drift(run) * 105 / 100
+                }
+            }),
+        ];
+        let records = records(&args, &plan, &storage_runs, &[]);
+        let deficit = &records[1];
+        assert!((deficit.vs_unix_paired_median.unwrap() - 0.9).abs() < 0.01);
+        assert!(deficit.vs_unix_paired_ci_high.unwrap() < 1.0);
+        let relative = deficit.vs_unix.unwrap() + deficit.vs_unix_error.unwrap();
+        assert!(
+            relative > 1.0,
+            "the unpaired error bar reaches 1: {relative}"
+        );
+        let mixed = &records[3];
+        assert!(mixed.vs_unix_paired_median.unwrap() < 1.0);
+        assert!(mixed.vs_unix_paired_ci_low.unwrap() < 1.0);
+        assert!(mixed.vs_unix_paired_ci_high.unwrap() > 1.0);
+        assert_eq!(
+            records[0].vs_unix_paired_median, None,
+            "unix is the baseline"
+        );
+
+        let lines = warnings(&args, &records);
+        let below: Vec<&String> = lines
+            .iter()
+            .filter(|l| l.starts_with("io_uring below unix"))
+            .collect();
+        assert_eq!(below.len(), 1, "{lines:?}");
+        assert!(
+            below[0].starts_with(
+                "io_uring below unix beyond the noise: delete none 64B×1 write: 0.90 ["
+            ),
+            "{lines:?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("1 io_uring rows have a paired median")),
+            "{lines:?}"
+        );
+        let table = storage_rows(&records);
+        assert!(table[1][12].starts_with("0.90 ["), "{:?}", table[1]);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! them alike. Each run gets a fresh database rebuilt by an untimed prologue; only the
 //! test body is timed. How to read the output: `docs/BENCH_SPEED.md`.
 
+mod isolate;
 mod output;
 mod runner;
 pub(crate) mod targets;
@@ -17,6 +18,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
+use super::Isolation;
 use crate::report::{envinfo, export, stats};
 use output::{ComboResult, RunInfo, TestResult};
 use runner::{Mode, RunOutcome, TestPlan};
@@ -28,7 +30,7 @@ use workload::{Checksum, Sizes};
 pub struct SpeedArgs {
     /// Targets to compare, comma-separated: memory (`:memory:`, the CPU floor), unix
     /// (SQLite's own VFS), io_uring (ours), sync (our VFS on plain syscalls), io_uring_ring
-    /// (reads and writes through the ring too), io_uring_direct (O_DIRECT main database),
+    /// (reads, writes and syncs through the ring), io_uring_direct (O_DIRECT main database),
     /// or the name of any registered VFS. Our targets take URI parameters:
     /// `io_uring?uring_sync_plan=separate&uring_write_behind=off`.
     #[arg(
@@ -109,6 +111,19 @@ pub struct SpeedArgs {
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
 
+    /// Where each run executes: `process` (a fresh process of this binary per run of a
+    /// test on a target, like hyperfine; the default) or `none` (every run in this
+    /// process; the default with --trace, whose file one process writes). In one process,
+    /// the kernel worker threads io_uring leaves behind make every later file-descriptor
+    /// system call dearer, for every target (docs/BENCH_SPEED.md).
+    #[arg(long, value_enum, value_name = "WHERE")]
+    pub isolation: Option<Isolation>,
+
+    /// Internal: run the one test on the one target the other flags give, on this
+    /// database path, and report to the parent process on stdout (see isolate.rs).
+    #[arg(long = "worker-db", hide = true, value_name = "FILE")]
+    pub worker_db: Option<PathBuf>,
+
     /// Run even in a debug build (timings are then meaningless; for testing the tool).
     #[arg(long)]
     pub allow_debug: bool,
@@ -148,6 +163,11 @@ impl Combo {
 }
 
 pub fn run(args: SpeedArgs) -> Result<()> {
+    if let Some(database) = &args.worker_db {
+        return isolate::serve(&args, database);
+    }
+    let isolation = Isolation::resolve(args.isolation, args.trace.is_some())?;
+    let worker_exe = isolation.worker_exe()?;
     let debug_warning = envinfo::check_release_build(args.allow_debug)?;
     check_dir(&args.dir)?;
     for (flag, path) in [
@@ -200,7 +220,7 @@ pub fn run(args: SpeedArgs) -> Result<()> {
     let env = envinfo::EnvInfo::collect(&args.dir);
     let mut header = env.lines();
     header.push(format!(
-        "settings:    synchronous={} · journal {} · {} statements · scale {} · {} warmup + {} runs · baseline {}",
+        "settings:    synchronous={} · journal {} · {} statements · scale {} · {} warmup + {} runs · baseline {} · isolation {}",
         args.synchronous.name(),
         journals.iter().map(|j| j.name()).collect::<Vec<_>>().join(","),
         mode.name(),
@@ -208,6 +228,7 @@ pub fn run(args: SpeedArgs) -> Result<()> {
         args.warmup,
         args.runs,
         args.baseline,
+        isolation.name(),
     ));
     if targets
         .iter()
@@ -278,8 +299,10 @@ pub fn run(args: SpeedArgs) -> Result<()> {
                     round + 1,
                     combo.label()
                 ));
-                let outcome =
-                    runner::run_once(&combo.target, settings, &database_path, &plan, mode)?;
+                let outcome = match &worker_exe {
+                    Some(exe) => isolate::run_in_worker(exe, &args, number, combo, &database_path)?,
+                    None => runner::run_once(&combo.target, settings, &database_path, &plan, mode)?,
+                };
                 if round >= args.warmup {
                     outcomes[index].push(outcome);
                 }
@@ -316,6 +339,13 @@ pub fn run(args: SpeedArgs) -> Result<()> {
     println!("Geometric mean of Relative over {} test(s):", results.len());
     for (label, mean, count) in output::geometric_means(&results) {
         println!("  {label:<24} {mean:.3}  ({count} tests)");
+    }
+    println!(
+        "Paired runs against {} (95 % interval of the median ratio, run by run):",
+        args.baseline
+    );
+    for line in output::paired_verdicts(&results) {
+        println!("  {line}");
     }
 
     let info = RunInfo {
@@ -376,9 +406,15 @@ fn summarise(
             c.target.label == baseline && (c.target.is_memory() || c.journal == journal)
         })
     };
+    let times = |runs: &[RunOutcome]| -> Vec<f64> { runs.iter().map(|o| o.elapsed_s).collect() };
     let mut results = Vec::new();
     for (combo, runs) in combos.iter().zip(outcomes) {
-        let samples: Vec<f64> = runs.iter().map(|o| o.elapsed_s).collect();
+        let samples = times(runs);
+        let baseline = baseline_of(combo);
+        // Outcomes are stored in round order, so index i of two combos is one pair.
+        let paired = baseline
+            .filter(|&b| combos[b].label() != combo.label())
+            .and_then(|b| stats::paired_ratio(&samples, &times(&outcomes[b])));
         let summary = stats::Summary::from_samples(&samples)
             .with_context(|| format!("test {number} on {} has no valid timing", combo.label()))?;
         results.push(ComboResult {
@@ -395,7 +431,8 @@ fn summarise(
             checksum: runs[0].checksum,
             io: mean_io(runs),
             warnings: stats::warnings(&samples),
-            baseline: baseline_of(combo),
+            baseline,
+            paired,
         });
     }
     let unfair = unfair_comparisons(&results);
@@ -663,6 +700,9 @@ mod tests {
             "2",
             "--warmup",
             "0",
+            // A unit test's executable is the test harness: it cannot be a worker.
+            "--isolation",
+            "none",
         ])
         .unwrap();
         args.dir = dir.path().to_path_buf();

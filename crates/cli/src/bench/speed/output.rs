@@ -7,7 +7,8 @@ use super::targets::IoCounts;
 use super::workload::Checksum;
 use crate::report::chart::{BarChart, Series};
 use crate::report::stats::{
-    format_bytes, format_mean_stddev, format_seconds, Relative, Summary, Warning,
+    format_bytes, format_mean_stddev, format_seconds, PairedRatio, Relative, Summary, Verdict,
+    Warning,
 };
 
 /// The measured runs of one target in one journal mode for one test.
@@ -28,6 +29,9 @@ pub struct ComboResult {
     pub warnings: Vec<Warning>,
     /// Index of the result this one is compared to (itself for the baseline).
     pub baseline: Option<usize>,
+    /// Run-by-run ratios to the baseline's runs of the same rounds (`None` for the
+    /// baseline itself).
+    pub paired: Option<PairedRatio>,
 }
 
 impl ComboResult {
@@ -86,6 +90,11 @@ pub struct SpeedRecord {
     /// mean / baseline mean (> 1: slower than the baseline).
     pub relative: Option<f64>,
     pub relative_error: Option<f64>,
+    /// Median of the run-by-run ratios to the baseline (same rounds).
+    pub paired_median: Option<f64>,
+    /// 95 % confidence interval of that median (sign test; needs ≥ 6 runs).
+    pub paired_ci_low: Option<f64>,
+    pub paired_ci_high: Option<f64>,
     pub checksum: String,
     pub read_calls: Option<u64>,
     pub write_calls: Option<u64>,
@@ -124,6 +133,9 @@ pub fn records(results: &[TestResult], info: &RunInfo) -> Vec<SpeedRecord> {
                 baseline: combo.baseline.map(|i| test.combos[i].label.clone()),
                 relative: relative.map(|r| r.ratio),
                 relative_error: relative.and_then(|r| r.error),
+                paired_median: combo.paired.map(|p| p.median),
+                paired_ci_low: combo.paired.and_then(|p| p.interval).map(|(low, _)| low),
+                paired_ci_high: combo.paired.and_then(|p| p.interval).map(|(_, high)| high),
                 checksum: combo.checksum.hex(),
                 read_calls: io.map(|c| c.read_calls),
                 write_calls: io.map(|c| c.write_calls),
@@ -145,12 +157,13 @@ pub fn records(results: &[TestResult], info: &RunInfo) -> Vec<SpeedRecord> {
     out
 }
 
-const HEADERS: [&str; 9] = [
+const HEADERS: [&str; 10] = [
     "Command",
     "Mean ± σ",
     "Min",
     "Max",
     "Relative",
+    "Paired [95 % CI]",
     "CPU",
     "xRead / xWrite / xSync",
     "Written",
@@ -180,6 +193,7 @@ fn rows(test: &TestResult) -> Vec<Vec<String>> {
                 format_seconds(combo.summary.min),
                 format_seconds(combo.summary.max),
                 relative,
+                combo.paired.map_or_else(|| "–".into(), |p| p.display()),
                 format_seconds(combo.cpu_mean_s),
                 io_cell(combo.io),
                 combo
@@ -321,6 +335,52 @@ pub fn geometric_means(results: &[TestResult]) -> Vec<(String, f64, usize)> {
         .collect()
 }
 
+/// Per target × journal mode (the baseline and memory aside): the tests where the paired
+/// interval lies wholly below 1 (faster), wholly above (slower), and how many show no
+/// difference or have too few runs to say.
+pub fn paired_verdicts(results: &[TestResult]) -> Vec<String> {
+    let mut labels: Vec<&str> = Vec::new();
+    for combo in results.iter().flat_map(|t| &t.combos) {
+        if combo.paired.is_some() && combo.vfs != ":memory:" && !labels.contains(&&*combo.label) {
+            labels.push(&combo.label);
+        }
+    }
+    let list = |tests: &[u32]| match tests {
+        [] => "none".to_string(),
+        _ => tests
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    labels
+        .into_iter()
+        .map(|label| {
+            let (mut faster, mut slower, mut tie, mut unknown) = (vec![], vec![], 0, 0);
+            for test in results {
+                let Some(combo) = test.combos.iter().find(|c| c.label == label) else {
+                    continue;
+                };
+                match combo.paired.and_then(|p| p.verdict()) {
+                    Some(Verdict::Below) => faster.push(test.number),
+                    Some(Verdict::Above) => slower.push(test.number),
+                    Some(Verdict::Straddles) => tie += 1,
+                    None => unknown += 1,
+                }
+            }
+            let mut line = format!(
+                "{label}: faster on {}; slower on {}; no difference shown on {tie}",
+                list(&faster),
+                list(&slower)
+            );
+            if unknown > 0 {
+                line.push_str(&format!("; {unknown} with too few runs (need ≥ 6)"));
+            }
+            line
+        })
+        .collect()
+}
+
 pub fn markdown(header: &[String], results: &[TestResult]) -> String {
     let mut out = String::from("# sqlite-uring bench speed\n\n");
     for line in header {
@@ -349,6 +409,14 @@ pub fn markdown(header: &[String], results: &[TestResult]) -> String {
         &["Command", "Geometric mean of Relative", "Tests"],
         &summary,
     ));
+    out.push_str(
+        "\n## Paired runs against the baseline\n\n\
+         Tests where the 95 % interval of the median run-by-run ratio lies wholly below 1 \
+         (faster) or wholly above it (slower):\n\n",
+    );
+    for line in paired_verdicts(results) {
+        out.push_str(&format!("- {line}\n"));
+    }
     out
 }
 

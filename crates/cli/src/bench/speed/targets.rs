@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use anyhow::{anyhow, bail, Context, Result};
 use rusqlite::{types::ValueRef, Connection, OpenFlags};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::counting_vfs::{self, Behaviour, CountingVfs};
 
@@ -14,7 +14,7 @@ use crate::counting_vfs::{self, Behaviour, CountingVfs};
 pub const IO_URING_VFS: &str = "io_uring";
 /// Our same VFS on plain syscalls: isolates what io_uring itself changes.
 pub const SYNC_VFS: &str = "io_uring_sync";
-/// Our io_uring VFS with reads and writes submitted through the ring too
+/// Our io_uring VFS with reads, writes and syncs all submitted through the ring
 /// (`Submission::Ring`), to measure that choice against the default routing.
 pub const ALL_RING_VFS: &str = "io_uring_ring";
 /// Our io_uring VFS with O_DIRECT for main databases (`Options::direct_io`): page writes
@@ -103,7 +103,7 @@ impl Target {
 }
 
 /// VFS call counts of one measured run (the body only).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IoCounts {
     pub read_calls: u64,
     pub write_calls: u64,

@@ -409,6 +409,14 @@ impl Checksum {
     pub fn hex(&self) -> String {
         format!("{:016x}", self.0)
     }
+
+    pub fn as_u64(self) -> u64 {
+        self.0
+    }
+
+    pub fn from_u64(value: u64) -> Checksum {
+        Checksum(value)
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,114 @@
+//! `bench speed --isolation process` (the default): every run of a test on a target in a
+//! fresh worker process. The workers must report what the same runs report in one
+//! process: the same rows seen (checksums), the same VFS calls and fsyncs.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{describe, text};
+
+/// The fields of an exported record that do not depend on timing.
+fn deterministic_fields(record: &serde_json::Value) -> String {
+    let keep = [
+        "test",
+        "target",
+        "journal",
+        "runs",
+        "checksum",
+        "read_calls",
+        "write_calls",
+        "sync_calls",
+        "truncate_calls",
+        "bytes_written",
+        "fsyncs",
+        "kernel_entries",
+    ];
+    keep.iter()
+        .map(|key| format!("{key}={}", record[key]))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn run_speed(dir: &Path, json: &Path, isolation: &str) -> Vec<serde_json::Value> {
+    let output = Command::new(env!("CARGO_BIN_EXE_sqlite-uring"))
+        .args([
+            "bench",
+            "speed",
+            "--allow-debug",
+            "--targets",
+            "memory,unix,io_uring,io_uring?uring_syncs=ring",
+            "--journal",
+            "delete,wal",
+            "--tests",
+            "1,7,12,16",
+            "--scale",
+            "0.02",
+            "--runs",
+            "6",
+            "--warmup",
+            "1",
+            "--isolation",
+            isolation,
+        ])
+        .arg("--dir")
+        .arg(dir)
+        .arg("--export-json")
+        .arg(json)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", describe(&output));
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout.contains(&format!("isolation {isolation}")),
+        "{}",
+        describe(&output)
+    );
+    // Six paired runs: every comparison has its 95 % interval and a verdict line.
+    assert!(
+        stdout.contains("Paired runs against unix") && !stdout.contains("too few runs"),
+        "{}",
+        describe(&output)
+    );
+    let left: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, Vec::<String>::new(), "files left in --dir");
+    serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap()
+}
+
+#[test]
+fn worker_processes_report_what_one_process_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let isolated = run_speed(dir.path(), &out.path().join("process.json"), "process");
+    let in_process = run_speed(dir.path(), &out.path().join("none.json"), "none");
+    // memory once, three file targets per journal mode, for each of the 4 tests.
+    assert_eq!(isolated.len(), 4 * (1 + 3 * 2));
+    let fields = |records: &[serde_json::Value]| -> Vec<String> {
+        records.iter().map(deterministic_fields).collect()
+    };
+    assert_eq!(fields(&isolated), fields(&in_process));
+    for record in &isolated {
+        let is_baseline = record["target"] == "unix";
+        assert_eq!(
+            record["paired_median"].is_null(),
+            is_baseline,
+            "paired ratios for all but the baseline: {record}"
+        );
+        if !is_baseline {
+            let (low, median, high) = (
+                record["paired_ci_low"].as_f64().unwrap(),
+                record["paired_median"].as_f64().unwrap(),
+                record["paired_ci_high"].as_f64().unwrap(),
+            );
+            assert!(low <= median && median <= high, "{record}");
+        }
+    }
+    // The VFS counters crossed the pipe: io_uring rows count fsyncs and kernel entries.
+    assert!(isolated
+        .iter()
+        .any(|r| r["target"] == "io_uring" && r["fsyncs"].as_u64() > Some(0)));
+}
