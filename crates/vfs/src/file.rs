@@ -575,7 +575,13 @@ impl File {
             }
         }
         if let EngineKind::IoUring(routing) = engine {
-            if routing.lone_op_by_syscall && is_memory_backed(fd) {
+            // With everything routed to syscalls already (the default) there is nothing to
+            // decide, and a rollback transaction opens its journal anew each time: skip the
+            // fstatfs.
+            if routing.lone_op_by_syscall
+                && !routing.reads_writes_syncs_by_syscall()
+                && is_memory_backed(fd)
+            {
                 // tmpfs/ramfs: fsync does nothing there, so not even the journal/directory
                 // sync pair has anything to overlap; the ring would only add worker
                 // hand-offs (measured: 2.2× `unix` on speed test 1). Explicit

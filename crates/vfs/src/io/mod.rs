@@ -197,6 +197,12 @@ impl Routing {
         Self::submission(self.syscall_syncs)
     }
 
+    /// Whether reads, writes and syncs all bypass the ring (the default for buffered
+    /// files): only a batch of two or more truncates could still reach it.
+    pub(crate) fn reads_writes_syncs_by_syscall(self) -> bool {
+        self.syscall_reads && self.syscall_writes && self.syscall_syncs
+    }
+
     /// Whether the whole batch goes by syscall: at most one op is left for the ring, and
     /// a lone ring op goes by syscall too.
     pub(crate) fn all_by_syscall(self, ops: &[Op]) -> bool {
