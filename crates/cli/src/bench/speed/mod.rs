@@ -341,7 +341,9 @@ pub fn run(args: SpeedArgs) -> Result<()> {
         println!("  {label:<24} {mean:.3}  ({count} tests)");
     }
     println!(
-        "Paired runs against {} (95 % interval of the median ratio, run by run):",
+        "Paired runs against {} (95 % interval of the median ratio, run by run; where \
+         there is no difference, a test still lands on one side by chance up to 1 time in 40 \
+         per side):",
         args.baseline
     );
     for line in output::paired_verdicts(&results) {

@@ -412,7 +412,8 @@ pub fn markdown(header: &[String], results: &[TestResult]) -> String {
     out.push_str(
         "\n## Paired runs against the baseline\n\n\
          Tests where the 95 % interval of the median run-by-run ratio lies wholly below 1 \
-         (faster) or wholly above it (slower):\n\n",
+         (faster) or wholly above it (slower). Where there is no difference, a test still \
+         lands on one side by chance up to 1 time in 40 per side.\n\n",
     );
     for line in paired_verdicts(results) {
         out.push_str(&format!("- {line}\n"));
