@@ -3,8 +3,10 @@
 //!
 //! Per test, every target × journal mode runs `--warmup` + `--runs` times, interleaved
 //! run by run (the order rotates each round) so slow drifts of the machine hit all of
-//! them alike. Each run gets a fresh database rebuilt by an untimed prologue; only the
-//! test body is timed. How to read the output: `docs/BENCH_SPEED.md`.
+//! them alike. Each run gets a fresh process (isolate.rs) and a fresh database rebuilt by
+//! an untimed prologue; only the test body is timed. Run by run, each target's time is
+//! paired with the baseline's of the same round (the paired median and its interval).
+//! How to read the output: `docs/BENCH_SPEED.md`.
 
 mod isolate;
 mod output;
@@ -114,8 +116,8 @@ pub struct SpeedArgs {
     /// Where each run executes: `process` (a fresh process of this binary per run of a
     /// test on a target, like hyperfine; the default) or `none` (every run in this
     /// process; the default with --trace, whose file one process writes). In one process,
-    /// the kernel worker threads io_uring leaves behind make every later file-descriptor
-    /// system call dearer, for every target (docs/BENCH_SPEED.md).
+    /// a kernel worker thread io_uring leaves behind slows every target measured after it
+    /// (WAL commits 20–40 % on the project machine; docs/BENCH_SPEED.md).
     #[arg(long, value_enum, value_name = "WHERE")]
     pub isolation: Option<Isolation>,
 
