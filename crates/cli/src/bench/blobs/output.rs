@@ -87,8 +87,8 @@ fn stop_name(results: &[&PhaseResult]) -> &'static str {
     }
 }
 
-/// The rates of one phase, run by run, with their summary; `None` when a run did
-/// nothing measurable (the summary would then cover fewer runs than the record says).
+/// The rates of one phase, run by run, with their summary. `summarise` gives none when a
+/// run did nothing measurable: the summary would cover fewer runs than the record says.
 struct Rates {
     per_run: Vec<f64>,
     summary: Summary,
