@@ -5,6 +5,7 @@ use clap::{Subcommand, ValueEnum};
 mod blobs;
 mod io;
 pub mod speed;
+mod worker;
 
 #[derive(Subcommand)]
 pub enum BenchCommand {

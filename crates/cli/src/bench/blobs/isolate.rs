@@ -6,25 +6,24 @@
 //! "Position in the process"). Rotating the target order spreads that bias but does not
 //! remove it; a fresh process per run does, as hyperfine runs each command in its own.
 //!
-//! Protocol: the parent re-executes this binary as `bench blobs <one case's flags>
-//! --worker-dir RUN_DIR`. The worker runs that case once in RUN_DIR (which the parent
-//! created and removes) and writes lines to its stdout: `phase LEN LABEL` when a phase
-//! starts, `at N` as it progresses (at most every 100 ms, outside the timed part), and
-//! finally `result JSON` with what [`run_storage_case`](super::run_storage_case)
-//! measured. Its stderr is the parent's: a failing worker's error reaches the user as is.
+//! Protocol (bench/worker.rs): the parent re-executes this binary as `bench blobs <one
+//! case's flags> --worker-dir RUN_DIR`. The worker runs that case once in RUN_DIR (which
+//! the parent created and removes) and writes lines to its stdout: `phase LEN LABEL` when
+//! a phase starts, `at N` as it progresses (at most every 100 ms, outside the timed
+//! part), and finally `result JSON` with what
+//! [`run_storage_case`](super::run_storage_case) measured.
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::{anyhow, bail};
 use indicatif::ProgressBar;
 use serde::{Deserialize, Serialize};
 
 use super::runner::{Phase, PhaseResult, StopReason};
 use super::store::{self, Journal};
 use super::{guard, BlobsArgs, Measured, Plan, Progress, StorageCase};
+use crate::bench::worker;
 
 /// The hidden flag that makes `bench blobs` a worker.
 pub const WORKER_FLAG: &str = "--worker-dir";
@@ -132,53 +131,33 @@ pub fn run_in_worker(
     run_dir: &Path,
     bar: &ProgressBar,
 ) -> anyhow::Result<Vec<Measured>> {
-    let mut child = Command::new(exe)
-        .args(worker_args(case, args, run_dir))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .with_context(|| format!("starting a worker process ({})", exe.display()))?;
-    guard::set_worker(Some(child.id()));
-    let stdout = child.stdout.take().expect("stdout was piped");
-    let mut result = None;
-    let mut protocol_error = None;
-    for line in BufReader::new(stdout).lines() {
-        let line = match line {
-            Ok(line) => line,
-            Err(error) => {
-                protocol_error = Some(anyhow!("reading the worker's output: {error}"));
-                break;
-            }
-        };
-        let (kind, rest) = line.split_once(' ').unwrap_or((line.as_str(), ""));
+    let mut show_progress = |kind: &str, rest: &str| -> anyhow::Result<()> {
         match kind {
             "phase" => {
                 let (len, label) = rest.split_once(' ').unwrap_or((rest, ""));
                 super::show_phase(bar, label, len.parse().unwrap_or(0));
             }
             "at" => bar.set_position(rest.parse().unwrap_or(0)),
-            "result" => match serde_json::from_str::<Vec<WireMeasured>>(rest) {
-                Ok(phases) => result = Some(phases),
-                Err(error) => protocol_error = Some(anyhow!("unreadable worker result: {error}")),
-            },
-            _ => protocol_error = Some(anyhow!("unexpected worker output line {line:?}")),
+            _ => worker::no_other_lines(kind, rest)?,
         }
-    }
-    let status = child.wait().context("waiting for the worker process")?;
-    guard::set_worker(None);
-    guard::check_interrupted()?;
-    if !status.success() {
-        bail!(
-            "case {}: its worker process failed ({status}); its error is printed above",
-            case.label()
-        );
-    }
-    if let Some(error) = protocol_error {
-        return Err(error.context(format!("case {}", case.label())));
-    }
-    let phases =
-        result.ok_or_else(|| anyhow!("case {}: the worker sent no result", case.label()))?;
+        Ok(())
+    };
+    // Signals reach the worker through the guard; once it has exited, an interrupted
+    // run reports the signal rather than the worker's death by it.
+    let supervise = |pid: Option<u32>| -> anyhow::Result<()> {
+        guard::set_worker(pid);
+        match pid {
+            Some(_) => Ok(()),
+            None => guard::check_interrupted(),
+        }
+    };
+    let phases: Vec<WireMeasured> = worker::run(
+        exe,
+        &worker_args(case, args, run_dir),
+        &format!("case {}", case.label()),
+        &mut show_progress,
+        &supervise,
+    )?;
     phases
         .into_iter()
         .map(WireMeasured::into_measured)
@@ -212,9 +191,7 @@ impl Progress for ThrottledLines {
 
 /// The worker side: runs the one case the flags describe and reports it on stdout.
 pub fn serve(args: &BlobsArgs, run_dir: &Path) -> anyhow::Result<()> {
-    // Die with the parent: a killed parent must not leave a worker writing.
-    // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag of this process.
-    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) };
+    worker::die_with_parent();
     let plan = Plan::from_args(args)?;
     let [case] = plan.storage.as_slice() else {
         bail!(
@@ -230,10 +207,7 @@ pub fn serve(args: &BlobsArgs, run_dir: &Path) -> anyhow::Result<()> {
     let mut progress = ThrottledLines::default();
     let measured = super::run_storage_case(case, args, run_dir, plan.max, &mut progress)?;
     let wire: Vec<WireMeasured> = measured.iter().map(WireMeasured::from_measured).collect();
-    let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "result {}", serde_json::to_string(&wire)?)?;
-    stdout.flush()?;
-    Ok(())
+    worker::send_result(&wire)
 }
 
 #[cfg(test)]

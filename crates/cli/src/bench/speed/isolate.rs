@@ -7,17 +7,14 @@
 //! io_uring's threads (ARCHITECTURE.md, "Threads the ring adds"). hyperfine runs each
 //! command in its own process for the same reason.
 //!
-//! Protocol: the parent re-executes this binary as `bench speed <one run's flags>
-//! --worker-db FILE`. The worker builds the test's plan, runs it once on FILE (a fresh
-//! database it removes again, as in-process runs do) and writes one line to its stdout,
-//! `result JSON`, with the [`RunOutcome`]. Its stderr is the parent's: a failing
-//! worker's error reaches the user as is.
+//! Protocol (bench/worker.rs): the parent re-executes this binary as `bench speed <one
+//! run's flags> --worker-db FILE`. The worker builds the test's plan, runs it once on
+//! FILE (a fresh database it removes again, as in-process runs do) and writes one line to
+//! its stdout, `result JSON`, with the [`RunOutcome`].
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::{anyhow, bail};
 use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 
@@ -25,6 +22,7 @@ use super::runner::{self, Mode, RunOutcome, TestPlan};
 use super::targets::{self, IoCounts, JournalMode, Settings};
 use super::workload::{Checksum, Sizes};
 use super::{Combo, SpeedArgs};
+use crate::bench::worker;
 
 /// The hidden flag that makes `bench speed` a worker.
 pub const WORKER_FLAG: &str = "--worker-db";
@@ -106,53 +104,22 @@ pub fn run_in_worker(
     combo: &Combo,
     database: &Path,
 ) -> anyhow::Result<RunOutcome> {
-    let what = || format!("test {number} on {}", combo.label());
-    let mut child = Command::new(exe)
-        .args(worker_args(args, number, combo, database))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .with_context(|| format!("starting a worker process ({})", exe.display()))?;
-    let stdout = child.stdout.take().expect("stdout was piped");
-    let mut result = None;
-    let mut protocol_error = None;
-    for line in BufReader::new(stdout).lines() {
-        let line = match line {
-            Ok(line) => line,
-            Err(error) => {
-                protocol_error = Some(anyhow!("reading the worker's output: {error}"));
-                break;
-            }
-        };
-        match line.strip_prefix("result ") {
-            Some(json) => match serde_json::from_str::<WireOutcome>(json) {
-                Ok(outcome) => result = Some(outcome),
-                Err(error) => protocol_error = Some(anyhow!("unreadable worker result: {error}")),
-            },
-            None => protocol_error = Some(anyhow!("unexpected worker output line {line:?}")),
-        }
-    }
-    let status = child.wait().context("waiting for the worker process")?;
-    if !status.success() {
-        bail!(
-            "{}: its worker process failed ({status}); its error is printed above",
-            what()
-        );
-    }
-    if let Some(error) = protocol_error {
-        return Err(error.context(what()));
-    }
-    let wire = result.ok_or_else(|| anyhow!("{}: the worker sent no result", what()))?;
+    let wire: WireOutcome = worker::run(
+        exe,
+        &worker_args(args, number, combo, database),
+        &format!("test {number} on {}", combo.label()),
+        &mut worker::no_other_lines,
+        // No signal handling here: SIGINT ends parent and worker alike, as it ends an
+        // in-process run.
+        &|_| Ok(()),
+    )?;
     Ok(wire.into_outcome())
 }
 
 /// The worker side: runs the one test on the one target the flags describe and reports
 /// the outcome on stdout.
 pub fn serve(args: &SpeedArgs, database: &Path) -> anyhow::Result<()> {
-    // Die with the parent: a killed parent must not leave a worker writing.
-    // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag of this process.
-    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) };
+    worker::die_with_parent();
     let (&[number], [target], &[journal]) = (
         args.tests.as_slice(),
         args.targets.as_slice(),
@@ -176,31 +143,16 @@ pub fn serve(args: &SpeedArgs, database: &Path) -> anyhow::Result<()> {
         synchronous: args.synchronous,
     };
     let outcome = runner::run_once(&target, settings, database, &plan, mode)?;
-    let mut stdout = std::io::stdout().lock();
-    writeln!(
-        stdout,
-        "result {}",
-        serde_json::to_string(&WireOutcome::from_outcome(&outcome))?
-    )?;
-    stdout.flush()?;
-    Ok(())
+    worker::send_result(&WireOutcome::from_outcome(&outcome))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: SpeedArgs,
-    }
+    use crate::bench::speed::parse_test_args;
 
     fn parse(words: &[&str]) -> SpeedArgs {
-        Cli::try_parse_from(std::iter::once("speed").chain(words.iter().copied()))
-            .unwrap()
-            .args
+        parse_test_args(words.iter().copied()).unwrap()
     }
 
     /// A worker's flags describe exactly one run of the parent's test on one of its

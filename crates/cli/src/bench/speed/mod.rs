@@ -568,9 +568,12 @@ fn check_output(flag: &str, path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// `bench speed` flags (without the subcommand words) parsed as the command line is,
+/// for the tests of this module's parts.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) fn parse_test_args<'a>(
+    words: impl IntoIterator<Item = &'a str>,
+) -> Result<SpeedArgs, clap::Error> {
     use clap::Parser;
 
     #[derive(Parser)]
@@ -578,11 +581,15 @@ mod tests {
         #[command(flatten)]
         args: SpeedArgs,
     }
+    Cli::try_parse_from(std::iter::once("speed").chain(words)).map(|cli| cli.args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     fn parse(extra: &[&str]) -> Result<SpeedArgs, clap::Error> {
-        let mut argv = vec!["speed"];
-        argv.extend_from_slice(extra);
-        Cli::try_parse_from(argv).map(|cli| cli.args)
+        parse_test_args(extra.iter().copied())
     }
 
     #[test]
