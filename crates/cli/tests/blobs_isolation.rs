@@ -8,14 +8,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{describe, text};
-
-fn entries(dir: &Path) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect()
-}
+use common::{describe, entries, processes_mentioning, still_running, terminate_and_wait, text};
 
 /// The fields of an exported record that do not depend on timing.
 fn deterministic_fields(record: &serde_json::Value) -> String {
@@ -113,26 +106,10 @@ fn worker_processes_report_what_one_process_reports() {
         .any(|r| r.contains("target=\"io_uring\"") && !r.contains("fsyncs=null")));
 }
 
-/// The pids of running processes whose command line mentions `needle`.
-fn processes_mentioning(needle: &str) -> Vec<u32> {
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            if text(&cmdline).contains(needle) {
-                pids.push(pid);
-            }
-        }
-    }
-    pids
-}
-
 #[test]
 fn sigterm_to_the_parent_stops_the_worker_and_removes_every_file() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sqlite-uring"))
+    let child = Command::new(env!("CARGO_BIN_EXE_sqlite-uring"))
         .args([
             "bench",
             "blobs",
@@ -184,27 +161,15 @@ fn sigterm_to_the_parent_stops_the_worker_and_removes_every_file() {
         "one worker expected while {database:?} exists"
     );
 
-    // SAFETY: kill has no memory-safety preconditions; the pid is our child's.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
     // Unforwarded, the signal would wait for the worker's case: up to 3 × 120 s.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            child.kill().unwrap();
-            panic!("the run did not stop within 60 s of SIGTERM: worker not signalled?");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let output = child.wait_with_output().unwrap();
+    let output = terminate_and_wait(child, Duration::from_secs(60), "worker not signalled?");
     assert!(!output.status.success(), "{}", describe(&output));
     let stderr = text(&output.stderr);
     assert!(stderr.contains("interrupted by SIGTERM"), "{stderr}");
     assert_eq!(entries(dir.path()), Vec::<String>::new(), "files left");
     // The worker exited before its parent did (the parent waits for it).
     assert!(
-        !Path::new(&format!("/proc/{}", workers[0])).exists()
-            || !text(&std::fs::read(format!("/proc/{}/cmdline", workers[0])).unwrap_or_default())
-                .contains(&needle),
+        !still_running(workers[0], &needle),
         "worker {} still running",
         workers[0]
     );

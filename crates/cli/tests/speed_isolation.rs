@@ -1,13 +1,15 @@
 //! `bench speed --isolation process` (the default): every run of a test on a target in a
 //! fresh worker process. The workers must report what the same runs report in one
-//! process: the same rows seen (checksums), the same VFS calls and fsyncs.
+//! process: the same rows seen (checksums), the same VFS calls and fsyncs. An
+//! interrupted run must stop its worker and leave no files.
 
 mod common;
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
-use common::{describe, text};
+use common::{describe, entries, processes_mentioning, still_running, terminate_and_wait, text};
 
 /// The fields of an exported record that do not depend on timing.
 fn deterministic_fields(record: &serde_json::Value) -> String {
@@ -71,11 +73,7 @@ fn run_speed(dir: &Path, json: &Path, isolation: &str) -> Vec<serde_json::Value>
         "{}",
         describe(&output)
     );
-    let left: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert_eq!(left, Vec::<String>::new(), "files left in --dir");
+    assert_eq!(entries(dir), Vec::<String>::new(), "files left in --dir");
     serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap()
 }
 
@@ -111,4 +109,71 @@ fn worker_processes_report_what_one_process_reports() {
     assert!(isolated
         .iter()
         .any(|r| r["target"] == "io_uring" && r["fsyncs"].as_u64() > Some(0)));
+}
+
+#[test]
+fn sigterm_to_the_parent_stops_the_worker_and_removes_every_file() {
+    let dir = tempfile::tempdir().unwrap();
+    // Test 1 at 100 times its size is 100,000 durable commits: about a minute for one
+    // run here, so only a signal forwarded to the worker ends the run in time.
+    let child = Command::new(env!("CARGO_BIN_EXE_sqlite-uring"))
+        .args([
+            "bench",
+            "speed",
+            "--allow-debug",
+            "--targets",
+            "unix,io_uring",
+            "--journal",
+            "delete",
+            "--tests",
+            "1",
+            "--scale",
+            "100",
+            "--runs",
+            "2",
+            "--warmup",
+            "0",
+        ])
+        .arg("--dir")
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let database = dir
+        .path()
+        .join(format!("sqlite-uring-speed-{}.db", child.id()));
+    let needle = dir.path().display().to_string();
+    // Wait until a worker is writing the run's database (between two runs there is
+    // briefly neither).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let worker = loop {
+        let workers = processes_mentioning(&needle)
+            .into_iter()
+            .filter(|&pid| pid != child.id())
+            .collect::<Vec<_>>();
+        if database.exists() && workers.len() == 1 {
+            break workers[0];
+        }
+        assert!(
+            workers.len() <= 1,
+            "at most one worker at a time: {workers:?}"
+        );
+        assert!(Instant::now() < deadline, "no worker wrote {database:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+
+    let output = terminate_and_wait(
+        child,
+        Duration::from_secs(20),
+        "worker not signalled, or it does not poll between statements?",
+    );
+    assert!(!output.status.success(), "{}", describe(&output));
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("interrupted by SIGTERM"), "{stderr}");
+    assert_eq!(entries(dir.path()), Vec::<String>::new(), "files left");
+    assert!(
+        !still_running(worker, &needle),
+        "worker {worker} still running"
+    );
 }

@@ -4,6 +4,7 @@ use clap::{Subcommand, ValueEnum};
 
 mod blobs;
 mod io;
+mod signals;
 pub mod speed;
 mod worker;
 

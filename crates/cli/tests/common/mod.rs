@@ -1,6 +1,8 @@
 //! Helpers shared by the `sqlite-uring` binary's integration tests.
 
-use std::process::Output;
+use std::path::Path;
+use std::process::{Child, Output};
+use std::time::{Duration, Instant};
 
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -14,4 +16,56 @@ pub fn describe(output: &Output) -> String {
         text(&output.stdout),
         text(&output.stderr)
     )
+}
+
+/// The names in `dir`, in no particular order.
+#[allow(dead_code)] // not every test binary that includes this module uses every helper
+pub fn entries(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// The pids of running processes whose command line mentions `needle`.
+#[allow(dead_code)]
+pub fn processes_mentioning(needle: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            if text(&cmdline).contains(needle) {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
+
+/// Whether process `pid` is still running with `needle` in its command line (a pid
+/// reused by an unrelated process does not count).
+#[allow(dead_code)]
+pub fn still_running(pid: u32, needle: &str) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|cmdline| text(&cmdline).contains(needle))
+        .unwrap_or(false)
+}
+
+/// Sends SIGTERM to `child` and waits for it to exit, at most `limit`; kills it and
+/// panics with `why_late` if it has not exited by then.
+#[allow(dead_code)]
+pub fn terminate_and_wait(mut child: Child, limit: Duration, why_late: &str) -> Output {
+    // SAFETY: kill has no memory-safety preconditions; the pid is our child's.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let deadline = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("the run did not stop within {limit:?} of SIGTERM: {why_late}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
 }

@@ -22,8 +22,8 @@ use serde::{Deserialize, Serialize};
 
 use super::runner::{Phase, PhaseResult, StopReason};
 use super::store::{self, Journal};
-use super::{guard, BlobsArgs, Measured, Plan, Progress, StorageCase};
-use crate::bench::worker;
+use super::{BlobsArgs, Measured, Plan, Progress, StorageCase};
+use crate::bench::{signals, worker};
 
 /// The hidden flag that makes `bench blobs` a worker.
 pub const WORKER_FLAG: &str = "--worker-dir";
@@ -142,21 +142,12 @@ pub fn run_in_worker(
         }
         Ok(())
     };
-    // Signals reach the worker through the guard; once it has exited, an interrupted
-    // run reports the signal rather than the worker's death by it.
-    let supervise = |pid: Option<u32>| -> anyhow::Result<()> {
-        guard::set_worker(pid);
-        match pid {
-            Some(_) => Ok(()),
-            None => guard::check_interrupted(),
-        }
-    };
     let phases: Vec<WireMeasured> = worker::run(
         exe,
         &worker_args(case, args, run_dir),
         &format!("case {}", case.label()),
         &mut show_progress,
-        &supervise,
+        &signals::supervise_worker,
     )?;
     phases
         .into_iter()
@@ -202,7 +193,7 @@ pub fn serve(args: &BlobsArgs, run_dir: &Path) -> anyhow::Result<()> {
     if !run_dir.is_dir() {
         bail!("{WORKER_FLAG} {}: no such directory", run_dir.display());
     }
-    guard::install_signal_handlers()?;
+    signals::install_handlers()?;
     store::ensure_registered(case.target)?;
     let mut progress = ThrottledLines::default();
     let measured = super::run_storage_case(case, args, run_dir, plan.max, &mut progress)?;

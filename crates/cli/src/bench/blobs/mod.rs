@@ -24,7 +24,7 @@ use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
-use super::Isolation;
+use super::{signals, Isolation};
 use crate::report::envinfo::{check_release_build, EnvInfo};
 use crate::report::stats::format_bytes;
 use codec::{Codec, Compression};
@@ -550,7 +550,7 @@ pub fn run(args: BlobsArgs) -> anyhow::Result<()> {
     let settings = settings(&args, isolation);
     println!("blobs: {settings}");
 
-    guard::install_signal_handlers()?;
+    signals::install_handlers()?;
     let trace = crate::trace_file::start(args.trace.as_deref())?;
     let run_dir = args
         .dir
@@ -632,7 +632,7 @@ pub fn run(args: BlobsArgs) -> anyhow::Result<()> {
         println!("trace written to {}", path.display());
     }
     // A signal after the last operation still means the user wanted out.
-    guard::check_interrupted()?;
+    signals::check_interrupted()?;
 
     let records = output::records(&args, &plan, &storage_runs, &compressor_runs);
     output::report(&args, &env, &settings, &records)

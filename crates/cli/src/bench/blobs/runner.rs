@@ -11,9 +11,9 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
 use super::codec::{Codec, Compression};
-use super::guard::check_interrupted;
 use super::store::BlobStore;
 use super::workload::{checksum, read_order, ReadOrder, Workload};
+use crate::bench::signals::check_interrupted;
 
 /// Generated data held at once: bounds memory whatever the blob size and batch.
 const CHUNK_BYTES: usize = 64 << 20;

@@ -10,7 +10,8 @@
 //! Protocol (bench/worker.rs): the parent re-executes this binary as `bench speed <one
 //! run's flags> --worker-db FILE`. The worker builds the test's plan, runs it once on
 //! FILE (a fresh database it removes again, as in-process runs do) and writes one line to
-//! its stdout, `result JSON`, with the [`RunOutcome`].
+//! its stdout, `result JSON`, with the [`RunOutcome`]. A SIGINT/SIGTERM to the parent is
+//! passed on to the worker, which stops before its next statement and removes FILE.
 
 use std::path::Path;
 
@@ -22,7 +23,7 @@ use super::runner::{self, Mode, RunOutcome, TestPlan};
 use super::targets::{self, IoCounts, JournalMode, Settings};
 use super::workload::{Checksum, Sizes};
 use super::{Combo, SpeedArgs};
-use crate::bench::worker;
+use crate::bench::{signals, worker};
 
 /// The hidden flag that makes `bench speed` a worker.
 pub const WORKER_FLAG: &str = "--worker-db";
@@ -109,9 +110,7 @@ pub fn run_in_worker(
         &worker_args(args, number, combo, database),
         &format!("test {number} on {}", combo.label()),
         &mut worker::no_other_lines,
-        // No signal handling here: SIGINT ends parent and worker alike, as it ends an
-        // in-process run.
-        &|_| Ok(()),
+        &signals::supervise_worker,
     )?;
     Ok(wire.into_outcome())
 }
@@ -120,6 +119,7 @@ pub fn run_in_worker(
 /// the outcome on stdout.
 pub fn serve(args: &SpeedArgs, database: &Path) -> anyhow::Result<()> {
     worker::die_with_parent();
+    signals::install_handlers()?;
     let (&[number], [target], &[journal]) = (
         args.tests.as_slice(),
         args.targets.as_slice(),

@@ -20,7 +20,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::Isolation;
+use super::{signals, Isolation};
 use crate::report::{envinfo, export, stats};
 use output::{ComboResult, RunInfo, TestResult};
 use runner::{Mode, RunOutcome, TestPlan};
@@ -280,6 +280,7 @@ pub fn run(args: SpeedArgs) -> Result<()> {
     );
 
     let trace = crate::trace_file::start(args.trace.as_deref())?;
+    signals::install_handlers()?;
     let mut results = Vec::new();
     for &number in &tests {
         let plan = TestPlan::new(number, sizes, mode);

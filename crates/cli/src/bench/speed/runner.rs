@@ -8,6 +8,7 @@ use rusqlite::{Connection, Statement as SqlStatement};
 
 use super::targets::{self, IoCounts, Settings, Target};
 use super::workload::{self, Checksum, Param, Sizes, Statement};
+use crate::bench::signals::check_interrupted;
 
 /// How the body's statements reach SQLite.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,8 +72,10 @@ pub struct RunOutcome {
 
 /// Runs test `plan` once on `target`: a fresh database at `path`, PRAGMAs verified, the
 /// prologue in one transaction, then the timed body, then the state folded into the
-/// checksum. The same connection serves prologue and body, as the original suite ran all
-/// tests on one connection (and `:memory:` has no other way to keep the state).
+/// checksum. A SIGINT/SIGTERM stops it before the next statement (one atomic load per
+/// statement, for every target alike), and the database's files are removed. The same
+/// connection serves prologue and body, as the original suite ran all tests on one
+/// connection (and `:memory:` has no other way to keep the state).
 pub fn run_once(
     target: &Target,
     settings: Settings,
@@ -136,6 +139,7 @@ fn run_prologue(connection: &Connection, statements: &[Statement]) -> Result<()>
     connection.execute_batch("BEGIN")?;
     let mut ignored = Checksum::default();
     for statement in statements {
+        check_interrupted()?;
         let mut prepared = connection.prepare_cached(statement.template)?;
         bind(&mut prepared, &statement.params)?;
         step_all(&mut prepared, &mut ignored)?;
@@ -146,6 +150,7 @@ fn run_prologue(connection: &Connection, statements: &[Statement]) -> Result<()>
 
 fn run_text(connection: &Connection, sql: &[String], checksum: &mut Checksum) -> Result<()> {
     for text in sql {
+        check_interrupted()?;
         let mut statement = connection
             .prepare(text)
             .with_context(|| format!("in {text}"))?;
@@ -163,6 +168,7 @@ fn run_prepared(
     // prepared on first use: a template may name a table an earlier statement creates.
     let mut prepared: Vec<(&'static str, SqlStatement<'_>)> = Vec::new();
     for statement in statements {
+        check_interrupted()?;
         let index = match prepared.iter().position(|(t, _)| *t == statement.template) {
             Some(index) => index,
             None => {
