@@ -295,11 +295,17 @@ impl File {
         (self.id, self.fd)
     }
 
-    /// Reads this file's options from the URI parameters of `name`.
+    /// Reads this file's options from the URI parameters of `name` (a journal or WAL
+    /// file sees its database's parameters); `file_type` is xOpen's SQLITE_OPEN_* type
+    /// bits (`uring_direct` routes a main database and its rollback journal differently).
     ///
     /// # Safety
     /// `name` must be null or a filename pointer SQLite passed to xOpen.
-    unsafe fn options(vfs: &'static VfsState, name: *const c_char) -> Result<FileOptions, String> {
+    unsafe fn options(
+        vfs: &'static VfsState,
+        name: *const c_char,
+        file_type: c_int,
+    ) -> Result<FileOptions, String> {
         let api = &vfs.api;
         // SAFETY: forwarded caller contract.
         let param = |key: &CStr| unsafe { api.uri_parameter(name, key) };
@@ -373,17 +379,26 @@ impl File {
             submission(c"uring_syncs")?,
         );
         if let EngineKind::IoUring(routing) = &mut engine {
-            // O_DIRECT writes run inline on the ring and a batch of them overlaps on the
-            // device: the one case where ring writes win (docs/BENCH_IO.md).
-            let default_writes = if direct {
-                Submission::Ring
+            // With `uring_direct=on`, by measurement (docs/BENCH_SPEED.md, "Session 6"),
+            // the database and its rollback journal put writes and syncs on the ring:
+            // O_DIRECT page writes run inline there and overlap on the device
+            // (docs/BENCH_IO.md), a direct rollback commit has io-wq workers anyway, and
+            // ring syncs (the journal's header rewrite linked to its fsync) made
+            // multi-page rollback commits 8-9 % faster than syscalls, tied elsewhere. A
+            // WAL keeps the VFS's routing: WAL commits touch no direct file, and a ring
+            // fsync would add the io-wq thread that slows every later commit (WAL test 1:
+            // 1.35× `unix` with ring syncs, 1.20× without).
+            let database_or_journal =
+                file_type & (SQLITE_OPEN_MAIN_DB | SQLITE_OPEN_MAIN_JOURNAL) != 0;
+            let (default_writes, default_syncs) = if direct && database_or_journal {
+                (Submission::Ring, Submission::Ring)
             } else {
-                routing.writes()
+                (routing.writes(), routing.syncs())
             };
             *routing = Routing::new(
                 reads.unwrap_or(routing.reads()),
                 writes.unwrap_or(default_writes),
-                syncs.unwrap_or(routing.syncs()),
+                syncs.unwrap_or(default_syncs),
             )
             .with_sqpoll(sqpoll.unwrap_or(routing.sqpoll));
         }
@@ -489,7 +504,7 @@ impl File {
         };
 
         // SAFETY: forwarded caller contract.
-        let options = match unsafe { File::options(vfs, name) } {
+        let options = match unsafe { File::options(vfs, name, file_type) } {
             Ok(options) => options,
             Err(message) => {
                 vfs.api.log(

@@ -56,3 +56,10 @@ pub use io::{
 pub fn thread_ring_fixed_writes() -> u64 {
     io::uring::thread_ring_fixed_writes()
 }
+
+/// Fsyncs the calling thread's ring issued linked behind queued writes in one submission
+/// (`uring_sync_plan=linked` on the ring; hidden: for tests).
+#[doc(hidden)]
+pub fn thread_ring_linked_syncs() -> u64 {
+    io::uring::thread_ring_linked_syncs()
+}

@@ -184,6 +184,80 @@ fn queued_direct_writes_go_from_the_registered_arena() {
     );
 }
 
+/// The routing chosen by measurement for O_DIRECT: the database's page writes go to the
+/// ring, and so do the syncs of the database and of its rollback journal (whose header
+/// rewrite is linked to its second fsync: one linked submission per commit); a WAL keeps
+/// syscalls (a ring fsync would only add an io-wq thread to every later WAL commit).
+/// `uring_syncs=syscall` takes every sync off the ring.
+#[test]
+fn direct_rollback_commits_sync_on_the_ring_and_wal_commits_do_not() {
+    let routing = |conn: &Connection| {
+        let json = rows(conn, "PRAGMA io_uring_stats").remove(0);
+        ["reads", "writes", "syncs"]
+            .map(|key| {
+                let at = json.find(&format!("\"{key}\":\"")).unwrap() + key.len() + 4;
+                json[at..].split('"').next().unwrap().to_string()
+            })
+            .join(",")
+    };
+    let commits = 20;
+    let dir = tempfile::tempdir().unwrap();
+    for (journal_mode, uri_extra, linked_per_commit) in [
+        ("delete", "", 1),
+        ("delete", "&uring_syncs=syscall", 0),
+        // WAL commits sync the WAL only, and checkpoint writes are write-through.
+        ("wal", "", 0),
+    ] {
+        register();
+        let path = dir
+            .path()
+            .join(format!("link-{journal_mode}{}.db", uri_extra.len()));
+        let conn = Connection::open_with_flags_and_vfs(
+            format!("file:{}?uring_direct=on{uri_extra}", path.display()),
+            OpenFlags::default() | OpenFlags::SQLITE_OPEN_URI,
+            "io_uring",
+        )
+        .unwrap();
+        conn.execute_batch(&format!(
+            "PRAGMA journal_mode={journal_mode}; CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB);"
+        ))
+        .unwrap();
+        let expected_routing = if uri_extra.is_empty() {
+            "syscall,ring,ring"
+        } else {
+            "syscall,ring,syscall"
+        };
+        assert_eq!(
+            routing(&conn),
+            expected_routing,
+            "{journal_mode}{uri_extra}"
+        );
+        // Every test runs on a thread of its own, so this thread's ring is this test's.
+        let before = sqlite_uring::thread_ring_linked_syncs();
+        for _ in 0..commits {
+            // Three pages per commit: page 1, the table's leaf, an overflow page.
+            conn.execute("INSERT INTO t(v) VALUES(zeroblob(5000))", [])
+                .unwrap();
+        }
+        conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+            .unwrap();
+        let linked = sqlite_uring::thread_ring_linked_syncs() - before;
+        assert_eq!(
+            linked,
+            commits * linked_per_commit,
+            "{journal_mode}{uri_extra}: one linked fsync (the journal header's) per \
+             rollback commit, none in WAL mode or with syncs routed to syscalls"
+        );
+        drop(conn);
+        let unix = open(&path, "unix");
+        integrity_ok(&unix);
+        assert_eq!(
+            rows(&unix, "SELECT count(*), sum(length(v)) FROM t"),
+            vec![format!("{commits}|{}", commits * 5000)]
+        );
+    }
+}
+
 /// Another connection (through `unix`, so with POSIX locks, in this process) changes
 /// pages this connection has in its read-ahead buffer; the next statement must see the
 /// change, in both journal modes and across a checkpoint.

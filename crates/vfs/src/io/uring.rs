@@ -52,6 +52,9 @@ pub(crate) struct Ring {
     fixed_buffers: FixedBuffers,
     /// Writes this ring issued as IORING_OP_WRITE_FIXED (tests read it).
     fixed_writes: u64,
+    /// Fsyncs this ring issued linked behind writes in the same submission (tests read
+    /// it).
+    linked_syncs: u64,
 }
 
 /// Whether this ring has registered the write-behind arena (`io::fixed_region`) as
@@ -175,17 +178,27 @@ pub(crate) fn with_thread_ring<T>(
     })
 }
 
-/// Writes this thread's rings issued from their registered buffer.
-pub(crate) fn thread_ring_fixed_writes() -> u64 {
+/// A counter summed over this thread's rings.
+fn thread_rings_sum(counter: fn(&Ring) -> u64) -> u64 {
     THREAD_RINGS.with(|slots| {
         slots
             .iter()
             .map(|slot| match &*slot.borrow() {
-                Slot::Ready(ring) => ring.fixed_writes,
+                Slot::Ready(ring) => counter(ring),
                 Slot::Uninit | Slot::Failed(..) => 0,
             })
             .sum()
     })
+}
+
+/// Writes this thread's rings issued from their registered buffer.
+pub(crate) fn thread_ring_fixed_writes() -> u64 {
+    thread_rings_sum(|ring| ring.fixed_writes)
+}
+
+/// Fsyncs this thread's rings issued linked behind their writes.
+pub(crate) fn thread_ring_linked_syncs() -> u64 {
+    thread_rings_sum(|ring| ring.linked_syncs)
 }
 
 fn simulated_setup_errno() -> Option<i32> {
@@ -274,6 +287,7 @@ impl Ring {
             sqpoll,
             fixed_buffers: FixedBuffers::NotYet,
             fixed_writes: 0,
+            linked_syncs: 0,
         };
         // A registered ring fd saves an fdget/fdput per io_uring_enter (Linux 5.18+);
         // without it everything still works.
@@ -521,6 +535,13 @@ impl Ring {
                         let mut entry = self.entry_for(op).user_data(next as u64);
                         if has_chain && linked[next] {
                             entry = entry.flags(io_uring::squeue::Flags::IO_LINK);
+                        }
+                        if has_chain
+                            && next > 0
+                            && linked[next - 1]
+                            && matches!(op, Op::SyncAfterWrites { .. })
+                        {
+                            self.linked_syncs += 1;
                         }
                         // SAFETY: the buffers named by `entry` stay valid until this
                         // function returns (caller contract), and it returns only after
