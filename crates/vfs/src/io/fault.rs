@@ -39,6 +39,9 @@ pub struct FaultPlan {
     inner: EngineKind,
     rules: Mutex<Vec<ActiveRule>>,
     injected: AtomicU64,
+    /// While recording: every op seen, in submission order, as its kind and its file's
+    /// path (a test of which syscalls run in which order, as a trace of `unix` would show).
+    recorded: Mutex<Option<Vec<(OpKind, String)>>>,
 }
 
 impl FaultPlan {
@@ -61,7 +64,24 @@ impl FaultPlan {
             },
             rules: Mutex::new(Vec::new()),
             injected: AtomicU64::new(0),
+            recorded: Mutex::new(None),
         })
+    }
+
+    /// Starts recording every op (kind and file path) from now on, dropping earlier ones.
+    pub fn start_recording(&self) {
+        *self.lock_recorded() = Some(Vec::new());
+    }
+
+    /// The ops recorded since [`FaultPlan::start_recording`], in submission order.
+    pub fn recorded(&self) -> Vec<(OpKind, String)> {
+        self.lock_recorded().clone().unwrap_or_default()
+    }
+
+    fn lock_recorded(&self) -> std::sync::MutexGuard<'_, Option<Vec<(OpKind, String)>>> {
+        self.recorded
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     pub fn add(&self, rule: FaultRule) {
@@ -93,10 +113,6 @@ impl FaultPlan {
     }
 
     fn decide(&self, op: &Op) -> Option<FaultKind> {
-        let mut rules = self.lock_rules();
-        if rules.is_empty() {
-            return None;
-        }
         let fd = match *op {
             Op::Read { fd, .. }
             | Op::Write { fd, .. }
@@ -104,9 +120,19 @@ impl FaultPlan {
             | Op::SyncAfterWrites { fd, .. }
             | Op::Truncate { fd, .. } => fd,
         };
-        let path = std::fs::read_link(format!("/proc/self/fd/{fd}"))
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let path = || {
+            std::fs::read_link(format!("/proc/self/fd/{fd}"))
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        };
+        if let Some(recorded) = self.lock_recorded().as_mut() {
+            recorded.push((op.kind(), path()));
+        }
+        let mut rules = self.lock_rules();
+        if rules.is_empty() {
+            return None;
+        }
+        let path = path();
         for active in rules.iter_mut() {
             let rule = &active.rule;
             if rule.op != op.kind()

@@ -320,15 +320,27 @@ pub(crate) fn pread_fully(fd: RawFd, buf: &mut [u8], offset: u64) -> (Result<usi
         if n >= 0 && n as usize == buf.len() {
             return (Ok(buf.len()), 1);
         }
+        // End of file: 0 bytes is final, as in os_unix.c seekAndRead. (SQLite reads past
+        // the end on every rollback commit: the 8 bytes after the journal header.)
+        if n == 0 {
+            return (Ok(0), 1);
+        }
+        // A short read continues where it stopped; a failure goes to the loop's retry.
+        if n > 0 {
+            assert!(n as usize <= buf.len(), "kernel read more than asked");
+            let (outcome, calls) = pread_loop(fd, buf, offset, n as usize);
+            return (outcome, calls + 1);
+        }
     }
-    // Short, failed or huge: start over (a read is idempotent) with the full loop.
-    let (outcome, calls) = pread_loop(fd, buf, offset);
+    // Failed or huge: the full loop (a read is idempotent).
+    let (outcome, calls) = pread_loop(fd, buf, offset, 0);
     (outcome, calls + 1)
 }
 
+/// The loop of [`pread_fully`], from `done` bytes already read into `buf`.
 #[cold]
-fn pread_loop(fd: RawFd, buf: &mut [u8], offset: u64) -> (Result<usize, i32>, u64) {
-    let mut done = 0usize;
+fn pread_loop(fd: RawFd, buf: &mut [u8], offset: u64, done: usize) -> (Result<usize, i32>, u64) {
+    let mut done = done;
     let mut retries = 0;
     let mut calls = 0u64;
     let outcome = loop {
@@ -569,6 +581,21 @@ impl Submitter<'_> {
         if linked {
             let request = sync.expect("linked implies a sync request");
             let mut count = 0;
+            for (offset, bytes) in pieces {
+                ops[count] = write_op(fd, *offset, bytes);
+                count += 1;
+            }
+            let file_sync = count;
+            ops[count] = Op::SyncAfterWrites {
+                fd,
+                data_only: request.data_only,
+            };
+            count += 1;
+            // The directory's sync comes after the file's, as in os_unix.c unixSync: by
+            // syscall they run in that order (on ext4 the file's fsync commits the new
+            // directory entry with it, and the directory's fsync then finds little to do;
+            // the other order made a rollback commit ~8 % slower); on the ring it is not
+            // linked, so the two overlap.
             if let Some(dir_fd) = request.directory_fd {
                 ops[count] = Op::Sync {
                     fd: dir_fd,
@@ -576,25 +603,14 @@ impl Submitter<'_> {
                 };
                 count += 1;
             }
-            let first_write = count;
-            for (offset, bytes) in pieces {
-                ops[count] = write_op(fd, *offset, bytes);
-                count += 1;
-            }
-            ops[count] = Op::SyncAfterWrites {
-                fd,
-                data_only: request.data_only,
-            };
-            count += 1;
             // SAFETY: every buffer is borrowed from `pieces`, which outlives this call.
             unsafe { self.perform(&ops[..count], &mut results[..count]) }
                 .map_err(|errno| FlushFailure::Write(WriteFailure::Errno(errno)))?;
-            let write_results = &results[first_write..first_write + pieces.len()];
-            self.finish_writes(fd, pieces, write_results)
+            self.finish_writes(fd, pieces, &results[..pieces.len()])
                 .map_err(FlushFailure::from)?;
-            // A failed directory sync (results[0]) is ignored, as os_unix.c does: some
-            // filesystems cannot sync a directory.
-            let sync_result = results[count - 1];
+            // A failed directory sync is ignored, as os_unix.c does: some filesystems
+            // cannot sync a directory.
+            let sync_result = results[file_sync];
             if sync_result >= 0 {
                 return Ok(());
             }
@@ -703,12 +719,17 @@ mod tests {
         let mut buf = [0u8; 50];
         assert_eq!(pread_fully(fd, &mut buf, 10), (Ok(50), 1));
         assert_eq!(buf, [7u8; 50]);
-        // Past the end: the first pread comes back short, the loop reads again to EOF.
+        // Past the end: the first pread comes back short, the loop continues from there
+        // and finds EOF.
         let mut buf = [0u8; 200];
         let (outcome, calls) = pread_fully(fd, &mut buf, 0);
         assert_eq!(outcome, Ok(100));
-        assert!(calls >= 2, "{calls}");
+        assert_eq!(calls, 2);
         assert_eq!(&buf[..100], &[7u8; 100][..]);
+        // Wholly past the end: one pread, which returns 0, is the answer (os_unix.c makes
+        // one too; SQLite does this on every rollback commit).
+        let mut buf = [1u8; 8];
+        assert_eq!(pread_fully(fd, &mut buf, 512), (Ok(0), 1));
         assert_eq!(pread_fully(-1, &mut buf, 0).0, Err(libc::EBADF));
     }
 }
