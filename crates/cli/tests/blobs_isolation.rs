@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{describe, entries, processes_mentioning, still_running, terminate_and_wait, text};
+use common::{assert_stopped_by_sigterm, describe, entries, terminate_and_wait, text, workers_of};
 
 /// The fields of an exported record that do not depend on timing.
 fn deterministic_fields(record: &serde_json::Value) -> String {
@@ -151,10 +151,7 @@ fn sigterm_to_the_parent_stops_the_worker_and_removes_every_file() {
         std::thread::sleep(Duration::from_millis(20));
     };
     let needle = dir.path().display().to_string();
-    let workers = processes_mentioning(&needle)
-        .into_iter()
-        .filter(|&pid| pid != child.id())
-        .collect::<Vec<_>>();
+    let workers = workers_of(child.id(), &needle);
     assert_eq!(
         workers.len(),
         1,
@@ -163,14 +160,5 @@ fn sigterm_to_the_parent_stops_the_worker_and_removes_every_file() {
 
     // Unforwarded, the signal would wait for the worker's case: up to 3 × 120 s.
     let output = terminate_and_wait(child, Duration::from_secs(60), "worker not signalled?");
-    assert!(!output.status.success(), "{}", describe(&output));
-    let stderr = text(&output.stderr);
-    assert!(stderr.contains("interrupted by SIGTERM"), "{stderr}");
-    assert_eq!(entries(dir.path()), Vec::<String>::new(), "files left");
-    // The worker exited before its parent did (the parent waits for it).
-    assert!(
-        !still_running(workers[0], &needle),
-        "worker {} still running",
-        workers[0]
-    );
+    assert_stopped_by_sigterm(&output, dir.path(), workers[0], &needle);
 }

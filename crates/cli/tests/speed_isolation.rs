@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{describe, entries, processes_mentioning, still_running, terminate_and_wait, text};
+use common::{assert_stopped_by_sigterm, describe, entries, terminate_and_wait, text, workers_of};
 
 /// The fields of an exported record that do not depend on timing.
 fn deterministic_fields(record: &serde_json::Value) -> String {
@@ -148,10 +148,7 @@ fn sigterm_to_the_parent_stops_the_worker_and_removes_every_file() {
     // briefly neither).
     let deadline = Instant::now() + Duration::from_secs(60);
     let worker = loop {
-        let workers = processes_mentioning(&needle)
-            .into_iter()
-            .filter(|&pid| pid != child.id())
-            .collect::<Vec<_>>();
+        let workers = workers_of(child.id(), &needle);
         if database.exists() && workers.len() == 1 {
             break workers[0];
         }
@@ -168,12 +165,5 @@ fn sigterm_to_the_parent_stops_the_worker_and_removes_every_file() {
         Duration::from_secs(20),
         "worker not signalled, or it does not poll between statements?",
     );
-    assert!(!output.status.success(), "{}", describe(&output));
-    let stderr = text(&output.stderr);
-    assert!(stderr.contains("interrupted by SIGTERM"), "{stderr}");
-    assert_eq!(entries(dir.path()), Vec::<String>::new(), "files left");
-    assert!(
-        !still_running(worker, &needle),
-        "worker {worker} still running"
-    );
+    assert_stopped_by_sigterm(&output, dir.path(), worker, &needle);
 }

@@ -44,6 +44,16 @@ pub fn processes_mentioning(needle: &str) -> Vec<u32> {
     pids
 }
 
+/// The processes other than `parent` whose command line mentions `needle`: the worker
+/// processes of a benchmark run, when `needle` is its `--dir`.
+#[allow(dead_code)]
+pub fn workers_of(parent: u32, needle: &str) -> Vec<u32> {
+    processes_mentioning(needle)
+        .into_iter()
+        .filter(|&pid| pid != parent)
+        .collect()
+}
+
 /// Whether process `pid` is still running with `needle` in its command line (a pid
 /// reused by an unrelated process does not count).
 #[allow(dead_code)]
@@ -51,6 +61,21 @@ pub fn still_running(pid: u32, needle: &str) -> bool {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .map(|cmdline| text(&cmdline).contains(needle))
         .unwrap_or(false)
+}
+
+/// What a benchmark run stopped by SIGTERM must leave behind: a failed exit that says
+/// so, nothing in `dir`, and its worker `worker` (whose command line mentions `needle`)
+/// gone (the parent waits for it before exiting).
+#[allow(dead_code)]
+pub fn assert_stopped_by_sigterm(output: &Output, dir: &Path, worker: u32, needle: &str) {
+    assert!(!output.status.success(), "{}", describe(output));
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("interrupted by SIGTERM"), "{stderr}");
+    assert_eq!(entries(dir), Vec::<String>::new(), "files left");
+    assert!(
+        !still_running(worker, needle),
+        "worker {worker} still running"
+    );
 }
 
 /// Sends SIGTERM to `child` and waits for it to exit, at most `limit`; kills it and
