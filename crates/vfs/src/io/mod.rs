@@ -421,6 +421,32 @@ pub(crate) struct SyncRequest {
     pub(crate) plan: SyncPlan,
 }
 
+/// Puts `request`'s syncs at the start of `ops` — the file's (`SyncAfterWrites`, linked
+/// behind the writes just before it, when `after_writes`), then its directory's when due
+/// — and returns how many. The directory comes after the file, as in os_unix.c
+/// `unixSync`: by syscall they run in that order (on ext4 the file's fsync commits the
+/// new directory entry with it and the directory's fsync then finds little to do; the
+/// other order made a rollback commit ~8 % slower); on the ring the directory's is not
+/// linked, so the two overlap.
+fn push_syncs(ops: &mut [Op], fd: RawFd, request: SyncRequest, after_writes: bool) -> usize {
+    let data_only = request.data_only;
+    ops[0] = if after_writes {
+        Op::SyncAfterWrites { fd, data_only }
+    } else {
+        Op::Sync { fd, data_only }
+    };
+    match request.directory_fd {
+        Some(dir_fd) => {
+            ops[1] = Op::Sync {
+                fd: dir_fd,
+                data_only,
+            };
+            2
+        }
+        None => 1,
+    }
+}
+
 /// A flush that did not complete.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum FlushFailure {
@@ -586,23 +612,7 @@ impl Submitter<'_> {
                 count += 1;
             }
             let file_sync = count;
-            ops[count] = Op::SyncAfterWrites {
-                fd,
-                data_only: request.data_only,
-            };
-            count += 1;
-            // The directory's sync comes after the file's, as in os_unix.c unixSync: by
-            // syscall they run in that order (on ext4 the file's fsync commits the new
-            // directory entry with it, and the directory's fsync then finds little to do;
-            // the other order made a rollback commit ~8 % slower); on the ring it is not
-            // linked, so the two overlap.
-            if let Some(dir_fd) = request.directory_fd {
-                ops[count] = Op::Sync {
-                    fd: dir_fd,
-                    data_only: request.data_only,
-                };
-                count += 1;
-            }
+            count += push_syncs(&mut ops[count..], fd, request, true);
             // SAFETY: every buffer is borrowed from `pieces`, which outlives this call.
             unsafe { self.perform(&ops[..count], &mut results[..count]) }
                 .map_err(|errno| FlushFailure::Write(WriteFailure::Errno(errno)))?;
@@ -632,19 +642,7 @@ impl Submitter<'_> {
                 .map_err(FlushFailure::from)?;
         }
         if let Some(request) = sync {
-            let mut count = 0;
-            ops[count] = Op::Sync {
-                fd,
-                data_only: request.data_only,
-            };
-            count += 1;
-            if let Some(dir_fd) = request.directory_fd {
-                ops[count] = Op::Sync {
-                    fd: dir_fd,
-                    data_only: request.data_only,
-                };
-                count += 1;
-            }
+            let count = push_syncs(&mut ops, fd, request, false);
             // SAFETY: sync ops carry no buffers.
             unsafe { self.perform(&ops[..count], &mut results[..count]) }
                 .map_err(FlushFailure::Sync)?;
