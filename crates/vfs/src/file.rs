@@ -70,6 +70,8 @@ const WAL_HEADER_BYTES: u64 = 32;
 /// The checksum that ends a rollback-journal record (fileformat.html, "The Rollback
 /// Journal").
 const JOURNAL_CHECKSUM_BYTES: usize = 4;
+/// The page number that starts a rollback-journal record.
+const JOURNAL_PAGE_NUMBER_BYTES: i64 = 4;
 /// SQLite's smallest page size.
 const MIN_PAGE_BYTES: usize = 512;
 
@@ -785,11 +787,17 @@ impl File {
         // A journal record is a 4-byte page number, the page, and a 4-byte checksum. Its
         // checksum write flushes: SQLite reads the journal back to roll back its cache,
         // so a failed journal write must surface before SQLite modifies the page, exactly
-        // where a failed pwrite surfaces under `unix`.
+        // where a failed pwrite surfaces under `unix`. The checksum is told from the page
+        // number of the record after a journal header (also 4 bytes after ≥ 512) by where
+        // the write before it started: records start at a header's end and are page
+        // size + 8 bytes long, headers sit at multiples of the sector size (pager.c
+        // `journalHdrOffset`), so a record's page starts at 4 mod 8 and a header at 0.
+        let previous_write_start = self.last_write_end - self.last_write_len as i64;
         let journal_record_end = self.is_journal
             && buf.len() == JOURNAL_CHECKSUM_BYTES
             && self.last_write_len >= MIN_PAGE_BYTES
-            && self.last_write_end == offset;
+            && self.last_write_end == offset
+            && previous_write_start % 8 == JOURNAL_PAGE_NUMBER_BYTES;
         self.last_write_end = offset + buf.len() as i64;
         self.last_write_len = buf.len();
         if let Some(direct) = self.direct.as_mut() {

@@ -46,7 +46,7 @@ pub use vfs::{
 /// Fault injection for tests of error paths (hidden: not a stable API).
 #[doc(hidden)]
 pub use io::{
-    fault::{FaultKind, FaultPlan, FaultRule},
+    fault::{FaultKind, FaultPlan, FaultRule, RecordedOp},
     OpKind,
 };
 

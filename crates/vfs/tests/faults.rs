@@ -351,8 +351,8 @@ fn rollback_commit_syncs_in_unix_order_file_before_its_directory() {
         let syncs: Vec<String> = plan
             .recorded()
             .into_iter()
-            .filter(|(kind, _)| *kind == OpKind::Sync)
-            .map(|(_, path)| path)
+            .filter(|op| op.kind == OpKind::Sync)
+            .map(|op| op.path)
             .collect();
         assert_eq!(
             syncs,
@@ -367,4 +367,54 @@ fn rollback_commit_syncs_in_unix_order_file_before_its_directory() {
         assert_eq!(count(&conn), 501);
         integrity_ok(&conn);
     }
+}
+
+/// Write-behind of a rollback journal: the header and the first record reach the kernel
+/// as one write, each later record as one write ending at its checksum (the flush point
+/// that lets a failed journal write surface before SQLite changes the page), and the
+/// header's record count as one more. The page number that follows the header is not
+/// mistaken for a record's checksum (both are 4 bytes after ≥ 512).
+#[test]
+fn journal_writes_coalesce_per_record_and_the_header_joins_the_first() {
+    let _serial = common::one_at_a_time();
+    let plan = faulty_vfs_with(
+        "journal_records",
+        Backend::Syscall,
+        false,
+        Submission::Syscall,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let conn = seeded(dir.path(), "journal_records");
+    let page_bytes = conn
+        .query_row("PRAGMA page_size", [], |r| r.get::<_, i64>(0))
+        .unwrap() as u64;
+    plan.start_recording();
+    // Changes rows on three pages far apart: three journal records.
+    conn.execute_batch("UPDATE t SET v = 'x' || v WHERE id IN (1, 250, 500)")
+        .unwrap();
+    let journal = format!(
+        "{}-journal",
+        dir.path().join("f.db").canonicalize().unwrap().display()
+    );
+    let journal_writes: Vec<(u64, u32)> = plan
+        .recorded()
+        .into_iter()
+        .filter(|op| op.kind == OpKind::Write && op.path == journal)
+        .map(|op| op.range.unwrap())
+        .collect();
+    let header_bytes = 512; // the sector size SQLite uses with POWERSAFE_OVERWRITE
+    let record_bytes = page_bytes + 8;
+    // All writes but the last (the record count) end a record; the first also holds the
+    // header.
+    let records = journal_writes.len() as u64 - 1;
+    assert!(records >= 3, "{journal_writes:?}");
+    let mut expected = vec![(0, (header_bytes + record_bytes) as u32)];
+    for record in 1..records {
+        expected.push((header_bytes + record * record_bytes, record_bytes as u32));
+    }
+    // The record count, rewritten into the header before the second journal sync.
+    expected.push((0, 12));
+    assert_eq!(journal_writes, expected);
+    assert_eq!(count(&conn), 500);
+    integrity_ok(&conn);
 }

@@ -34,14 +34,24 @@ struct ActiveRule {
     fired: u64,
 }
 
+/// One op a recording [`FaultPlan`] was handed: its kind, its file, and for reads and
+/// writes the byte range.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordedOp {
+    pub kind: OpKind,
+    pub path: String,
+    /// `(offset, length)` of a read or write.
+    pub range: Option<(u64, u32)>,
+}
+
 /// A shared, mutable set of fault rules over a real engine.
 pub struct FaultPlan {
     inner: EngineKind,
     rules: Mutex<Vec<ActiveRule>>,
     injected: AtomicU64,
-    /// While recording: every op seen, in submission order, as its kind and its file's
-    /// path (a test of which syscalls run in which order, as a trace of `unix` would show).
-    recorded: Mutex<Option<Vec<(OpKind, String)>>>,
+    /// While recording: every op seen, in submission order (a test of which syscalls run
+    /// in which order, as a trace of `unix` would show).
+    recorded: Mutex<Option<Vec<RecordedOp>>>,
 }
 
 impl FaultPlan {
@@ -68,17 +78,17 @@ impl FaultPlan {
         })
     }
 
-    /// Starts recording every op (kind and file path) from now on, dropping earlier ones.
+    /// Starts recording every op from now on, dropping earlier ones.
     pub fn start_recording(&self) {
         *self.lock_recorded() = Some(Vec::new());
     }
 
     /// The ops recorded since [`FaultPlan::start_recording`], in submission order.
-    pub fn recorded(&self) -> Vec<(OpKind, String)> {
+    pub fn recorded(&self) -> Vec<RecordedOp> {
         self.lock_recorded().clone().unwrap_or_default()
     }
 
-    fn lock_recorded(&self) -> std::sync::MutexGuard<'_, Option<Vec<(OpKind, String)>>> {
+    fn lock_recorded(&self) -> std::sync::MutexGuard<'_, Option<Vec<RecordedOp>>> {
         self.recorded
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -126,7 +136,15 @@ impl FaultPlan {
                 .unwrap_or_default()
         };
         if let Some(recorded) = self.lock_recorded().as_mut() {
-            recorded.push((op.kind(), path()));
+            let range = match *op {
+                Op::Read { len, offset, .. } | Op::Write { len, offset, .. } => Some((offset, len)),
+                Op::Sync { .. } | Op::SyncAfterWrites { .. } | Op::Truncate { .. } => None,
+            };
+            recorded.push(RecordedOp {
+                kind: op.kind(),
+                path: path(),
+                range,
+            });
         }
         let mut rules = self.lock_rules();
         if rules.is_empty() {
