@@ -28,7 +28,7 @@ extern "C" fn on_signal(signal: libc::c_int) {
 
 /// Records the worker process that signals must reach (`None` once it has exited). A
 /// signal that arrived before the worker was recorded is passed on to it here.
-pub fn set_worker(pid: Option<u32>) {
+fn set_worker(pid: Option<u32>) {
     let pid = pid.and_then(|pid| i32::try_from(pid).ok()).unwrap_or(0);
     WORKER_PID.store(pid, Ordering::SeqCst);
     let signal = INTERRUPTED_BY.load(Ordering::SeqCst);

@@ -29,7 +29,7 @@ pub fn entries(dir: &Path) -> Vec<String> {
 
 /// The pids of running processes whose command line mentions `needle`.
 #[allow(dead_code)]
-pub fn processes_mentioning(needle: &str) -> Vec<u32> {
+fn processes_mentioning(needle: &str) -> Vec<u32> {
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
