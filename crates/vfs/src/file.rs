@@ -126,6 +126,10 @@ pub(crate) struct File {
     /// its size may be cached.
     private: bool,
     cached_size_bytes: Option<i64>,
+    /// `(st_dev, st_ino)` of the open descriptor, read by the first SQLITE_FCNTL_HAS_MOVED.
+    /// Fixed for the descriptor's life: while we hold it open the inode cannot be freed,
+    /// so its number cannot name another file on that device.
+    identity: Option<(u64, u64)>,
     stats: std::sync::Arc<SharedStats>,
     shm: Option<Shm>,
     mmap: MemoryMap,
@@ -657,6 +661,7 @@ impl File {
             last_errno: 0,
             private: is_delete,
             cached_size_bytes: None,
+            identity: None,
             stats: std::sync::Arc::new(SharedStats::default()),
             shm: None,
             mmap: MemoryMap::new(0),
@@ -1046,14 +1051,24 @@ impl File {
         Ok(())
     }
 
-    /// os_unix.c fileHasMoved: the path no longer names this file.
-    fn has_moved(&self) -> bool {
+    /// os_unix.c fileHasMoved: the path no longer names this file. SQLite asks before
+    /// every write transaction; like os_unix.c (which compares with the inode it noted at
+    /// open), this costs one stat(2) of the path, not a stat and an fstat.
+    fn has_moved(&mut self) -> bool {
         let Some(path) = &self.path else { return false };
-        let Ok(mine) = fstat(self.fd) else {
-            return true;
+        let identity = match self.identity {
+            Some(identity) => identity,
+            None => {
+                let Ok(mine) = fstat(self.fd) else {
+                    return true;
+                };
+                let identity = (mine.st_dev, mine.st_ino);
+                self.identity = Some(identity);
+                identity
+            }
         };
         match stat_path(path) {
-            Some(st) => st.st_ino != mine.st_ino || st.st_dev != mine.st_dev || mine.st_nlink == 0,
+            Some(st) => (st.st_dev, st.st_ino) != identity,
             None => true,
         }
     }

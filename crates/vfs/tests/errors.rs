@@ -91,6 +91,40 @@ fn read_only_file_opens_read_only() {
     integrity_ok(&open(&path, "io_uring"));
 }
 
+/// SQLite asks the VFS, before each write transaction, whether the database's path still
+/// names the open file (SQLITE_FCNTL_HAS_MOVED). Renamed away, or replaced by another
+/// file, it must not be written: SQLITE_READONLY_DBMOVED, as `unix` answers. Left where
+/// it is, or reached through a second hard link, it is written normally.
+#[test]
+fn moved_database_is_readonly_dbmoved_like_unix() {
+    const SQLITE_READONLY_DBMOVED: i32 = SQLITE_READONLY | (4 << 8);
+    let _serial = common::one_at_a_time();
+    register();
+    for vfs in ["unix", "io_uring"] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.db");
+        let conn = open(&path, vfs);
+        conn.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES(1);")
+            .unwrap();
+
+        std::fs::hard_link(&path, dir.path().join("link.db")).unwrap();
+        conn.execute("INSERT INTO t VALUES(2)", []).unwrap();
+
+        std::fs::rename(&path, dir.path().join("renamed.db")).unwrap();
+        let error = conn.execute("INSERT INTO t VALUES(3)", []).unwrap_err();
+        assert_eq!(extended_code(&error), SQLITE_READONLY_DBMOVED, "{vfs}: {error}");
+
+        std::fs::copy(dir.path().join("renamed.db"), &path).unwrap();
+        let error = conn.execute("INSERT INTO t VALUES(4)", []).unwrap_err();
+        assert_eq!(extended_code(&error), SQLITE_READONLY_DBMOVED, "{vfs}: {error}");
+        drop(conn);
+
+        let moved = open(&dir.path().join("renamed.db"), vfs);
+        assert_eq!(rows(&moved, "SELECT x FROM t"), vec!["1", "2"], "{vfs}");
+        integrity_ok(&moved);
+    }
+}
+
 /// A tiny tmpfs fills up: SQLITE_FULL, and the database keeps its committed content.
 #[test]
 fn full_disk_is_sqlite_full_and_loses_nothing() {
