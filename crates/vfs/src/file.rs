@@ -549,9 +549,10 @@ impl File {
         if is_exclusive {
             os_flags |= libc::O_EXCL;
         }
-        if flags & SQLITE_OPEN_NOFOLLOW != 0 {
-            os_flags |= libc::O_NOFOLLOW;
-        }
+        // os_unix.c unixOpen opens every file O_NOFOLLOW, whatever SQLITE_OPEN_NOFOLLOW
+        // says: the main database's name has had its symlinks resolved by xFullPathname
+        // already, so a symlink here is one planted at a journal, WAL or temp-file name.
+        os_flags |= libc::O_NOFOLLOW;
         // SAFETY: forwarded caller contract.
         let (mode, owner) = unsafe { File::create_mode(vfs, &path, name, flags) };
         let c_path = cstring(&path)?;

@@ -125,6 +125,41 @@ fn moved_database_is_readonly_dbmoved_like_unix() {
     }
 }
 
+/// A symlink where SQLite will create the rollback journal is not followed: the write
+/// fails as under `unix` (which opens every file O_NOFOLLOW) and nothing is created at the
+/// symlink's target. A database reached through a symlink opens normally (its name is
+/// resolved first, by xFullPathname).
+#[test]
+fn symlinked_journal_is_refused_like_unix() {
+    let _serial = common::one_at_a_time();
+    register();
+    let mut codes = Vec::new();
+    for vfs in ["unix", "io_uring"] {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real.db");
+        {
+            let conn = open(&real, vfs);
+            conn.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES(1);")
+                .unwrap();
+        }
+        let link = dir.path().join("link.db");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let through_link = open(&link, vfs);
+        through_link.execute("INSERT INTO t VALUES(2)", []).unwrap();
+        drop(through_link);
+
+        let victim = dir.path().join("victim");
+        std::os::unix::fs::symlink(&victim, dir.path().join("real.db-journal")).unwrap();
+        let conn = open(&real, vfs);
+        let error = conn.execute("INSERT INTO t VALUES(3)", []).unwrap_err();
+        codes.push(extended_code(&error));
+        assert!(!victim.exists(), "{vfs} created the symlink's target");
+        assert_eq!(rows(&conn, "SELECT x FROM t"), vec!["1", "2"], "{vfs}");
+    }
+    assert_eq!(codes[0] & 0xff, SQLITE_CANTOPEN, "unix: {}", codes[0]);
+    assert_eq!(codes[1], codes[0], "io_uring's error differs from unix's");
+}
+
 /// A tiny tmpfs fills up: SQLITE_FULL, and the database keeps its committed content.
 #[test]
 fn full_disk_is_sqlite_full_and_loses_nothing() {
