@@ -240,6 +240,11 @@ pub(crate) fn directory_of(path: &str) -> &str {
 
 /// A fresh name for a temporary file, in the directory os_unix.c would use.
 pub(crate) fn temp_file_name() -> String {
+    temp_file_name_in(&temp_directory())
+}
+
+/// The directory for temporary files, as os_unix.c unixTempFileDir chooses it.
+fn temp_directory() -> String {
     let candidates = [
         std::env::var("SQLITE_TMPDIR").ok(),
         std::env::var("TMPDIR").ok(),
@@ -247,7 +252,7 @@ pub(crate) fn temp_file_name() -> String {
         Some("/usr/tmp".to_string()),
         Some("/tmp".to_string()),
     ];
-    let directory = candidates
+    candidates
         .into_iter()
         .flatten()
         .find(|dir| {
@@ -259,7 +264,10 @@ pub(crate) fn temp_file_name() -> String {
             // SAFETY: `c_dir` is NUL-terminated.
             is_dir && unsafe { libc::access(c_dir.as_ptr(), libc::W_OK | libc::X_OK) } == 0
         })
-        .unwrap_or_else(|| ".".to_string());
+        .unwrap_or_else(|| ".".to_string())
+}
+
+fn temp_file_name_in(directory: &str) -> String {
     let mut random = [0u8; 8];
     // SAFETY: getrandom writes at most random.len() bytes into the buffer.
     let got = unsafe { libc::getrandom(random.as_mut_ptr().cast(), random.len(), 0) };
@@ -498,10 +506,19 @@ impl File {
                 SQLITE_OPEN_WAL,
             ]
             .contains(&(file_type & !SQLITE_OPEN_NOFOLLOW));
+        // os_unix.c unixOpen: on Linux an anonymous temporary file is an O_TMPFILE inode
+        // that never has a name, so no other process can open it and nothing is left to
+        // unlink; a named file, unlinked at once, only where the filesystem refuses that.
+        let mut unnamed_fd = None;
         let path = if name.is_null() {
             // SQLite only opens anonymous files as temporary, delete-on-close files.
             assert!(is_delete, "xOpen with a NULL name must be DELETEONCLOSE");
-            temp_file_name()
+            let directory = temp_directory();
+            if let Ok(c_directory) = cstring(&directory) {
+                let os_flags = libc::O_RDWR | libc::O_EXCL | libc::O_TMPFILE | libc::O_CLOEXEC;
+                unnamed_fd = open_above_stdio(&c_directory, os_flags, PRIVATE_FILE_MODE).ok();
+            }
+            temp_file_name_in(&directory)
         } else {
             // SAFETY: SQLite passes a NUL-terminated filename.
             unsafe { CStr::from_ptr(name) }
@@ -559,7 +576,7 @@ impl File {
         let mut out_flags = flags;
         let effective_mode = if mode == 0 { DEFAULT_FILE_MODE } else { mode };
         let open = |os_flags: c_int| open_above_stdio(&c_path, os_flags, effective_mode);
-        let fd = match open(os_flags) {
+        let fd = match unnamed_fd.map_or_else(|| open(os_flags), Ok) {
             Ok(fd) => fd,
             Err(errno) => {
                 // SAFETY: `c_path` is NUL-terminated.
@@ -629,7 +646,7 @@ impl File {
         } else {
             None
         };
-        if is_delete {
+        if is_delete && unnamed_fd.is_none() {
             // Unlinking now means even a crash cannot leave the file behind.
             // SAFETY: `c_path` is NUL-terminated.
             unsafe { libc::unlink(c_path.as_ptr()) };

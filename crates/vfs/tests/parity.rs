@@ -106,28 +106,54 @@ fn results_and_bytes_match_unix() {
 }
 
 #[test]
-fn temp_files_go_through_the_vfs() {
+fn temp_files_go_through_the_vfs_and_are_made_like_unix() {
     register();
-    let dir = tempfile::tempdir().unwrap();
-    let conn = open(&dir.path().join("t.db"), "io_uring");
-    conn.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES(1);")
+    let mut kinds = Vec::new();
+    for vfs in ["unix", "io_uring"] {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = open(&dir.path().join("t.db"), vfs);
+        conn.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES(1);")
+            .unwrap();
+        let before = sqlite_uring::vfs_stats("io_uring").unwrap();
+        let open_before = deleted_file_links();
+        conn.execute_batch(
+            "PRAGMA temp_store=FILE; PRAGMA cache_size=10;
+             CREATE TEMP TABLE big AS WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM n WHERE x<20000)
+               SELECT x, printf('%0200d', x) AS pad FROM n;",
+        )
         .unwrap();
-    let before = sqlite_uring::vfs_stats("io_uring").unwrap();
-    conn.execute_batch(
-        "PRAGMA temp_store=FILE; PRAGMA cache_size=10;
-         CREATE TEMP TABLE big AS WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM n WHERE x<20000)
-           SELECT x, printf('%0200d', x) AS pad FROM n;",
-    )
-    .unwrap();
-    let after = sqlite_uring::vfs_stats("io_uring").unwrap();
-    // 20000 rows × ~200 bytes cannot stay in a 10-page cache: the temp database spills.
-    assert!(
-        after.bytes_written - before.bytes_written > 1_000_000,
-        "temp database did not use the VFS: {before:?} → {after:?}"
-    );
-    assert_eq!(rows(&conn, "SELECT count(*) FROM big"), vec!["20000"]);
-    // The temp file was unlinked at open: nothing named etilqs_* may remain anywhere we look.
-    drop(conn);
+        let after = sqlite_uring::vfs_stats("io_uring").unwrap();
+        if vfs == "io_uring" {
+            // 20000 rows × ~200 bytes cannot stay in a 10-page cache: the temp database spills.
+            assert!(
+                after.bytes_written - before.bytes_written > 1_000_000,
+                "temp database did not use the VFS: {before:?} → {after:?}"
+            );
+        }
+        assert_eq!(rows(&conn, "SELECT count(*) FROM big"), vec!["20000"]);
+        // The temp database is open now. os_unix.c makes it an O_TMPFILE inode, which
+        // never has a name (/proc shows `DIR/#INODE (deleted)`), where the filesystem
+        // allows; an `etilqs_*` name, unlinked at open, elsewhere.
+        let new_links: Vec<String> = deleted_file_links()
+            .into_iter()
+            .filter(|link| !open_before.contains(link))
+            .collect();
+        let unnamed = new_links.iter().any(|link| link.contains("/#"));
+        let named = new_links.iter().any(|link| link.contains("/etilqs_"));
+        assert!(unnamed || named, "{vfs}: no open temp file in {new_links:?}");
+        kinds.push((unnamed, named));
+    }
+    assert_eq!(kinds[1], kinds[0], "(unnamed, named) temp files: io_uring vs unix");
+}
+
+/// What this process's open descriptors point at, for files already unlinked.
+fn deleted_file_links() -> Vec<String> {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+        .map(|target| target.to_string_lossy().into_owned())
+        .filter(|target| target.ends_with(" (deleted)"))
+        .collect()
 }
 
 /// Every PRAGMA reads back the same value under io_uring as under unix (a VFS that
