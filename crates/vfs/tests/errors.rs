@@ -112,11 +112,19 @@ fn moved_database_is_readonly_dbmoved_like_unix() {
 
         std::fs::rename(&path, dir.path().join("renamed.db")).unwrap();
         let error = conn.execute("INSERT INTO t VALUES(3)", []).unwrap_err();
-        assert_eq!(extended_code(&error), SQLITE_READONLY_DBMOVED, "{vfs}: {error}");
+        assert_eq!(
+            extended_code(&error),
+            SQLITE_READONLY_DBMOVED,
+            "{vfs}: {error}"
+        );
 
         std::fs::copy(dir.path().join("renamed.db"), &path).unwrap();
         let error = conn.execute("INSERT INTO t VALUES(4)", []).unwrap_err();
-        assert_eq!(extended_code(&error), SQLITE_READONLY_DBMOVED, "{vfs}: {error}");
+        assert_eq!(
+            extended_code(&error),
+            SQLITE_READONLY_DBMOVED,
+            "{vfs}: {error}"
+        );
         drop(conn);
 
         let moved = open(&dir.path().join("renamed.db"), vfs);

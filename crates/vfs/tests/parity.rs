@@ -140,10 +140,16 @@ fn temp_files_go_through_the_vfs_and_are_made_like_unix() {
             .collect();
         let unnamed = new_links.iter().any(|link| link.contains("/#"));
         let named = new_links.iter().any(|link| link.contains("/etilqs_"));
-        assert!(unnamed || named, "{vfs}: no open temp file in {new_links:?}");
+        assert!(
+            unnamed || named,
+            "{vfs}: no open temp file in {new_links:?}"
+        );
         kinds.push((unnamed, named));
     }
-    assert_eq!(kinds[1], kinds[0], "(unnamed, named) temp files: io_uring vs unix");
+    assert_eq!(
+        kinds[1], kinds[0],
+        "(unnamed, named) temp files: io_uring vs unix"
+    );
 }
 
 /// What this process's open descriptors point at, for files already unlinked.
