@@ -57,6 +57,13 @@ pub fn thread_ring_fixed_writes() -> u64 {
     io::uring::thread_ring_fixed_writes()
 }
 
+/// Descriptor closes, process-wide, that read /proc/locks because some lock was held on
+/// the file (hidden: for tests).
+#[doc(hidden)]
+pub fn proc_locks_scans() -> u64 {
+    lock::proc_locks_scans()
+}
+
 /// Fsyncs the calling thread's ring issued linked behind queued writes in one submission
 /// (`uring_sync_plan=linked` on the ring; hidden: for tests).
 #[doc(hidden)]

@@ -1,0 +1,68 @@
+//! Connection churn: open a database, read one row, close, many times over, through
+//! SQLite's `unix` VFS and through ours, alternating in rounds; prints the median of the
+//! paired per-round ratios. The connection-per-request pattern the 16 speed tests do not
+//! cover (each of them keeps one connection open).
+//!
+//! `cargo run --release -p sqlite-uring --example connection_churn -- [DIR] [ROUNDS] [OPENS] [delete|wal]`
+//! (defaults: the temp directory, 30 rounds, 2000 opens per round and VFS, delete).
+
+use rusqlite::{Connection, OpenFlags};
+use std::time::Instant;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let dir = args.next().map_or_else(std::env::temp_dir, Into::into);
+    let rounds: usize = args.next().map_or(Ok(30), |v| v.parse())?;
+    let opens: usize = args.next().map_or(Ok(2000), |v| v.parse())?;
+    let journal_mode = args.next().unwrap_or_else(|| "delete".into());
+    if rounds == 0 || opens == 0 {
+        return Err("ROUNDS and OPENS must be at least 1".into());
+    }
+    if !["delete", "wal"].contains(&journal_mode.as_str()) {
+        return Err(format!("journal mode {journal_mode:?}: use delete or wal").into());
+    }
+    sqlite_uring::register(sqlite_uring::Options::default())?;
+    let scratch = tempfile::tempdir_in(&dir)?;
+    let path = scratch.path().join("churn.db");
+    Connection::open(&path)?.execute_batch(&format!(
+        "PRAGMA journal_mode={journal_mode}; CREATE TABLE t(x); INSERT INTO t VALUES(1);"
+    ))?;
+
+    let per_open_us = |vfs: &str| -> rusqlite::Result<f64> {
+        let start = Instant::now();
+        for _ in 0..opens {
+            let conn = Connection::open_with_flags_and_vfs(&path, OpenFlags::default(), vfs)?;
+            let x: i64 = conn.query_row("SELECT x FROM t", [], |row| row.get(0))?;
+            assert_eq!(x, 1);
+        }
+        Ok(start.elapsed().as_secs_f64() * 1e6 / opens as f64)
+    };
+    let (mut unix_us, mut ours_us, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        // Alternate which VFS goes first, so neither always runs on a warmer cache.
+        let (unix, ours) = if round % 2 == 0 {
+            let unix = per_open_us("unix")?;
+            (unix, per_open_us("io_uring")?)
+        } else {
+            let ours = per_open_us("io_uring")?;
+            (per_open_us("unix")?, ours)
+        };
+        unix_us.push(unix);
+        ours_us.push(ours);
+        ratios.push(ours / unix);
+    }
+    for values in [&mut unix_us, &mut ours_us, &mut ratios] {
+        values.sort_by(f64::total_cmp);
+    }
+    let quartile = |values: &[f64], q: usize| values[(values.len() - 1) * q / 4];
+    println!(
+        "open + 1-row SELECT + close, {journal_mode}, {rounds} rounds × {opens}: unix {:.1} µs, io_uring {:.1} µs \
+         (medians); io_uring ÷ unix, paired: median {:.3}, quartiles {:.3} … {:.3}",
+        quartile(&unix_us, 2),
+        quartile(&ours_us, 2),
+        quartile(&ratios, 2),
+        quartile(&ratios, 1),
+        quartile(&ratios, 3),
+    );
+    Ok(())
+}
