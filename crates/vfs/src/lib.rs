@@ -57,6 +57,13 @@ pub fn thread_ring_fixed_writes() -> u64 {
     io::uring::thread_ring_fixed_writes()
 }
 
+/// Whether the calling thread owns a ring (hidden: for tests; files whose reads, writes
+/// and syncs all go by syscall do not make their thread set one up).
+#[doc(hidden)]
+pub fn thread_has_ring() -> bool {
+    io::uring::thread_has_ring()
+}
+
 /// Descriptor closes, process-wide, that read /proc/locks because some lock was held on
 /// the file (hidden: for tests).
 #[doc(hidden)]

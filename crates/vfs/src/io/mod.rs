@@ -276,6 +276,13 @@ impl EngineKind {
     /// Checks, on this thread, that the engine can run; the error names cause and remedy.
     pub(crate) fn ensure_available(&self) -> Result<(), String> {
         match self {
+            // A file whose reads, writes and syncs all go by syscall (the default for
+            // buffered files) never submits, so the thread opening it need not own a ring.
+            EngineKind::IoUring(routing)
+                if routing.reads_writes_syncs_by_syscall() && !routing.sqpoll =>
+            {
+                uring::ensure_process_can_make_rings()
+            }
             EngineKind::IoUring(routing) => uring::ensure_thread_ring(routing.sqpoll),
             EngineKind::Syscall => Ok(()),
             EngineKind::Fault(plan) => plan.inner().ensure_available(),

@@ -132,6 +132,27 @@ pub(crate) fn ensure_thread_ring(sqpoll: bool) -> Result<(), String> {
     })
 }
 
+/// Whether the calling thread has set up its ordinary ring (for tests).
+pub(crate) fn thread_has_ring() -> bool {
+    THREAD_RINGS.with(|slots| matches!(&*slots[0].borrow(), Slot::Ready(_)))
+}
+
+/// Whether this process can make rings at all, for files whose routing never submits:
+/// found out once, with the first caller's thread ring, so that a thread that only opens
+/// such files (a thread per request) does not set up and tear down a ring it never uses
+/// (1.40× `unix` for open + read + close on a new thread, measured in session 7 with
+/// examples/connection_churn.rs). A failure is not remembered: the next open asks again.
+pub(crate) fn ensure_process_can_make_rings() -> Result<(), String> {
+    static CAN_MAKE_RINGS: std::sync::atomic::AtomicBool =
+        std::sync::atomic::AtomicBool::new(false);
+    if CAN_MAKE_RINGS.load(std::sync::atomic::Ordering::Relaxed) {
+        return Ok(());
+    }
+    ensure_thread_ring(false)?;
+    CAN_MAKE_RINGS.store(true, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
+}
+
 fn init_slot(slot: &mut Slot, sqpoll: bool) {
     if let Slot::Ready(ring) = slot {
         if ring.generation != fork_generation() {

@@ -1,13 +1,18 @@
-//! Closing a database or -shm descriptor must not release POSIX locks this process holds
-//! on the same file (a `unix`-VFS connection's; `tests/multiprocess.rs` checks that they
-//! survive), and must not pay for finding out when nobody holds any lock: one `fcntl`
-//! probe then, not a read of /proc/locks. Its own binary, so no other test's closes move
-//! the process-wide counter.
+//! What opening and closing a connection costs beyond `unix`, held to the cheap path:
+//!
+//! * Closing a database or -shm descriptor must not release POSIX locks this process
+//!   holds on the same file (a `unix`-VFS connection's; `tests/multiprocess.rs` checks
+//!   that they survive), and must not pay for finding out when nobody holds any lock:
+//!   one `fcntl` probe then, not a read of /proc/locks.
+//! * A thread that opens only files whose I/O all goes by syscall (the default for
+//!   buffered files) sets up no ring.
+//!
+//! Its own binary, so no other test's closes move the process-wide /proc/locks counter.
 
 mod common;
 
 use common::{open, register, rows};
-use sqlite_uring::proc_locks_scans;
+use sqlite_uring::{proc_locks_scans, thread_has_ring};
 
 fn process_posix_locks_on(path: &std::path::Path) -> usize {
     use std::os::unix::fs::MetadataExt;
@@ -76,4 +81,35 @@ fn close_reads_proc_locks_only_when_a_lock_is_held() {
         );
         unix.execute_batch("COMMIT").unwrap();
     }
+}
+
+#[test]
+fn a_thread_makes_a_ring_only_for_files_that_submit() {
+    register();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rings.db");
+    let run_on_new_thread = |uri_query: &'static str| {
+        let uri = format!("file:{}{uri_query}", path.display());
+        std::thread::spawn(move || {
+            let conn = rusqlite::Connection::open_with_flags_and_vfs(
+                &uri,
+                rusqlite::OpenFlags::default() | rusqlite::OpenFlags::SQLITE_OPEN_URI,
+                "io_uring",
+            )
+            .unwrap();
+            conn.execute_batch("CREATE TABLE IF NOT EXISTS t(x); INSERT INTO t VALUES(1);")
+                .unwrap();
+            thread_has_ring()
+        })
+        .join()
+        .unwrap()
+    };
+    assert!(
+        !run_on_new_thread(""),
+        "default routing: the thread set up a ring it never submits to"
+    );
+    assert!(
+        run_on_new_thread("?uring_reads=ring&uring_writes=ring&uring_syncs=ring"),
+        "everything on the ring: the thread has no ring"
+    );
 }
