@@ -418,3 +418,66 @@ fn journal_writes_coalesce_per_record_and_the_header_joins_the_first() {
     assert_eq!(count(&conn), 500);
     integrity_ok(&conn);
 }
+
+/// An fsync waits for the disk without the write-behind queue's lock, which every
+/// thread's writes take: while one thread's commit is held at its journal's second fsync
+/// (the one that follows the queued header rewrite), another thread commits to another
+/// database. Held, the lock made commits on two databases take turns at the disk.
+#[test]
+fn a_thread_at_fsync_does_not_hold_up_another_threads_commit() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let _serial = common::one_at_a_time();
+    let plan = faulty_vfs_with(
+        "sync_off_lock",
+        Backend::IoUring,
+        false,
+        Submission::Syscall,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (dir_a, dir_b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir_all(&dir_a).unwrap();
+    std::fs::create_dir_all(&dir_b).unwrap();
+    let conn_a = seeded(&dir_a, "sync_off_lock");
+    let conn_b = seeded(&dir_b, "sync_off_lock");
+
+    let (held_tx, held_rx) = mpsc::channel::<()>();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let release_rx = std::sync::Mutex::new(release_rx);
+    let held_tx = std::sync::Mutex::new(held_tx);
+    let journal_a = format!("{}/f.db-journal", dir_a.canonicalize().unwrap().display());
+    let journal_a_syncs = AtomicUsize::new(0);
+    plan.before_sync(move |path| {
+        if path == journal_a && journal_a_syncs.fetch_add(1, Ordering::SeqCst) == 1 {
+            held_tx.lock().unwrap().send(()).unwrap();
+            // Bounded, so the old behaviour fails the test instead of hanging it.
+            let released = release_rx
+                .lock()
+                .unwrap()
+                .recv_timeout(Duration::from_secs(20));
+            assert!(released.is_ok(), "the other thread never committed");
+        }
+    });
+
+    let a = std::thread::spawn(move || {
+        conn_a
+            .execute("UPDATE t SET v = 'a' WHERE id = 1", [])
+            .unwrap();
+        conn_a
+    });
+    held_rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("thread A never reached its journal's second fsync");
+    conn_b
+        .execute("UPDATE t SET v = 'b' WHERE id = 1", [])
+        .unwrap();
+    release_tx.send(()).unwrap();
+    let conn_a = a.join().unwrap();
+    plan.before_sync(|_| {});
+    assert_eq!(rows(&conn_a, "SELECT v FROM t WHERE id = 1"), vec!["a"]);
+    assert_eq!(rows(&conn_b, "SELECT v FROM t WHERE id = 1"), vec!["b"]);
+    integrity_ok(&conn_a);
+    integrity_ok(&conn_b);
+}

@@ -52,7 +52,12 @@ pub struct FaultPlan {
     /// While recording: every op seen, in submission order (a test of which syscalls run
     /// in which order, as a trace of `unix` would show).
     recorded: Mutex<Option<Vec<RecordedOp>>>,
+    /// Called with the file's path before each sync is performed (see
+    /// [`FaultPlan::before_sync`]).
+    sync_hook: Mutex<Option<SyncHook>>,
 }
+
+type SyncHook = Arc<dyn Fn(&str) + Send + Sync>;
 
 impl FaultPlan {
     /// A plan with no rules over `backend` (it then behaves exactly like `backend`), with
@@ -75,6 +80,7 @@ impl FaultPlan {
             rules: Mutex::new(Vec::new()),
             injected: AtomicU64::new(0),
             recorded: Mutex::new(None),
+            sync_hook: Mutex::new(None),
         })
     }
 
@@ -92,6 +98,16 @@ impl FaultPlan {
         self.recorded
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs `hook` with the file's path before every sync from now on, on the syncing
+    /// thread, so a test can hold a sync at the disk and see what other threads can do
+    /// meanwhile.
+    pub fn before_sync(&self, hook: impl Fn(&str) + Send + Sync + 'static) {
+        *self
+            .sync_hook
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(Arc::new(hook));
     }
 
     pub fn add(&self, rule: FaultRule) {
@@ -178,7 +194,20 @@ impl FaultPlan {
         let mut forwarded: Vec<Op> = Vec::with_capacity(ops.len());
         let mut forwarded_index = Vec::with_capacity(ops.len());
         let mut faulted = vec![false; ops.len()];
+        let sync_hook = self
+            .sync_hook
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone();
         for (index, op) in ops.iter().enumerate() {
+            if let (Some(hook), Op::Sync { fd, .. } | Op::SyncAfterWrites { fd, .. }) =
+                (&sync_hook, *op)
+            {
+                let path = std::fs::read_link(format!("/proc/self/fd/{fd}"))
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                hook(&path);
+            }
             let decision = self.decide(op);
             faulted[index] = decision.is_some();
             if let Op::SyncAfterWrites { fd, .. } = *op {

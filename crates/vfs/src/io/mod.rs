@@ -273,6 +273,16 @@ impl EngineKind {
         }
     }
 
+    /// Whether a sync runs as a syscall of its own after the writes before it (so nothing
+    /// is gained by submitting both at once): everything but ring-routed syncs.
+    pub(crate) fn syncs_by_syscall(&self) -> bool {
+        match self {
+            EngineKind::Syscall => true,
+            EngineKind::IoUring(routing) => routing.syscall_syncs,
+            EngineKind::Fault(plan) => plan.inner().syncs_by_syscall(),
+        }
+    }
+
     /// Checks, on this thread, that the engine can run; the error names cause and remedy.
     pub(crate) fn ensure_available(&self) -> Result<(), String> {
         match self {
