@@ -138,17 +138,21 @@ pub(crate) fn thread_has_ring() -> bool {
 }
 
 /// Whether this process can make rings at all, for files whose routing never submits:
-/// found out once, with the first caller's thread ring, so that a thread that only opens
-/// such files (a thread per request) does not set up and tear down a ring it never uses
-/// (1.40× `unix` for open + read + close on a new thread, measured in session 7 with
-/// examples/connection_churn.rs). A failure is not remembered: the next open asks again.
+/// found out once, with a throwaway ring (or this thread's, if it has one already), so
+/// that a thread that only opens such files (a thread per request) does not set up and
+/// tear down a ring it never uses (1.40× `unix` for open + read + close on a new thread,
+/// measured in session 7 with examples/connection_churn.rs). A failure is not
+/// remembered: the next open asks again.
 pub(crate) fn ensure_process_can_make_rings() -> Result<(), String> {
     static CAN_MAKE_RINGS: std::sync::atomic::AtomicBool =
         std::sync::atomic::AtomicBool::new(false);
-    if CAN_MAKE_RINGS.load(std::sync::atomic::Ordering::Relaxed) {
+    if CAN_MAKE_RINGS.load(std::sync::atomic::Ordering::Relaxed) || thread_has_ring() {
         return Ok(());
     }
-    ensure_thread_ring(false)?;
+    match Ring::new(false) {
+        Ok(throwaway) => drop(throwaway),
+        Err(errno) => return Err(explain_setup_failure(errno)),
+    }
     CAN_MAKE_RINGS.store(true, std::sync::atomic::Ordering::Relaxed);
     Ok(())
 }
