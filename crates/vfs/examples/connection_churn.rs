@@ -3,10 +3,11 @@
 //! paired per-round ratios. The connection-per-request pattern the 16 speed tests do not
 //! cover (each of them keeps one connection open).
 //!
-//! `cargo run --release -p sqlite-uring --example connection_churn -- [DIR] [ROUNDS] [OPENS] [delete|wal] [same-thread|new-thread]`
+//! `cargo run --release -p sqlite-uring --example connection_churn -- [DIR] [ROUNDS] [OPENS] [delete|wal] [same-thread|new-thread|one-connection]`
 //! (defaults: the temp directory, 30 rounds, 2000 opens per round and VFS, delete,
 //! same-thread; `new-thread` opens each connection on a thread of its own, as a
-//! thread-per-request server does).
+//! thread-per-request server does; `one-connection` opens once and repeats only the
+//! read transaction, which isolates what a short read transaction costs in the VFS).
 
 use rusqlite::{Connection, OpenFlags};
 use std::time::Instant;
@@ -18,10 +19,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let opens: usize = args.next().map_or(Ok(2000), |v| v.parse())?;
     let journal_mode = args.next().unwrap_or_else(|| "delete".into());
     let threading = args.next().unwrap_or_else(|| "same-thread".into());
-    if !["same-thread", "new-thread"].contains(&threading.as_str()) {
-        return Err(format!("{threading:?}: use same-thread or new-thread").into());
+    if !["same-thread", "new-thread", "one-connection"].contains(&threading.as_str()) {
+        return Err(format!("{threading:?}: use same-thread, new-thread or one-connection").into());
     }
-    let new_thread = threading == "new-thread";
     if rounds == 0 || opens == 0 {
         return Err("ROUNDS and OPENS must be at least 1".into());
     }
@@ -42,13 +42,29 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Ok(())
     };
     let per_open_us = |vfs: &str| -> rusqlite::Result<f64> {
+        let kept = if threading == "one-connection" {
+            Some(Connection::open_with_flags_and_vfs(
+                &path,
+                OpenFlags::default(),
+                vfs,
+            )?)
+        } else {
+            None
+        };
         let start = Instant::now();
         for _ in 0..opens {
-            if new_thread {
-                std::thread::scope(|scope| scope.spawn(|| open_read_close(vfs)).join())
-                    .expect("the connection's thread panicked")?;
-            } else {
-                open_read_close(vfs)?;
+            match &kept {
+                Some(conn) => {
+                    let x: i64 = conn
+                        .prepare_cached("SELECT x FROM t")?
+                        .query_row([], |row| row.get(0))?;
+                    assert_eq!(x, 1);
+                }
+                None if threading == "new-thread" => {
+                    std::thread::scope(|scope| scope.spawn(|| open_read_close(vfs)).join())
+                        .expect("the connection's thread panicked")?
+                }
+                None => open_read_close(vfs)?,
             }
         }
         Ok(start.elapsed().as_secs_f64() * 1e6 / opens as f64)
@@ -72,7 +88,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let quartile = |values: &[f64], q: usize| values[(values.len() - 1) * q / 4];
     println!(
-        "open + 1-row SELECT + close, {journal_mode}, {threading}, {rounds} rounds × {opens}: unix {:.1} µs, io_uring {:.1} µs \
+        "1-row SELECT, {journal_mode}, {threading}, {rounds} rounds × {opens}: unix {:.1} µs, io_uring {:.1} µs \
          (medians); io_uring ÷ unix, paired: median {:.3}, quartiles {:.3} … {:.3}",
         quartile(&unix_us, 2),
         quartile(&ours_us, 2),
