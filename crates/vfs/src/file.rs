@@ -518,7 +518,11 @@ impl File {
                 let os_flags = libc::O_RDWR | libc::O_EXCL | libc::O_TMPFILE | libc::O_CLOEXEC;
                 unnamed_fd = open_above_stdio(&c_directory, os_flags, PRIVATE_FILE_MODE).ok();
             }
-            temp_file_name_in(&directory)
+            match unnamed_fd {
+                // Only for messages: the inode has no name.
+                Some(_) => format!("{directory}/(O_TMPFILE)"),
+                None => temp_file_name_in(&directory),
+            }
         } else {
             // SAFETY: SQLite passes a NUL-terminated filename.
             unsafe { CStr::from_ptr(name) }
