@@ -218,7 +218,7 @@ mod tests {
     fn worker_flags_reproduce_each_case_of_the_parent() {
         let parent = parse_test_args([
             "--targets",
-            "memory,unix,io_uring,sync",
+            "memory,unix,io_uring,sync,io_uring?uring_write_behind=off&uring_syncs=ring",
             "--sizes",
             "4KiB,1500B",
             "--batch",

@@ -62,8 +62,14 @@ pub struct BlobsArgs {
     pub batches: Vec<u64>,
 
     /// Storage targets: memory, unix, io_uring, sync (this VFS on plain syscalls),
-    /// duckdb, duckdb-memory (the last two need a build with `--features duckdb`).
-    #[arg(long, value_delimiter = ',', default_value = "memory,unix,io_uring")]
+    /// duckdb, duckdb-memory (the last two need a build with `--features duckdb`). Our
+    /// targets take URI parameters: `io_uring?uring_direct=on` (README lists them)
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "memory,unix,io_uring",
+        value_parser = Target::parse
+    )]
     pub targets: Vec<Target>,
 
     /// SQLite journal modes for the on-disk SQLite targets.
@@ -408,7 +414,7 @@ fn run_storage_case(
     max: Duration,
     progress: &mut dyn Progress,
 ) -> anyhow::Result<Vec<Measured>> {
-    let path = run_dir.join(format!("blobs-{}.db", case.target.name()));
+    let path = run_dir.join(format!("blobs-{}.db", case.target.file_stem()));
     let files = RemoveOnDrop::new(store::database_files(case.target, &path));
     // Declared after `files`, so the connection closes before the files are removed.
     let mut store = store::open_store(case.target, case.journal.unwrap_or(Journal::Delete), &path)?;
@@ -701,7 +707,7 @@ mod tests {
     fn lists_are_deduplicated_in_order() {
         let args = parse("--targets unix,memory,unix --batch 100,1,100 --journal wal").unwrap();
         let plan = Plan::from_args(&args).unwrap();
-        assert_eq!(plan.targets(), [Target::Unix, Target::Memory]);
+        assert_eq!(plan.targets(), [Target::UNIX, Target::MEMORY]);
         let batches = dedup(&plan.storage.iter().map(|c| c.batch).collect::<Vec<_>>());
         assert_eq!(batches, [100, 1]);
     }
@@ -784,7 +790,7 @@ mod tests {
     #[test]
     fn planned_bytes_cover_data_and_one_batch() {
         let case = StorageCase {
-            target: Target::Unix,
+            target: Target::UNIX,
             journal: Some(Journal::Wal),
             compression: Compression::None,
             size: ByteSize(1_000_000),
@@ -802,7 +808,7 @@ mod tests {
         }
         let error = format!(
             "{:#}",
-            store::ensure_registered(Target::Duckdb).unwrap_err()
+            store::ensure_registered(Target::DUCKDB).unwrap_err()
         );
         assert!(error.contains("--features duckdb"), "{error}");
     }

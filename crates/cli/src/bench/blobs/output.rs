@@ -213,11 +213,11 @@ pub fn records(
     // Relative to unix on the same journal, compression, size, batch and phase.
     for i in 0..records.len() {
         let r = &records[i];
-        if r.target == Target::Unix.name() || r.journal.is_empty() {
+        if r.target == Target::UNIX.name() || r.journal.is_empty() {
             continue;
         }
         let baseline = records.iter().position(|u| {
-            u.target == Target::Unix.name()
+            u.target == Target::UNIX.name()
                 && (&u.journal, u.compression, u.size_bytes, u.batch, u.phase)
                     == (&r.journal, r.compression, r.size_bytes, r.batch, r.phase)
         });
@@ -418,10 +418,12 @@ pub fn warnings(args: &BlobsArgs, records: &[BlobRecord]) -> Vec<String> {
         )
     };
     let (mut below_within_noise, mut below_beyond_noise, mut with_interval) = (0, 0, 0);
-    for r in records
-        .iter()
-        .filter(|r| r.target == Target::IoUring.name())
-    {
+    for r in records.iter().filter(|r| {
+        // `io_uring` and the same VFS with URI parameters (`io_uring?uring_direct=on`).
+        r.target
+            .strip_prefix(Target::IO_URING.name())
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('?'))
+    }) {
         match paired(r) {
             // With an interval: only what lies below 1 beyond the noise is a finding.
             Some(p) if p.interval.is_some() => {
@@ -430,8 +432,9 @@ pub fn warnings(args: &BlobsArgs, records: &[BlobRecord]) -> Vec<String> {
                     Some(Verdict::Below) => {
                         below_beyond_noise += 1;
                         lines.push(format!(
-                            "io_uring below unix beyond the noise: {}: {} × the unix rate \
+                            "{} below unix beyond the noise: {}: {} × the unix rate \
                              (paired, 95 % CI)",
+                            r.target,
                             case(r),
                             p.display()
                         ));
@@ -449,8 +452,9 @@ pub fn warnings(args: &BlobsArgs, records: &[BlobRecord]) -> Vec<String> {
                     }
                     .display();
                     lines.push(format!(
-                        "io_uring below unix: {}: {relative} × the unix rate (use --runs 6 or \
+                        "{} below unix: {}: {relative} × the unix rate (use --runs 6 or \
                          more for a paired 95 % interval)",
+                        r.target,
                         case(r)
                     ));
                 }
@@ -653,7 +657,7 @@ mod tests {
             ops: 1000,
         };
         let plan = Plan {
-            storage: vec![case(Target::Unix), case(Target::IoUring)],
+            storage: vec![case(Target::UNIX), case(Target::IO_URING)],
             compressor: vec![],
             max: Duration::from_secs(1),
         };
@@ -696,10 +700,10 @@ mod tests {
         };
         let plan = Plan {
             storage: vec![
-                case(Target::Unix, 1),
-                case(Target::IoUring, 1),
-                case(Target::Unix, 100),
-                case(Target::IoUring, 100),
+                case(Target::UNIX, 1),
+                case(Target::IO_URING, 1),
+                case(Target::UNIX, 100),
+                case(Target::IO_URING, 100),
             ],
             compressor: vec![],
             max: Duration::from_secs(1),

@@ -11,76 +11,156 @@ use clap::ValueEnum;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use serde::Serialize;
 
-/// A storage target on the command line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ValueEnum, Serialize)]
-pub enum Target {
+/// The backend of a storage target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ValueEnum)]
+pub enum TargetKind {
     /// SQLite `:memory:` database: no file, no VFS, no fsync.
     #[value(name = "memory")]
-    #[serde(rename = "memory")]
     Memory,
     /// SQLite's built-in `unix` VFS (the baseline).
     #[value(name = "unix")]
-    #[serde(rename = "unix")]
     Unix,
     /// This project's VFS, I/O through io_uring.
     #[value(name = "io_uring")]
-    #[serde(rename = "io_uring")]
     IoUring,
     /// This project's VFS with plain syscalls (VFS `io_uring_sync`): separates the cost of
     /// the VFS code from the cost of the ring.
     #[value(name = "sync")]
-    #[serde(rename = "sync")]
     Sync,
     /// DuckDB database file (needs a build with `--features duckdb`).
     #[value(name = "duckdb")]
-    #[serde(rename = "duckdb")]
     Duckdb,
     /// DuckDB in-memory database (needs a build with `--features duckdb`).
     #[value(name = "duckdb-memory")]
-    #[serde(rename = "duckdb-memory")]
     DuckdbMemory,
 }
 
+/// A storage target on the command line: a backend and, for this project's VFS, the
+/// `uring_*` URI parameters its databases are opened with (`io_uring?uring_direct=on`),
+/// so every URI choice of the VFS can be measured against the default in one run, as
+/// `bench speed` allows. The strings live for the whole run (parsed once from the command
+/// line, and leaked), which keeps the target `Copy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Target {
+    pub kind: TargetKind,
+    /// What the user typed and the tables show.
+    label: &'static str,
+    uri_parameters: Option<&'static str>,
+}
+
+impl Serialize for Target {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.label)
+    }
+}
+
 impl Target {
-    pub fn name(self) -> &'static str {
-        match self {
-            Target::Memory => "memory",
-            Target::Unix => "unix",
-            Target::IoUring => "io_uring",
-            Target::Sync => "sync",
-            Target::Duckdb => "duckdb",
-            Target::DuckdbMemory => "duckdb-memory",
+    pub const MEMORY: Target = Target::plain(TargetKind::Memory, "memory");
+    pub const UNIX: Target = Target::plain(TargetKind::Unix, "unix");
+    pub const IO_URING: Target = Target::plain(TargetKind::IoUring, "io_uring");
+    pub const SYNC: Target = Target::plain(TargetKind::Sync, "sync");
+    pub const DUCKDB: Target = Target::plain(TargetKind::Duckdb, "duckdb");
+    pub const DUCKDB_MEMORY: Target = Target::plain(TargetKind::DuckdbMemory, "duckdb-memory");
+
+    const fn plain(kind: TargetKind, label: &'static str) -> Target {
+        Target {
+            kind,
+            label,
+            uri_parameters: None,
         }
+    }
+
+    /// Parses one `--targets` entry: a backend name, or `io_uring`/`sync` followed by
+    /// `?uring_KEY=VALUE&…` (the VFS rejects unknown keys and values when it opens the
+    /// database, naming them).
+    pub fn parse(text: &str) -> Result<Target, String> {
+        let (base, parameters) = match text.split_once('?') {
+            Some((base, parameters)) => (base, Some(parameters)),
+            None => (text, None),
+        };
+        let kind = TargetKind::from_str(base, false).map_err(|_| {
+            format!(
+                "unknown target {base:?}: use memory, unix, io_uring, sync, duckdb or                  duckdb-memory, optionally io_uring?uring_KEY=VALUE&…"
+            )
+        })?;
+        let Some(parameters) = parameters else {
+            return Ok(Target::plain(kind, Target::plain_label(kind)));
+        };
+        if !matches!(kind, TargetKind::IoUring | TargetKind::Sync) {
+            return Err(format!(
+                "{text}: URI parameters are for this project's VFS targets (io_uring, sync),                  not {base}"
+            ));
+        }
+        crate::bench::speed::targets::checked_uri_parameters(text, base, parameters)
+            .map_err(|error| error.to_string())?;
+        Ok(Target {
+            kind,
+            label: Box::leak(text.to_owned().into_boxed_str()),
+            uri_parameters: Some(Box::leak(parameters.to_owned().into_boxed_str())),
+        })
+    }
+
+    fn plain_label(kind: TargetKind) -> &'static str {
+        match kind {
+            TargetKind::Memory => Target::MEMORY.label,
+            TargetKind::Unix => Target::UNIX.label,
+            TargetKind::IoUring => Target::IO_URING.label,
+            TargetKind::Sync => Target::SYNC.label,
+            TargetKind::Duckdb => Target::DUCKDB.label,
+            TargetKind::DuckdbMemory => Target::DUCKDB_MEMORY.label,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        self.label
+    }
+
+    /// The name as a piece of a file name (URI parameters make it `io_uring_uring_direct_on`).
+    pub fn file_stem(self) -> String {
+        self.label
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
     }
 
     /// Whether the case writes files under `--dir` (and needs room there).
     pub fn on_disk(self) -> bool {
-        !matches!(self, Target::Memory | Target::DuckdbMemory)
+        !matches!(self.kind, TargetKind::Memory | TargetKind::DuckdbMemory)
     }
 
     /// Whether `--journal` applies (SQLite on a file).
     pub fn has_journal(self) -> bool {
-        matches!(self, Target::Unix | Target::IoUring | Target::Sync)
+        matches!(
+            self.kind,
+            TargetKind::Unix | TargetKind::IoUring | TargetKind::Sync
+        )
     }
 
     pub fn is_duckdb(self) -> bool {
-        matches!(self, Target::Duckdb | Target::DuckdbMemory)
+        matches!(self.kind, TargetKind::Duckdb | TargetKind::DuckdbMemory)
     }
 
     /// The SQLite VFS name to open files with.
     fn vfs_name(self) -> Option<&'static str> {
-        match self {
-            Target::Unix => Some("unix"),
-            Target::IoUring => Some("io_uring"),
-            Target::Sync => Some("io_uring_sync"),
+        match self.kind {
+            TargetKind::Unix => Some("unix"),
+            TargetKind::IoUring => Some("io_uring"),
+            TargetKind::Sync => Some("io_uring_sync"),
             _ => None,
         }
     }
 
-    /// VFS whose I/O counters [`sqlite_uring::vfs_stats`] can report.
+    /// VFS whose I/O counters [`sqlite_uring::vfs_stats`] can report (targets of one VFS
+    /// share them; they are reset for each run).
     pub fn stats_vfs(self) -> Option<&'static str> {
-        match self {
-            Target::IoUring | Target::Sync => self.vfs_name(),
+        match self.kind {
+            TargetKind::IoUring | TargetKind::Sync => self.vfs_name(),
             _ => None,
         }
     }
@@ -142,8 +222,21 @@ impl SqliteStore {
                 let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
                     | OpenFlags::SQLITE_OPEN_CREATE
                     | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-                let conn = Connection::open_with_flags_and_vfs(path, flags, vfs)
-                    .with_context(|| format!("opening {} with the {vfs} VFS", path.display()))?;
+                let opened = match target.uri_parameters {
+                    None => Connection::open_with_flags_and_vfs(path, flags, vfs),
+                    Some(parameters) => Connection::open_with_flags_and_vfs(
+                        crate::bench::speed::targets::uri_filename(path, parameters),
+                        flags | OpenFlags::SQLITE_OPEN_URI,
+                        vfs,
+                    ),
+                };
+                let conn = opened.with_context(|| {
+                    format!(
+                        "opening {} with the {vfs} VFS (target {})",
+                        path.display(),
+                        target.name()
+                    )
+                })?;
                 let mode: String = conn
                     .query_row(
                         &format!("PRAGMA journal_mode={}", journal.name()),
@@ -239,7 +332,7 @@ pub fn open_store(
 
 #[cfg(any(feature = "duckdb", feature = "duckdb-system"))]
 fn open_duckdb(target: Target, path: &Path) -> anyhow::Result<Box<dyn BlobStore>> {
-    let memory = target == Target::DuckdbMemory;
+    let memory = target.kind == TargetKind::DuckdbMemory;
     Ok(Box::new(super::duck::DuckStore::open(if memory {
         None
     } else {
@@ -287,10 +380,10 @@ pub fn database_files(target: Target, path: &Path) -> Vec<PathBuf> {
 /// Registers the VFS a target needs, once per process (shared with `bench speed`, so both
 /// benchmarks measure identically configured VFSes), and says clearly when it cannot.
 pub fn ensure_registered(target: Target) -> anyhow::Result<()> {
-    let vfs = match target {
-        Target::IoUring => crate::bench::speed::targets::IO_URING_VFS,
-        Target::Sync => crate::bench::speed::targets::SYNC_VFS,
-        Target::Duckdb | Target::DuckdbMemory if !DUCKDB_BUILT => {
+    let vfs = match target.kind {
+        TargetKind::IoUring => crate::bench::speed::targets::IO_URING_VFS,
+        TargetKind::Sync => crate::bench::speed::targets::SYNC_VFS,
+        TargetKind::Duckdb | TargetKind::DuckdbMemory if !DUCKDB_BUILT => {
             return Err(duckdb_missing(target))
         }
         _ => return Ok(()),
@@ -314,9 +407,9 @@ mod tests {
     fn sqlite_store_round_trips_on_memory_and_unix() {
         let dir = tempfile::tempdir().unwrap();
         for (target, journal) in [
-            (Target::Memory, Journal::Delete),
-            (Target::Unix, Journal::Delete),
-            (Target::Unix, Journal::Wal),
+            (Target::MEMORY, Journal::Delete),
+            (Target::UNIX, Journal::Delete),
+            (Target::UNIX, Journal::Wal),
         ] {
             let path = dir
                 .path()
@@ -340,7 +433,7 @@ mod tests {
     #[test]
     fn settle_empties_the_wal_into_the_database() {
         let dir = tempfile::tempdir().unwrap();
-        for target in [Target::Unix, Target::IoUring] {
+        for target in [Target::UNIX, Target::IO_URING] {
             let path = dir.path().join(format!("{}.db", target.name()));
             let wal = dir.path().join(format!("{}.db-wal", target.name()));
             let mut store = open_store(target, Journal::Wal, &path).unwrap();
@@ -364,11 +457,71 @@ mod tests {
 
     #[test]
     fn database_files_include_journals() {
-        let files = database_files(Target::Unix, Path::new("/d/x.db"));
+        let files = database_files(Target::UNIX, Path::new("/d/x.db"));
         let names: Vec<_> = files.iter().map(|p| p.display().to_string()).collect();
         assert_eq!(
             names,
             ["/d/x.db", "/d/x.db-journal", "/d/x.db-wal", "/d/x.db-shm"]
         );
+    }
+
+    /// `--targets` entries: plain names, our VFS with URI parameters, and errors that
+    /// name the entry.
+    #[test]
+    fn targets_parse_with_and_without_uri_parameters() {
+        assert_eq!(Target::parse("unix"), Ok(Target::UNIX));
+        assert_eq!(Target::parse("duckdb-memory"), Ok(Target::DUCKDB_MEMORY));
+        let ours = Target::parse("io_uring?uring_write_behind=off&uring_syncs=ring").unwrap();
+        assert_eq!(ours.kind, TargetKind::IoUring);
+        assert_eq!(
+            ours.name(),
+            "io_uring?uring_write_behind=off&uring_syncs=ring"
+        );
+        assert_eq!(
+            ours.file_stem(),
+            "io_uring_uring_write_behind_off_uring_syncs_ring"
+        );
+        assert_eq!(ours.stats_vfs(), Some("io_uring"));
+        assert_ne!(ours, Target::IO_URING);
+        assert_eq!(
+            Target::parse("sync?uring_sync=fdatasync").unwrap().kind,
+            TargetKind::Sync
+        );
+        for (bad, wanted) in [
+            ("floppy", "unknown target \"floppy\""),
+            ("unix?uring_direct=on", "not unix"),
+            ("duckdb?uring_direct=on", "not duckdb"),
+            ("io_uring?direct=on", "not a uring_KEY=VALUE"),
+            ("io_uring?uring_direct=", "not a uring_KEY=VALUE"),
+        ] {
+            let message = Target::parse(bad).unwrap_err();
+            assert!(message.contains(wanted), "{bad}: {message}");
+        }
+    }
+
+    /// A target's URI parameters reach the VFS when its store opens the database (and a
+    /// path that needs escaping in a URI still names the file).
+    #[test]
+    fn uri_parameters_reach_the_vfs() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = Target::parse("io_uring?uring_reads=ring").unwrap();
+        let path = dir.path().join("b?#%.db");
+        let store = SqliteStore::open(target, Journal::Delete, &path).unwrap();
+        let stats: String = store
+            .conn
+            .query_row("PRAGMA io_uring_stats", [], |row| row.get(0))
+            .unwrap();
+        assert!(
+            stats.contains("\"reads\":\"ring\""),
+            "uring_reads=ring ignored: {stats}"
+        );
+        drop(store);
+        assert!(path.exists(), "the escaped path names the file");
+        let plain = SqliteStore::open(Target::IO_URING, Journal::Delete, &path).unwrap();
+        let stats: String = plain
+            .conn
+            .query_row("PRAGMA io_uring_stats", [], |row| row.get(0))
+            .unwrap();
+        assert!(stats.contains("\"reads\":\"syscall\""), "{stats}");
     }
 }

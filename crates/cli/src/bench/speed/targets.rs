@@ -275,7 +275,7 @@ fn our_vfs(label: &str) -> Option<&'static str> {
 /// `io_uring?uring_sync_plan=separate&uring_direct=on`: only for this project's VFS
 /// targets, every one `uring_KEY=VALUE` (the VFS itself rejects unknown keys and values
 /// at open, with a message naming them).
-fn checked_uri_parameters(name: &str, base: &str, parameters: &str) -> Result<String> {
+pub(crate) fn checked_uri_parameters(name: &str, base: &str, parameters: &str) -> Result<String> {
     if our_vfs(base).is_none() {
         bail!(
             "--targets {name}: URI parameters are for this project's VFS targets ({}), not {base}",
@@ -300,7 +300,7 @@ fn checked_uri_parameters(name: &str, base: &str, parameters: &str) -> Result<St
 
 /// `path` as a SQLite URI filename with `parameters` (uri.html: `%`, `?` and `#` in the
 /// path must be escaped).
-fn uri_filename(path: &Path, parameters: &str) -> String {
+pub(crate) fn uri_filename(path: &Path, parameters: &str) -> String {
     let mut escaped = String::new();
     for c in path.to_string_lossy().chars() {
         match c {
