@@ -360,7 +360,8 @@ pub(crate) fn sync(writer: &Writer<'_>, request: SyncRequest) -> Result<(), Flus
     }
     // Otherwise the fsync waits without the lock: held, it made every other thread's
     // writes wait for this file's fsync (two threads committing to two databases took
-    // 1.09× `unix`'s time, measured in session 7), and the sync needs nothing queued.
+    // 1.08× `unix`'s time, examples/parallel_writers.rs), and the sync needs nothing
+    // queued.
     if owns_queue {
         queue.flush(None)?;
     } else {
