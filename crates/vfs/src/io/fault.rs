@@ -59,6 +59,14 @@ pub struct FaultPlan {
 
 type SyncHook = Arc<dyn Fn(&str) + Send + Sync>;
 
+/// The path `fd` was opened with, as rules, recordings and hooks name files (empty if
+/// /proc cannot say).
+fn path_of(fd: std::os::fd::RawFd) -> String {
+    std::fs::read_link(format!("/proc/self/fd/{fd}"))
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 impl FaultPlan {
     /// A plan with no rules over `backend` (it then behaves exactly like `backend`), with
     /// every read, write and sync of the io_uring backend on the ring.
@@ -146,11 +154,7 @@ impl FaultPlan {
             | Op::SyncAfterWrites { fd, .. }
             | Op::Truncate { fd, .. } => fd,
         };
-        let path = || {
-            std::fs::read_link(format!("/proc/self/fd/{fd}"))
-                .map(|p| p.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        };
+        let path = || path_of(fd);
         if let Some(recorded) = self.lock_recorded().as_mut() {
             let range = match *op {
                 Op::Read { len, offset, .. } | Op::Write { len, offset, .. } => Some((offset, len)),
@@ -203,10 +207,7 @@ impl FaultPlan {
             if let (Some(hook), Op::Sync { fd, .. } | Op::SyncAfterWrites { fd, .. }) =
                 (&sync_hook, *op)
             {
-                let path = std::fs::read_link(format!("/proc/self/fd/{fd}"))
-                    .map(|p| p.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                hook(&path);
+                hook(&path_of(fd));
             }
             let decision = self.decide(op);
             faulted[index] = decision.is_some();
