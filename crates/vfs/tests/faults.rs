@@ -63,6 +63,15 @@ fn seeded(dir: &std::path::Path, vfs: &str) -> Connection {
     conn
 }
 
+/// The rollback journal of the database `seeded` made in `dir`, named as the fault
+/// engine records it (symlinks resolved, as SQLite's xFullPathname resolves them).
+fn journal_as_recorded(dir: &std::path::Path) -> String {
+    format!(
+        "{}-journal",
+        dir.join("f.db").canonicalize().unwrap().display()
+    )
+}
+
 fn count(conn: &Connection) -> i64 {
     conn.query_row("SELECT count(*) FROM t", [], |r| r.get(0))
         .unwrap()
@@ -346,7 +355,7 @@ fn rollback_commit_syncs_in_unix_order_file_before_its_directory() {
         conn.execute("INSERT INTO t(v) VALUES('one more')", [])
             .unwrap();
         let database = dir.path().join("f.db").canonicalize().unwrap();
-        let journal = format!("{}-journal", database.display());
+        let journal = journal_as_recorded(dir.path());
         let directory = dir.path().canonicalize().unwrap().display().to_string();
         let syncs: Vec<String> = plan
             .recorded()
@@ -392,10 +401,7 @@ fn journal_writes_coalesce_per_record_and_the_header_joins_the_first() {
     // Changes rows on three pages far apart: three journal records.
     conn.execute_batch("UPDATE t SET v = 'x' || v WHERE id IN (1, 250, 500)")
         .unwrap();
-    let journal = format!(
-        "{}-journal",
-        dir.path().join("f.db").canonicalize().unwrap().display()
-    );
+    let journal = journal_as_recorded(dir.path());
     let journal_writes: Vec<(u64, u32)> = plan
         .recorded()
         .into_iter()
@@ -447,7 +453,7 @@ fn a_thread_at_fsync_does_not_hold_up_another_threads_commit() {
     let (release_tx, release_rx) = mpsc::channel::<()>();
     let release_rx = std::sync::Mutex::new(release_rx);
     let held_tx = std::sync::Mutex::new(held_tx);
-    let journal_a = format!("{}/f.db-journal", dir_a.canonicalize().unwrap().display());
+    let journal_a = journal_as_recorded(&dir_a);
     let journal_a_syncs = AtomicUsize::new(0);
     plan.before_sync(move |path| {
         if path == journal_a && journal_a_syncs.fetch_add(1, Ordering::SeqCst) == 1 {
