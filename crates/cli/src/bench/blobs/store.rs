@@ -80,7 +80,8 @@ impl Target {
         };
         let kind = TargetKind::from_str(base, false).map_err(|_| {
             format!(
-                "unknown target {base:?}: use memory, unix, io_uring, sync, duckdb or                  duckdb-memory, optionally io_uring?uring_KEY=VALUE&…"
+                "unknown target {base:?}: use memory, unix, io_uring, sync, duckdb or \
+                 duckdb-memory, optionally io_uring?uring_KEY=VALUE&…"
             )
         })?;
         let Some(parameters) = parameters else {
@@ -88,7 +89,8 @@ impl Target {
         };
         if !matches!(kind, TargetKind::IoUring | TargetKind::Sync) {
             return Err(format!(
-                "{text}: URI parameters are for this project's VFS targets (io_uring, sync),                  not {base}"
+                "{text}: URI parameters are for this project's VFS targets (io_uring, sync), \
+                 not {base}"
             ));
         }
         crate::bench::speed::targets::checked_uri_parameters(text, base, parameters)
@@ -496,6 +498,10 @@ mod tests {
         ] {
             let message = Target::parse(bad).unwrap_err();
             assert!(message.contains(wanted), "{bad}: {message}");
+            assert!(
+                !message.contains("  "),
+                "{bad}: a run of spaces in {message:?}"
+            );
         }
     }
 
