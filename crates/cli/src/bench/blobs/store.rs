@@ -11,27 +11,21 @@ use clap::ValueEnum;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use serde::Serialize;
 
-/// The backend of a storage target.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ValueEnum)]
+/// The backend of a storage target (its name on the command line: [`Target::PLAIN`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum TargetKind {
     /// SQLite `:memory:` database: no file, no VFS, no fsync.
-    #[value(name = "memory")]
     Memory,
     /// SQLite's built-in `unix` VFS (the baseline).
-    #[value(name = "unix")]
     Unix,
     /// This project's VFS, I/O through io_uring.
-    #[value(name = "io_uring")]
     IoUring,
     /// This project's VFS with plain syscalls (VFS `io_uring_sync`): separates the cost of
     /// the VFS code from the cost of the ring.
-    #[value(name = "sync")]
     Sync,
     /// DuckDB database file (needs a build with `--features duckdb`).
-    #[value(name = "duckdb")]
     Duckdb,
     /// DuckDB in-memory database (needs a build with `--features duckdb`).
-    #[value(name = "duckdb-memory")]
     DuckdbMemory,
 }
 
@@ -61,6 +55,15 @@ impl Target {
     pub const SYNC: Target = Target::plain(TargetKind::Sync, "sync");
     pub const DUCKDB: Target = Target::plain(TargetKind::Duckdb, "duckdb");
     pub const DUCKDB_MEMORY: Target = Target::plain(TargetKind::DuckdbMemory, "duckdb-memory");
+    /// Every backend under its command-line name.
+    const PLAIN: [Target; 6] = [
+        Target::MEMORY,
+        Target::UNIX,
+        Target::IO_URING,
+        Target::SYNC,
+        Target::DUCKDB,
+        Target::DUCKDB_MEMORY,
+    ];
 
     const fn plain(kind: TargetKind, label: &'static str) -> Target {
         Target {
@@ -78,15 +81,19 @@ impl Target {
             Some((base, parameters)) => (base, Some(parameters)),
             None => (text, None),
         };
-        let kind = TargetKind::from_str(base, false).map_err(|_| {
-            format!(
-                "unknown target {base:?}: use memory, unix, io_uring, sync, duckdb or \
-                 duckdb-memory, optionally io_uring?uring_KEY=VALUE&…"
-            )
-        })?;
+        let plain = Target::PLAIN
+            .into_iter()
+            .find(|target| target.label == base)
+            .ok_or_else(|| {
+                format!(
+                    "unknown target {base:?}: use memory, unix, io_uring, sync, duckdb or \
+                     duckdb-memory, optionally io_uring?uring_KEY=VALUE&…"
+                )
+            })?;
         let Some(parameters) = parameters else {
-            return Ok(Target::plain(kind, Target::plain_label(kind)));
+            return Ok(plain);
         };
+        let kind = plain.kind;
         if !matches!(kind, TargetKind::IoUring | TargetKind::Sync) {
             return Err(format!(
                 "{text}: URI parameters are for this project's VFS targets (io_uring, sync), \
@@ -100,17 +107,6 @@ impl Target {
             label: Box::leak(text.to_owned().into_boxed_str()),
             uri_parameters: Some(Box::leak(parameters.to_owned().into_boxed_str())),
         })
-    }
-
-    fn plain_label(kind: TargetKind) -> &'static str {
-        match kind {
-            TargetKind::Memory => Target::MEMORY.label,
-            TargetKind::Unix => Target::UNIX.label,
-            TargetKind::IoUring => Target::IO_URING.label,
-            TargetKind::Sync => Target::SYNC.label,
-            TargetKind::Duckdb => Target::DUCKDB.label,
-            TargetKind::DuckdbMemory => Target::DUCKDB_MEMORY.label,
-        }
     }
 
     pub fn name(self) -> &'static str {
