@@ -1,15 +1,22 @@
-//! Options: set once at registration ([`Options`]) and per file by URI parameter.
+//! Options: set once at registration ([`Options`]) and per file by URI parameter
+//! ([`UriOptions`]). A leaf: it names no other module of the crate.
 //!
 //! URI parameters owned by this VFS all start with `uring_`; an unknown `uring_*` key or a
 //! malformed value makes `xOpen` fail with `SQLITE_CANTOPEN` and a `sqlite3_log` message
 //! naming the parameter (see README, "URI parameters").
 
+use std::ffi::CStr;
+
 /// Which engine performs the file I/O of a registered VFS.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Backend {
-    /// io_uring: one ring per thread, every read/write/sync/truncate submitted through it.
+    /// io_uring: the ring of the calling thread for what the routing sends there
+    /// ([`Submission`]; by default, for buffered files, nothing: reads, writes and syncs
+    /// go by syscall, and the ring carries O_DIRECT batches and whatever a URI routes to
+    /// it).
     IoUring,
-    /// The same VFS code with plain `pread`/`pwritev`/`fsync`/`ftruncate` syscalls.
+    /// The same VFS code (write-behind, coalescing) with plain `pread`/`pwrite`/`fsync`/
+    /// `ftruncate` syscalls and no ring at all.
     Syscall,
 }
 
@@ -18,6 +25,14 @@ impl Backend {
         match self {
             Backend::IoUring => "io_uring",
             Backend::Syscall => "syscall",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Backend> {
+        match text {
+            "io_uring" => Some(Backend::IoUring),
+            "syscall" => Some(Backend::Syscall),
+            _ => None,
         }
     }
 }
@@ -89,6 +104,15 @@ impl Submission {
     }
 }
 
+/// How a flush that ends in a sync is submitted on the ring (URI `uring_sync_plan`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncPlan {
+    /// Writes →link→ fsync in one submission.
+    Linked,
+    /// Writes in one submission, then the fsync in another.
+    Separate,
+}
+
 /// Registration options.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -144,5 +168,195 @@ impl Default for Options {
             direct_io: false,
             sqpoll: false,
         }
+    }
+}
+
+/// The URI parameters this VFS owns; any other `uring_*` key is rejected at open.
+pub(crate) const URI_PARAMETERS: [&str; 10] = [
+    "uring_direct",
+    "uring_sqpoll",
+    "uring_reads",
+    "uring_writes",
+    "uring_syncs",
+    "uring_backend",
+    "uring_fallback",
+    "uring_sync",
+    "uring_sync_plan",
+    "uring_write_behind",
+];
+
+/// What one file's URI parameters say (a journal or WAL sees its database's): the
+/// `uring_*` parameters, `None` where absent (the VFS's default then applies), and the
+/// SQLite parameters os_unix.c reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct UriOptions {
+    pub(crate) backend: Option<Backend>,
+    pub(crate) fallback_to_syscall: Option<bool>,
+    pub(crate) sync_mode: Option<SyncMode>,
+    pub(crate) direct: Option<bool>,
+    pub(crate) sqpoll: Option<bool>,
+    pub(crate) reads: Option<Submission>,
+    pub(crate) writes: Option<Submission>,
+    pub(crate) syncs: Option<Submission>,
+    pub(crate) write_behind: bool,
+    pub(crate) sync_plan: SyncPlan,
+    /// os_unix.c: SQLITE_POWERSAFE_OVERWRITE defaults to 1; `psow=0` turns it off.
+    pub(crate) psow: bool,
+    pub(crate) readonly_shm: bool,
+    pub(crate) nolock: bool,
+}
+
+impl UriOptions {
+    /// Parses the parameters of one filename: `keys` are all its URI keys, `param` looks
+    /// one up. The error names the parameter and the values it takes.
+    pub(crate) fn parse(
+        keys: &[String],
+        param: impl Fn(&CStr) -> Option<String>,
+    ) -> Result<UriOptions, String> {
+        for key in keys {
+            if key.starts_with("uring_") && !URI_PARAMETERS.contains(&key.as_str()) {
+                return Err(format!(
+                    "unknown URI parameter `{key}`; this VFS knows {}",
+                    URI_PARAMETERS.join(", ")
+                ));
+            }
+        }
+        let choice = |key: &CStr, values: &str| -> Result<Option<String>, String> {
+            match param(key) {
+                Some(text) if !values.split(" or ").any(|v| v == text) => Err(format!(
+                    "{}={text} is not valid; use {values}",
+                    key.to_string_lossy()
+                )),
+                other => Ok(other),
+            }
+        };
+        let on_off = |key: &CStr| -> Result<Option<bool>, String> {
+            Ok(choice(key, "on or off")?.map(|v| v == "on"))
+        };
+        let submission = |key: &CStr| -> Result<Option<Submission>, String> {
+            Ok(choice(key, "ring or syscall")?.and_then(|v| Submission::parse(&v)))
+        };
+        Ok(UriOptions {
+            backend: choice(c"uring_backend", "io_uring or syscall")?
+                .and_then(|v| Backend::parse(&v)),
+            fallback_to_syscall: choice(c"uring_fallback", "syscall or none")?
+                .map(|v| v == "syscall"),
+            sync_mode: choice(c"uring_sync", "fsync or fdatasync")?
+                .and_then(|v| SyncMode::parse(&v)),
+            direct: on_off(c"uring_direct")?,
+            sqpoll: on_off(c"uring_sqpoll")?,
+            reads: submission(c"uring_reads")?,
+            writes: submission(c"uring_writes")?,
+            syncs: submission(c"uring_syncs")?,
+            write_behind: on_off(c"uring_write_behind")?.unwrap_or(true),
+            sync_plan: match choice(c"uring_sync_plan", "linked or separate")?.as_deref() {
+                Some("separate") => SyncPlan::Separate,
+                _ => SyncPlan::Linked,
+            },
+            psow: uri_boolean(param(c"psow").as_deref(), true),
+            readonly_shm: uri_boolean(param(c"readonly_shm").as_deref(), false),
+            nolock: uri_boolean(param(c"nolock").as_deref(), false),
+        })
+    }
+}
+
+/// SQLite's boolean URI values (sqlite3GetBoolean): digits, on/yes/true/full/extra,
+/// off/no/false; anything else is `default`.
+fn uri_boolean(value: Option<&str>, default: bool) -> bool {
+    let Some(value) = value else { return default };
+    if let Ok(number) = value.parse::<i64>() {
+        return number != 0;
+    }
+    match value.to_ascii_lowercase().as_str() {
+        "on" | "yes" | "true" | "full" | "extra" => true,
+        "off" | "no" | "false" => false,
+        _ => default,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(pairs: &[(&str, &str)]) -> Result<UriOptions, String> {
+        let keys: Vec<String> = pairs.iter().map(|(k, _)| k.to_string()).collect();
+        UriOptions::parse(&keys, |key| {
+            let key = key.to_str().unwrap();
+            pairs
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
+    #[test]
+    fn absent_parameters_leave_the_vfs_defaults() {
+        let options = parse(&[("cache", "shared")]).unwrap();
+        assert_eq!(
+            options,
+            UriOptions {
+                backend: None,
+                fallback_to_syscall: None,
+                sync_mode: None,
+                direct: None,
+                sqpoll: None,
+                reads: None,
+                writes: None,
+                syncs: None,
+                write_behind: true,
+                sync_plan: SyncPlan::Linked,
+                psow: true,
+                readonly_shm: false,
+                nolock: false,
+            }
+        );
+    }
+
+    #[test]
+    fn every_parameter_is_read() {
+        let options = parse(&[
+            ("uring_backend", "syscall"),
+            ("uring_fallback", "syscall"),
+            ("uring_sync", "fdatasync"),
+            ("uring_direct", "on"),
+            ("uring_sqpoll", "off"),
+            ("uring_reads", "ring"),
+            ("uring_writes", "syscall"),
+            ("uring_syncs", "ring"),
+            ("uring_write_behind", "off"),
+            ("uring_sync_plan", "separate"),
+            ("psow", "0"),
+            ("readonly_shm", "yes"),
+            ("nolock", "2"),
+        ])
+        .unwrap();
+        assert_eq!(options.backend, Some(Backend::Syscall));
+        assert_eq!(options.fallback_to_syscall, Some(true));
+        assert_eq!(options.sync_mode, Some(SyncMode::Fdatasync));
+        assert_eq!(options.direct, Some(true));
+        assert_eq!(options.sqpoll, Some(false));
+        assert_eq!(options.reads, Some(Submission::Ring));
+        assert_eq!(options.writes, Some(Submission::Syscall));
+        assert_eq!(options.syncs, Some(Submission::Ring));
+        assert!(!options.write_behind);
+        assert_eq!(options.sync_plan, SyncPlan::Separate);
+        assert!(!options.psow && options.readonly_shm && options.nolock);
+    }
+
+    #[test]
+    fn errors_name_the_parameter_and_its_values() {
+        assert_eq!(
+            parse(&[("uring_reads", "fast")]).unwrap_err(),
+            "uring_reads=fast is not valid; use ring or syscall"
+        );
+        assert_eq!(
+            parse(&[("uring_backend", "uring")]).unwrap_err(),
+            "uring_backend=uring is not valid; use io_uring or syscall"
+        );
+        let unknown = parse(&[("uring_turbo", "on")]).unwrap_err();
+        assert!(
+            unknown.starts_with("unknown URI parameter `uring_turbo`; this VFS knows uring_direct"),
+            "{unknown}"
+        );
     }
 }

@@ -13,7 +13,7 @@
 //!   A lone random read stays one read of exactly the requested size.
 //!
 //! Everything else — the 100-byte header read at open, unaligned writes, checkpoint
-//! writes (write-through, see `writeback.rs`), size hints — uses the ordinary buffered
+//! writes (write-through, see `write_behind.rs`), size hints — uses the ordinary buffered
 //! descriptor. Mixing the two is coherent: a direct write writes back and then invalidates
 //! cached pages of its range, and a direct read writes back dirty cached pages of its
 //! range first (Linux `fs/iomap/direct-io.c`, `__iomap_dio_rw`: `kiocb_invalidate_pages`
@@ -33,148 +33,12 @@ use std::ffi::CStr;
 use std::os::fd::RawFd;
 
 use crate::io::Submitter;
+use crate::sys::{AlignedBuffer, BUFFER_ALIGN_BYTES};
 
-/// Alignment of every [`AlignedBuffer`]: a page, which satisfies any `stx_dio_mem_align`
-/// Linux reports for block devices (their logical block size, at most a page here).
-pub(crate) const BUFFER_ALIGN_BYTES: usize = 4096;
 /// Largest read-ahead window.
 pub(crate) const MAX_READAHEAD_BYTES: usize = 256 << 10;
 /// SQLite's largest page size: a read of one page always fits beside a full window.
 const MAX_PAGE_BYTES: usize = 64 << 10;
-
-/// A fixed-capacity byte buffer aligned to [`BUFFER_ALIGN_BYTES`], for O_DIRECT I/O and
-/// the write-behind arena. Its memory is anonymous `mmap` memory: it reads as zeros, so
-/// every byte is initialised, and the kernel supplies each page on first touch.
-pub(crate) struct AlignedBuffer {
-    ptr: *mut u8,
-    len: usize,
-    capacity: usize,
-}
-
-// SAFETY: the buffer exclusively owns its allocation; moving it between threads moves
-// that ownership, like a Vec<u8>.
-unsafe impl Send for AlignedBuffer {}
-
-impl AlignedBuffer {
-    pub(crate) const fn empty() -> AlignedBuffer {
-        AlignedBuffer {
-            ptr: std::ptr::null_mut(),
-            len: 0,
-            capacity: 0,
-        }
-    }
-
-    /// Why `mmap` and not the allocator: `alloc_zeroed` with a page alignment cannot use
-    /// calloc's fresh zero pages, so it `memset` the whole buffer. For the 2 MiB
-    /// write-behind arena, of which a commit typically uses a few pages, that was ~0.9 ms
-    /// of page faults and zeroing at the first write of every process (callgrind: 2.1 M
-    /// instructions in `memset`, session 5). Anonymous pages are zero and page-aligned,
-    /// and untouched ones cost nothing.
-    pub(crate) fn with_capacity(capacity: usize) -> AlignedBuffer {
-        assert!(capacity > 0);
-        // SAFETY: an anonymous private mapping of a non-zero length at an address the
-        // kernel chooses; it aliases nothing, and Drop unmaps exactly this range.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                capacity,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            let layout = std::alloc::Layout::from_size_align(capacity, BUFFER_ALIGN_BYTES)
-                .expect("buffer capacity fits a Layout");
-            std::alloc::handle_alloc_error(layout);
-        }
-        let ptr = ptr.cast::<u8>();
-        // Pages are at least 4 KiB on every Linux architecture.
-        assert_eq!(
-            ptr as usize % BUFFER_ALIGN_BYTES,
-            0,
-            "mmap returns whole pages"
-        );
-        AlignedBuffer {
-            ptr,
-            len: 0,
-            capacity,
-        }
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
-    pub(crate) fn capacity(&self) -> usize {
-        self.capacity
-    }
-
-    /// Start of the allocation (null while empty).
-    pub(crate) fn as_ptr(&self) -> *const u8 {
-        self.ptr
-    }
-
-    pub(crate) fn clear(&mut self) {
-        self.len = 0;
-    }
-
-    /// Appends zeros until the length is a multiple of `align_bytes`.
-    pub(crate) fn pad_to(&mut self, align_bytes: usize) {
-        let padded = self.len.next_multiple_of(align_bytes);
-        assert!(
-            padded <= self.capacity,
-            "padding past the buffer's capacity"
-        );
-        let len = self.len;
-        self.full_mut()[len..padded].fill(0);
-        self.len = padded;
-    }
-
-    pub(crate) fn extend_from_slice(&mut self, data: &[u8]) {
-        let end = self.len + data.len();
-        assert!(end <= self.capacity, "append past the buffer's capacity");
-        let len = self.len;
-        self.full_mut()[len..end].copy_from_slice(data);
-        self.len = end;
-    }
-
-    /// The filled part.
-    pub(crate) fn as_slice(&self) -> &[u8] {
-        self.prefix(self.len)
-    }
-
-    /// The first `len_bytes` bytes of the capacity, however they were filled (appends, or
-    /// a read into [`AlignedBuffer::full_mut`]).
-    fn prefix(&self, len_bytes: usize) -> &[u8] {
-        assert!(len_bytes <= self.capacity);
-        if self.capacity == 0 {
-            return &[];
-        }
-        // SAFETY: `ptr` owns `capacity` initialised bytes (anonymous pages read as zero).
-        unsafe { std::slice::from_raw_parts(self.ptr, len_bytes) }
-    }
-
-    /// The whole capacity, to read into.
-    pub(crate) fn full_mut(&mut self) -> &mut [u8] {
-        if self.capacity == 0 {
-            return &mut [];
-        }
-        // SAFETY: as in `as_slice`; `&mut self` makes the borrow unique.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.capacity) }
-    }
-}
-
-impl Drop for AlignedBuffer {
-    fn drop(&mut self) {
-        if self.capacity > 0 {
-            // SAFETY: mapped in `with_capacity` with this same length; no slice of it
-            // outlives `self`.
-            unsafe { libc::munmap(self.ptr.cast(), self.capacity) };
-        }
-    }
-}
 
 /// Why the O_DIRECT descriptor could not be opened.
 #[derive(Debug, PartialEq, Eq)]
@@ -265,7 +129,7 @@ impl DirectFile {
             libc::O_RDONLY
         };
         // The file exists (the buffered descriptor opened it first): no mode is needed.
-        let fd = crate::file::open_above_stdio(path, access | libc::O_DIRECT | libc::O_CLOEXEC, 0)
+        let fd = crate::sys::open_above_stdio(path, access | libc::O_DIRECT | libc::O_CLOEXEC, 0)
             .map_err(DirectOpenError::Open)?;
         let align_bytes = direct_io_alignment(fd);
         if align_bytes > BUFFER_ALIGN_BYTES || !align_bytes.is_power_of_two() {
@@ -351,71 +215,5 @@ impl DirectFile {
             bytes,
             from_readahead: false,
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Pages of `buffer` resident in memory (mincore(2)).
-    fn resident_pages(buffer: &AlignedBuffer) -> usize {
-        let page_bytes = BUFFER_ALIGN_BYTES;
-        let mut residency = vec![0u8; buffer.capacity().div_ceil(page_bytes)];
-        // SAFETY: the range is the buffer's own mapping; the vector has a byte per page.
-        let rc = unsafe {
-            libc::mincore(
-                buffer.as_ptr() as *mut libc::c_void,
-                buffer.capacity(),
-                residency.as_mut_ptr(),
-            )
-        };
-        assert_eq!(rc, 0, "mincore: {}", std::io::Error::last_os_error());
-        residency.iter().filter(|&&r| r & 1 == 1).count()
-    }
-
-    /// A fresh buffer costs no memory until it is written: the 2 MiB write-behind arena
-    /// must not be zeroed page by page at the first write of a process.
-    #[test]
-    fn fresh_buffers_take_memory_only_where_written() {
-        let mut buffer = AlignedBuffer::with_capacity(2 << 20);
-        assert_eq!(resident_pages(&buffer), 0);
-        assert!(buffer.full_mut()[..3 * BUFFER_ALIGN_BYTES]
-            .iter()
-            .all(|&b| b == 0));
-        buffer.extend_from_slice(&[1; 100]);
-        // Reading maps the shared zero page at most; writing makes a page of its own.
-        // A transparent huge page could back a whole 2 MiB at once: then this test says
-        // nothing, so it only requires far less than the whole buffer.
-        let resident = resident_pages(&buffer);
-        assert!(resident >= 1, "the written page is resident");
-        assert!(
-            resident < 512
-                || std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
-                    .is_ok_and(|mode| mode.contains("[always]")),
-            "{resident} of 512 pages resident after a 100-byte write"
-        );
-    }
-
-    #[test]
-    fn aligned_buffer_is_aligned_and_pads_with_zeros() {
-        let mut buffer = AlignedBuffer::with_capacity(3 * BUFFER_ALIGN_BYTES);
-        assert_eq!(buffer.as_slice().as_ptr() as usize % BUFFER_ALIGN_BYTES, 0);
-        buffer.extend_from_slice(&[7; 10]);
-        buffer.pad_to(512);
-        assert_eq!(buffer.len(), 512);
-        assert!(buffer.as_slice()[10..].iter().all(|&b| b == 0));
-        buffer.extend_from_slice(&[9; 4]);
-        assert_eq!(&buffer.as_slice()[512..], &[9; 4]);
-        buffer.clear();
-        assert_eq!(buffer.len(), 0);
-        assert!(AlignedBuffer::empty().as_slice().is_empty());
-    }
-
-    #[test]
-    #[should_panic(expected = "past the buffer's capacity")]
-    fn aligned_buffer_refuses_to_overflow() {
-        let mut buffer = AlignedBuffer::with_capacity(16);
-        buffer.extend_from_slice(&[0; 17]);
     }
 }

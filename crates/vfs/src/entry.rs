@@ -1,5 +1,6 @@
 //! Every `extern "C"` function SQLite calls: the `sqlite3_vfs` and `sqlite3_io_methods`
-//! callbacks. Each converts its C arguments, calls safe code in `file.rs`/`vfs.rs`, and
+//! callbacks. Each decodes its C arguments (file controls into a typed
+//! [`FileControl`]), calls safe code in `file/` and `vfs.rs`, writes results back, and
 //! returns through [`guard`], the one place where a `Result` becomes a SQLite code and
 //! where panics stop (no panic may unwind into C). Every call is also where a trace record
 //! is written when `sqlite_uring::vfs` tracing is on (`trace.rs`; one atomic load when off).
@@ -9,7 +10,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::error::Failure;
 use crate::ffi::*;
-use crate::file::{Control, File};
+use crate::file::control::{ControlReply, FileControl};
+use crate::file::File;
 use crate::trace::{self, Call};
 use crate::vfs::VfsState;
 
@@ -100,7 +102,7 @@ unsafe fn with_file(
     });
     if let Some(started) = started {
         // SAFETY: `call` holds this callback's own arguments (caller contract).
-        unsafe { trace::file_call(started, call, code, file) };
+        unsafe { trace::file_call(started, call, code, file.trace_label()) };
     }
     code
 }
@@ -152,7 +154,7 @@ unsafe extern "C" fn x_close(raw: *mut sqlite3_file) -> c_int {
         }
         let vfs = (*file).vfs;
         let started = trace::start(trace::TARGET_VFS);
-        let subject = started.map(|_| trace::describe_file(&*file));
+        let subject = started.map(|_| trace::describe_file((*file).trace_label()));
         let code = guard(Some(vfs), "xClose", || {
             drop(Box::from_raw(file));
             Ok(SQLITE_OK)
@@ -268,12 +270,92 @@ unsafe extern "C" fn x_file_control(raw: *mut sqlite3_file, op: c_int, arg: *mut
     // SAFETY: SQLite passes a live file and the argument type documented for `op`.
     unsafe {
         with_file(raw, Call::FileControl { op }, |file| {
-            Ok(match file.file_control(op, arg)? {
-                Control::Handled => SQLITE_OK,
-                Control::NotFound => SQLITE_NOTFOUND,
-            })
+            let control = decode_file_control(op, arg);
+            let reply = file.file_control(control)?;
+            write_reply(file, reply, arg)
         })
     }
+}
+
+/// The file control `op` with its argument read, as sqlite3.h documents each opcode's
+/// argument type.
+///
+/// # Safety
+/// `arg` must point to the argument type SQLite documents for `op`.
+unsafe fn decode_file_control(op: c_int, arg: *mut c_void) -> FileControl {
+    // SAFETY (whole block): each arm reads `arg` as the type sqlite3.h documents for that
+    // opcode; SQLite owns the pointee for the duration of the call.
+    unsafe {
+        match op {
+            SQLITE_FCNTL_LOCKSTATE => FileControl::LockState,
+            SQLITE_FCNTL_LAST_ERRNO => FileControl::LastErrno,
+            SQLITE_FCNTL_CHUNK_SIZE => FileControl::ChunkSize(*(arg as *const c_int) as i64),
+            SQLITE_FCNTL_SIZE_HINT => FileControl::SizeHint(*(arg as *const i64)),
+            SQLITE_FCNTL_PERSIST_WAL => FileControl::PersistWal(*(arg as *const c_int)),
+            SQLITE_FCNTL_POWERSAFE_OVERWRITE => {
+                FileControl::PowersafeOverwrite(*(arg as *const c_int))
+            }
+            SQLITE_FCNTL_VFSNAME => FileControl::VfsName,
+            SQLITE_FCNTL_TEMPFILENAME => FileControl::TempFilename,
+            SQLITE_FCNTL_HAS_MOVED => FileControl::HasMoved,
+            SQLITE_FCNTL_MMAP_SIZE => FileControl::MmapSize(*(arg as *const i64)),
+            SQLITE_FCNTL_EXTERNAL_READER => FileControl::ExternalReader,
+            SQLITE_FCNTL_NULL_IO => FileControl::NullIo,
+            SQLITE_FCNTL_CKPT_START => FileControl::CheckpointStart,
+            SQLITE_FCNTL_CKPT_DONE => FileControl::CheckpointDone,
+            SQLITE_FCNTL_SYNC => FileControl::Sync,
+            SQLITE_FCNTL_PRAGMA => {
+                // A `char*[3]`: [0] receives the result, [1] is the pragma's name, [2] its
+                // value or null.
+                let args = arg as *const *const c_char;
+                let (name, value) = (*args.add(1), *args.add(2));
+                if name.is_null() {
+                    return FileControl::Other(op);
+                }
+                FileControl::Pragma {
+                    name: std::ffi::CStr::from_ptr(name)
+                        .to_string_lossy()
+                        .into_owned(),
+                    value: (!value.is_null()).then(|| {
+                        std::ffi::CStr::from_ptr(value)
+                            .to_string_lossy()
+                            .into_owned()
+                    }),
+                }
+            }
+            _ => FileControl::Other(op),
+        }
+    }
+}
+
+/// Writes a file control's reply where its argument says and returns its code.
+///
+/// # Safety
+/// As [`decode_file_control`], for the opcode the reply answers.
+unsafe fn write_reply(
+    file: &File,
+    reply: ControlReply,
+    arg: *mut c_void,
+) -> Result<c_int, Failure> {
+    // SAFETY (whole block): the file control produced a reply of the kind its opcode's
+    // argument holds (an int, an i64, or a `char*` slot, which for SQLITE_FCNTL_PRAGMA is
+    // the array's first element); SQLite frees a string it receives with sqlite3_free.
+    unsafe {
+        match reply {
+            ControlReply::NotFound => return Ok(SQLITE_NOTFOUND),
+            ControlReply::Done => {}
+            ControlReply::Int(value) => *(arg as *mut c_int) = value,
+            ControlReply::Int64(value) => *(arg as *mut i64) = value,
+            ControlReply::Text(text) => {
+                *(arg as *mut *mut c_char) = file.vfs.api.alloc_cstring(&text);
+            }
+            ControlReply::TextError(text) => {
+                *(arg as *mut *mut c_char) = file.vfs.api.alloc_cstring(&text);
+                return Err(Failure::BadArgument);
+            }
+        }
+    }
+    Ok(SQLITE_OK)
 }
 
 unsafe extern "C" fn x_sector_size(raw: *mut sqlite3_file) -> c_int {
@@ -409,7 +491,7 @@ pub(crate) unsafe extern "C" fn x_open(
         let started = trace::start(trace::TARGET_VFS);
         let code = guard(Some(state), "xOpen", || {
             let (file, flags_out) = File::open(state, name, flags)?;
-            let methods = if file_uses_nolock(name, state) {
+            let methods = if file.uses_nolock() {
                 &NOLOCK_IO_METHODS
             } else {
                 &IO_METHODS
@@ -424,7 +506,7 @@ pub(crate) unsafe extern "C" fn x_open(
         if let Some(started) = started {
             let call = Call::Open { flags };
             match (*raw).file.as_ref() {
-                Some(file) => trace::file_call(started, call, code, file),
+                Some(file) => trace::file_call(started, call, code, file.trace_label()),
                 None if name.is_null() => trace::call(started, call, code, "file=<temp>"),
                 None => {
                     let path = std::ffi::CStr::from_ptr(name).to_string_lossy();
@@ -434,17 +516,6 @@ pub(crate) unsafe extern "C" fn x_open(
         }
         code
     }
-}
-
-/// # Safety
-/// `name` must be null or a filename SQLite passed to xOpen.
-unsafe fn file_uses_nolock(name: *const c_char, state: &VfsState) -> bool {
-    // SAFETY: forwarded caller contract.
-    let value = unsafe { state.api.uri_parameter(name, c"nolock") };
-    matches!(
-        value.as_deref().map(str::to_ascii_lowercase).as_deref(),
-        Some("1" | "on" | "yes" | "true")
-    )
 }
 
 pub(crate) unsafe extern "C" fn x_delete(

@@ -1,4 +1,5 @@
-//! Typed errors of the library, mapped once to SQLite result codes.
+//! Typed errors of the library, mapped once to SQLite result codes. A leaf: it names no
+//! other module of the crate but `ffi` (the codes).
 
 use std::fmt;
 
@@ -133,17 +134,6 @@ impl Failure {
         match errno {
             libc::ERANGE | libc::EIO | libc::ENXIO => Failure::CorruptFs(errno),
             _ => Failure::Read(errno),
-        }
-    }
-
-    /// Classifies a failed write-behind flush: the failed write's errno as a write error,
-    /// a write that made no progress as SQLITE_FULL, a failed sync as SQLITE_IOERR_FSYNC.
-    pub(crate) fn from_flush(failure: crate::io::FlushFailure) -> Failure {
-        use crate::io::{FlushFailure, WriteFailure};
-        match failure {
-            FlushFailure::Write(WriteFailure::Errno(errno)) => Failure::from_write_errno(errno),
-            FlushFailure::Write(WriteFailure::NoProgress) => Failure::Full(0),
-            FlushFailure::Sync(errno) => Failure::Fsync(errno),
         }
     }
 

@@ -17,37 +17,50 @@
 //!
 //! The module map and invariants are in `docs/ARCHITECTURE.md`.
 
+// Layers, each importing only from the ones above it in this list
+// (tests/module_graph.rs fails on any cycle; docs/ARCHITECTURE.md has the map):
+// leaves
 mod api;
 mod config;
-mod direct;
-mod entry;
 mod error;
 mod ffi;
-mod file;
+mod stats;
+mod sys;
+pub mod trace;
+// the I/O engines
 mod io;
+// what files are built from
+mod direct;
 mod lock;
 mod mmap;
-mod probe;
 mod shm;
-mod stats;
-pub mod trace;
+mod write_behind;
+// the VFS's shared state, its files, the C entry points, registration
+mod entry;
+mod file;
+mod register;
 mod vfs;
-mod writeback;
 
-pub use config::{Backend, Options, Submission, SyncMode};
+pub use config::{Backend, Options, Submission, SyncMode, SyncPlan};
 pub use error::Error;
-pub use probe::{probe, ProbeReport};
-pub use stats::IoStats;
-pub use vfs::{
+pub use io::diagnose::ProbeReport;
+pub use register::{
     alloc_error_message, register, register_with_api_routines, register_with_faults,
     reset_vfs_stats, sqlite_version, vfs_stats, Registration,
 };
+pub use stats::IoStats;
+
+/// Creates a ring, asks the kernel what it supports, and explains failures (the cause and
+/// the remedy) when io_uring cannot be used here.
+pub fn probe() -> ProbeReport {
+    io::uring::probe_report()
+}
 
 /// Fault injection for tests of error paths (hidden: not a stable API).
 #[doc(hidden)]
 pub use io::{
     fault::{FaultKind, FaultPlan, FaultRule, RecordedOp},
-    OpKind,
+    op::OpKind,
 };
 
 /// Writes the calling thread's ring issued as IORING_OP_WRITE_FIXED from the registered

@@ -138,7 +138,9 @@ impl MemoryMap {
         }
         let file_size = match size_bytes {
             Some(size) => size,
-            None => file_size(fd).map_err(Failure::Fstat)?,
+            None => crate::sys::fstat(fd)
+                .map(|st| st.st_size)
+                .map_err(Failure::Fstat)?,
         };
         let want = file_size.min(self.limit_bytes);
         if want == self.size_bytes && !self.base.is_null() {
@@ -185,16 +187,4 @@ impl Drop for MemoryMap {
     fn drop(&mut self) {
         self.unmap();
     }
-}
-
-pub(crate) fn file_size(fd: RawFd) -> Result<i64, i32> {
-    // SAFETY: stat is plain data, written by fstat.
-    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `stat` is writable for the call.
-    if unsafe { libc::fstat(fd, &mut stat) } != 0 {
-        return Err(std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO));
-    }
-    Ok(stat.st_size)
 }

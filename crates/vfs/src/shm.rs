@@ -162,7 +162,9 @@ impl Shm {
         self.region_size_bytes = region_size_bytes;
         if self.regions.len() <= region {
             let needed_bytes = ((region + 1) * region_size_bytes) as i64;
-            let size_bytes = crate::mmap::file_size(self.fd).map_err(Failure::ShmSize)?;
+            let size_bytes = crate::sys::fstat(self.fd)
+                .map_err(Failure::ShmSize)?
+                .st_size;
             if size_bytes < needed_bytes {
                 if !extend {
                     return Ok(std::ptr::null_mut());

@@ -4,7 +4,7 @@
 //! | target | one record per | fields |
 //! |---|---|---|
 //! | `sqlite_uring::vfs` | VFS call (`entry.rs`) | call, file id/fd/path, offset, length, … , `rc` (SQLite code), `duration_ns` |
-//! | `sqlite_uring::io` | batch handed to the engine (`Submitter::perform`) | engine, each op with its result, `kernel_entries`, `duration_ns` |
+//! | `sqlite_uring::io` | batch handed to the engine (`Submitter::perform`; formatted in `io/record.rs`) | engine, each op with its result, `kernel_entries`, `duration_ns` |
 //! | `sqlite_uring::ring` | ring submission (`Ring::perform_on_ring`) | `entries` (SQEs), `linked`, `kernel_entries` (io_uring_enter calls), `completions` |
 //!
 //! So `RUST_LOG=sqlite_uring=trace` shows everything, `RUST_LOG=sqlite_uring::vfs=trace`
@@ -28,20 +28,6 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
 use crate::ffi::*;
-use crate::file::File;
-use crate::io::Op;
-
-/// Target of the records of VFS calls.
-pub const TARGET_VFS: &str = "sqlite_uring::vfs";
-/// Target of the records of batches performed by the engine (any backend).
-pub const TARGET_IO: &str = "sqlite_uring::io";
-/// Target of the records of io_uring submissions.
-pub const TARGET_RING: &str = "sqlite_uring::ring";
-/// Whether this build has the trace hooks (cargo feature `trace`).
-pub const COMPILED_IN: bool = cfg!(feature = "trace");
-/// Environment variable choosing where the extension's trace goes: `stderr` (default),
-/// `sqlite3_log`, or a file path (appended to, one `write` per record).
-pub const LOG_DESTINATION_ENV: &str = "SQLITE_URING_LOG";
 
 /// Whether a `Trace` record for `target` would be written. When no logger raised
 /// `log::max_level()`, this is one relaxed atomic load and a compare.
@@ -68,7 +54,8 @@ pub(crate) fn start(target: &'static str) -> Option<Instant> {
     }
 }
 
-fn emit(target: &'static str, line: &str) {
+/// Writes one record for `target`.
+pub(crate) fn emit(target: &'static str, line: &str) {
     #[cfg(feature = "trace")]
     log::trace!(target: target, "{line}");
     #[cfg(not(feature = "trace"))]
@@ -76,7 +63,7 @@ fn emit(target: &'static str, line: &str) {
 }
 
 /// Runs a trace formatter; a panic in it must never reach SQLite or change a result.
-fn quietly(f: impl FnOnce()) {
+pub(crate) fn quietly(f: impl FnOnce()) {
     let _ = catch_unwind(AssertUnwindSafe(f));
 }
 
@@ -236,10 +223,19 @@ impl Call {
     }
 }
 
+/// What a trace record says about an open file.
+#[derive(Clone, Copy)]
+pub(crate) struct FileLabel<'a> {
+    pub(crate) id: u64,
+    pub(crate) fd: i32,
+    /// `None` for an anonymous temporary file.
+    pub(crate) path: Option<&'a str>,
+}
+
 /// `id=3 fd=7 file="/path"` (`file=<temp>` for an anonymous temporary file).
-pub(crate) fn describe_file(file: &File) -> String {
-    let (id, fd) = file.trace_ids();
-    match file.path() {
+pub(crate) fn describe_file(file: FileLabel<'_>) -> String {
+    let FileLabel { id, fd, path } = file;
+    match path {
         Some(path) => format!("id={id} fd={fd} file={path:?}"),
         None => format!("id={id} fd={fd} file=<temp>"),
     }
@@ -251,7 +247,7 @@ pub(crate) fn describe_file(file: &File) -> String {
 /// As [`Call::write_args`].
 #[cold]
 #[inline(never)]
-pub(crate) unsafe fn file_call(started: Instant, call: Call, rc: c_int, file: &File) {
+pub(crate) unsafe fn file_call(started: Instant, call: Call, rc: c_int, file: FileLabel<'_>) {
     // SAFETY: forwarded caller contract.
     quietly(|| unsafe { call_record(started, call, rc, &describe_file(file)) });
 }
@@ -282,102 +278,6 @@ unsafe fn call_record(started: Instant, call: Call, rc: c_int, subject: &str) {
     }
     let _ = write!(line, " duration_ns={duration_ns}");
     emit(TARGET_VFS, &line);
-}
-
-/// Writes the record of one batch performed by the engine (`Submitter::perform`).
-#[cold]
-#[inline(never)]
-pub(crate) fn io_batch(
-    started: Instant,
-    engine: &str,
-    ops: &[Op],
-    results: &[i32],
-    outcome: Result<u64, i32>,
-) {
-    quietly(|| {
-        let duration_ns = started.elapsed().as_nanos();
-        let mut line = format!("batch engine={engine} ops={}", ops.len());
-        match outcome {
-            Ok(kernel_entries) => {
-                let _ = write!(line, " kernel_entries={kernel_entries}");
-            }
-            Err(errno) => {
-                let _ = write!(line, " failed errno={errno} ({})", errno_text(errno));
-            }
-        }
-        let _ = write!(line, " duration_ns={duration_ns} [");
-        for (index, op) in ops.iter().enumerate() {
-            if index > 0 {
-                line.push_str("; ");
-            }
-            write_op(&mut line, op);
-            if let (Ok(_), Some(&result)) = (outcome, results.get(index)) {
-                if result >= 0 {
-                    let _ = write!(line, " -> {result}");
-                } else {
-                    let _ = write!(line, " -> error {} ({})", -result, errno_text(-result));
-                }
-            }
-        }
-        line.push(']');
-        emit(TARGET_IO, &line);
-    });
-}
-
-/// Writes the record of one ring submission (`Ring::perform_on_ring`): `entries` SQEs
-/// pushed, `linked` of them with IOSQE_IO_LINK, `kernel_entries` io_uring_enter calls,
-/// and as many completions reaped as entries (the ring is empty when it returns).
-#[cold]
-#[inline(never)]
-pub(crate) fn ring_submission(
-    ops: &[Op],
-    linked: &[bool],
-    kernel_entries: u64,
-    has_ftruncate: bool,
-) {
-    quietly(|| {
-        let by_syscall = ops
-            .iter()
-            .filter(|op| matches!(op, Op::Truncate { .. }) && !has_ftruncate)
-            .count();
-        let entries = ops.len() - by_syscall;
-        let linked = linked.iter().take(ops.len()).filter(|l| **l).count();
-        let mut line = format!(
-            "submit entries={entries} linked={linked} kernel_entries={kernel_entries} completions={entries}"
-        );
-        if by_syscall > 0 {
-            let _ = write!(line, " ftruncate_by_syscall={by_syscall}");
-        }
-        emit(TARGET_RING, &line);
-    });
-}
-
-fn write_op(line: &mut String, op: &Op) {
-    let _ = match *op {
-        Op::Read {
-            fd, len, offset, ..
-        } => write!(line, "read fd={fd} offset={offset} len={len}"),
-        Op::Write {
-            fd, len, offset, ..
-        } => write!(line, "write fd={fd} offset={offset} len={len}"),
-        Op::Sync { fd, data_only } => write!(line, "{} fd={fd}", sync_name(data_only)),
-        Op::SyncAfterWrites { fd, data_only } => {
-            write!(line, "{} fd={fd} after_writes", sync_name(data_only))
-        }
-        Op::Truncate { fd, len } => write!(line, "ftruncate fd={fd} len={len}"),
-    };
-}
-
-fn sync_name(data_only: bool) -> &'static str {
-    if data_only {
-        "fdatasync"
-    } else {
-        "fsync"
-    }
-}
-
-fn errno_text(errno: i32) -> String {
-    std::io::Error::from_raw_os_error(errno).to_string()
 }
 
 fn open_flags(flags: c_int) -> String {
@@ -541,8 +441,10 @@ fn result_name(rc: c_int) -> &'static str {
 
 #[cfg(feature = "trace")]
 mod logger;
+mod targets;
 #[cfg(feature = "trace")]
 pub use logger::{install, Filter, Sink, TraceLogger};
+pub use targets::{COMPILED_IN, LOG_DESTINATION_ENV, TARGET_IO, TARGET_RING, TARGET_VFS};
 
 /// Installs the extension's logger when `RUST_LOG` enables a `sqlite_uring` target, with
 /// the destination `SQLITE_URING_LOG` names: unset or `stderr`, `sqlite3_log` (records
@@ -609,28 +511,5 @@ mod tests {
             sync_flags(SQLITE_SYNC_FULL | SQLITE_SYNC_DATAONLY),
             "FULL|DATAONLY"
         );
-    }
-
-    #[test]
-    fn batch_records_list_ops_and_results() {
-        let buf = [0u8; 8];
-        let ops = [
-            Op::Write {
-                fd: 5,
-                buf: buf.as_ptr(),
-                len: 8,
-                offset: 16,
-            },
-            Op::SyncAfterWrites {
-                fd: 5,
-                data_only: false,
-            },
-        ];
-        let mut line = String::new();
-        for op in &ops {
-            write_op(&mut line, op);
-            line.push(';');
-        }
-        assert_eq!(line, "write fd=5 offset=16 len=8;fsync fd=5 after_writes;");
     }
 }

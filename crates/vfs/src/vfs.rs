@@ -1,18 +1,16 @@
-//! Registration of the VFS object, its shared state, and VFS-level methods.
+//! The state every file of a registered VFS shares ([`VfsState`]: its name, SQLite's
+//! function table, the `unix` VFS it delegates path operations to, its engine and
+//! defaults, its counters), and the VFS-level I/O method, xDelete.
 
-use std::ffi::{c_int, CString};
-use std::sync::{Arc, Mutex};
+use std::ffi::CString;
 
 use crate::api::SqliteApi;
+use crate::config::{Backend, Submission, SyncMode};
 use crate::error::Failure;
 use crate::ffi::*;
-use crate::io::fault::FaultPlan;
 use crate::io::{EngineKind, Routing, Submitter};
-use crate::stats::{IoStats, SharedStats};
-use crate::{entry, Backend, Error, Options, Submission, SyncMode};
-
-/// os_unix.c MAX_PATHNAME.
-const MAX_PATHNAME_BYTES: c_int = 512;
+use crate::stats::SharedStats;
+use crate::write_behind;
 
 /// Everything a registered VFS needs; leaked at registration (SQLite keeps the pointer
 /// for the life of the process) and reached from callbacks through `pAppData`.
@@ -27,14 +25,17 @@ pub(crate) struct VfsState {
     /// Default of the `uring_direct` URI parameter.
     pub(crate) direct_io: bool,
     pub(crate) stats: SharedStats,
-    backend: Backend,
-    read_submission: Submission,
-    write_submission: Submission,
-    sync_submission: Submission,
+    /// What io_uring files of this VFS send through the ring unless their URI says
+    /// otherwise (`Routing::from_options` of the registration options).
+    pub(crate) routing: Routing,
+    pub(crate) backend: Backend,
+    pub(crate) read_submission: Submission,
+    pub(crate) write_submission: Submission,
+    pub(crate) sync_submission: Submission,
     /// Default of the `uring_sqpoll` URI parameter.
-    sqpoll: bool,
-    fallback_reason: Option<String>,
-    c_name: CString,
+    pub(crate) sqpoll: bool,
+    pub(crate) fallback_reason: Option<String>,
+    pub(crate) c_name: CString,
 }
 
 // SAFETY: `parent` points to SQLite's static unix VFS, which SQLite allows to be used from
@@ -44,29 +45,16 @@ unsafe impl Send for VfsState {}
 unsafe impl Sync for VfsState {}
 
 impl VfsState {
-    /// What io_uring files of this VFS send through the ring unless the URI says otherwise.
-    pub(crate) fn routing_default(&self) -> Routing {
-        Routing::new(
-            self.read_submission,
-            self.write_submission,
-            self.sync_submission,
-        )
-        .with_sqpoll(self.sqpoll)
-    }
-
     /// xDelete: unlink, then sync the directory when SQLite asks (journal deletion is a
     /// commit point in DELETE mode).
     pub(crate) fn delete(&self, path: &str, sync_dir: bool) -> Result<(), Failure> {
         // A queued write that failed unreported (e.g. at a journal's xClose) must stop the
         // journal from being deleted: it is what repairs the database.
-        crate::writeback::flush(crate::writeback::Caller::Writer(None))
-            .map_err(Failure::from_flush)?;
+        write_behind::flush(write_behind::Caller::Writer(None))?;
         let c_path = CString::new(path).map_err(|_| Failure::Delete(libc::EINVAL))?;
         // SAFETY: `c_path` is NUL-terminated.
         if unsafe { libc::unlink(c_path.as_ptr()) } != 0 {
-            let errno = std::io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EIO);
+            let errno = crate::sys::last_errno();
             return Err(if errno == libc::ENOENT {
                 Failure::DeleteNoent
             } else {
@@ -74,255 +62,19 @@ impl VfsState {
             });
         }
         if sync_dir {
-            let directory = crate::file::directory_of(path);
             let scratch = SharedStats::default();
             let mut io = Submitter {
                 engine: &self.engine,
                 file_stats: &scratch,
                 vfs_stats: &self.stats,
             };
-            match crate::file::sync_directory_with(
-                &mut io,
-                directory,
-                self.sync_mode == SyncMode::Fdatasync,
-            ) {
+            let directory = crate::sys::directory_of(path);
+            match io.sync_directory(directory, self.sync_mode == SyncMode::Fdatasync) {
                 // os_unix.c: a directory that cannot be opened is not an error.
                 Ok(()) | Err(Failure::CantOpen(_)) => {}
                 Err(failure) => return Err(failure),
             }
         }
         Ok(())
-    }
-}
-
-/// What [`register`] did.
-#[derive(Clone, Debug)]
-pub struct Registration {
-    pub vfs_name: String,
-    /// The engine the VFS uses.
-    pub backend: Backend,
-    /// Set when io_uring was unavailable and the caller allowed the syscall fallback.
-    pub fallback_reason: Option<String>,
-}
-
-struct Registered {
-    state: &'static VfsState,
-    vfs: *mut sqlite3_vfs,
-}
-
-// SAFETY: the registry only stores leaked, immutable registration objects.
-unsafe impl Send for Registered {}
-
-static REGISTRY: Mutex<Vec<Registered>> = Mutex::new(Vec::new());
-
-fn registry() -> std::sync::MutexGuard<'static, Vec<Registered>> {
-    REGISTRY
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Registers the VFS with the SQLite linked into this program (rusqlite `bundled`).
-///
-/// Registering the same name again with the same options is a no-op (apart from
-/// `make_default`); with different options it is an error.
-pub fn register(options: Options) -> Result<Registration, Error> {
-    register_impl(SqliteApi::linked(), options, None)
-}
-
-/// Registers the VFS through the `sqlite3_api_routines` handed to a loadable extension.
-///
-/// # Safety
-/// `api_routines` must be the pointer SQLite passed to the extension entry point.
-pub unsafe fn register_with_api_routines(
-    api_routines: *const std::ffi::c_void,
-    options: Options,
-) -> Result<Registration, Error> {
-    // SAFETY: forwarded caller contract.
-    let api = unsafe { SqliteApi::from_routines(api_routines) }.ok_or_else(|| {
-        Error::InvalidOption("the extension was handed no sqlite3_api_routines".into())
-    })?;
-    register_impl(api, options, None)
-}
-
-/// Registers a VFS whose I/O passes through `plan` (tests drive error paths with it).
-/// The plan's engine decides how ops are issued ([`FaultPlan::with_submissions`]); the
-/// `*_submission` fields of `options` are not used.
-#[doc(hidden)]
-pub fn register_with_faults(options: Options, plan: Arc<FaultPlan>) -> Result<Registration, Error> {
-    register_impl(SqliteApi::linked(), options, Some(plan))
-}
-
-fn register_impl(
-    api: SqliteApi,
-    options: Options,
-    faults: Option<Arc<FaultPlan>>,
-) -> Result<Registration, Error> {
-    if options.vfs_name.is_empty() || options.vfs_name.contains('\0') {
-        return Err(Error::InvalidOption(format!(
-            "vfs_name {:?} must be non-empty and contain no NUL byte",
-            options.vfs_name
-        )));
-    }
-    let mut registry = registry();
-    if let Some(existing) = registry.iter().find(|r| r.state.name == options.vfs_name) {
-        let same = existing.state.backend == options.backend
-            && existing.state.sync_mode == options.sync_mode
-            && existing.state.read_submission == options.read_submission
-            && existing.state.write_submission == options.write_submission
-            && existing.state.sync_submission == options.sync_submission
-            && existing.state.direct_io == options.direct_io
-            && existing.state.sqpoll == options.sqpoll
-            && faults.is_none()
-            && !matches!(existing.state.engine, EngineKind::Fault(_));
-        if !same {
-            return Err(Error::InvalidOption(format!(
-                "a VFS named {:?} is already registered with different options",
-                options.vfs_name
-            )));
-        }
-        // SAFETY: the registered object is leaked and fully initialised.
-        let code = unsafe {
-            existing
-                .state
-                .api
-                .vfs_register(existing.vfs, options.make_default)
-        };
-        if code != SQLITE_OK {
-            return Err(Error::RegistrationFailed {
-                vfs_name: options.vfs_name,
-                sqlite_code: code,
-            });
-        }
-        return Ok(Registration {
-            vfs_name: existing.state.name.clone(),
-            backend: existing.state.backend,
-            fallback_reason: existing.state.fallback_reason.clone(),
-        });
-    }
-
-    let parent = api.vfs_find(c"unix");
-    if parent.is_null() {
-        return Err(Error::NoParentVfs);
-    }
-    let mut backend = options.backend;
-    let mut fallback_reason = None;
-    if backend == Backend::IoUring {
-        let routing = Routing::ALL_RING.with_sqpoll(options.sqpoll);
-        if let Err(reason) = EngineKind::IoUring(routing).ensure_available() {
-            if !options.fallback_to_syscall {
-                return Err(Error::IoUringUnavailable(reason));
-            }
-            api.log(
-                SQLITE_WARNING,
-                &format!("sqlite-uring: using plain syscalls: {reason}"),
-            );
-            backend = Backend::Syscall;
-            fallback_reason = Some(reason);
-        }
-    }
-    let engine = match (faults, backend) {
-        (Some(plan), _) => EngineKind::Fault(plan),
-        (None, Backend::IoUring) => EngineKind::IoUring(
-            Routing::new(
-                options.read_submission,
-                options.write_submission,
-                options.sync_submission,
-            )
-            .with_sqpoll(options.sqpoll),
-        ),
-        (None, Backend::Syscall) => EngineKind::Syscall,
-    };
-    let c_name = CString::new(options.vfs_name.clone()).expect("checked for NUL above");
-    let state: &'static VfsState = Box::leak(Box::new(VfsState {
-        name: options.vfs_name.clone(),
-        api,
-        parent,
-        engine,
-        fallback_to_syscall: options.fallback_to_syscall,
-        sync_mode: options.sync_mode,
-        direct_io: options.direct_io,
-        stats: SharedStats::default(),
-        backend,
-        read_submission: options.read_submission,
-        write_submission: options.write_submission,
-        sync_submission: options.sync_submission,
-        sqpoll: options.sqpoll,
-        fallback_reason: fallback_reason.clone(),
-        c_name,
-    }));
-    let vfs: *mut sqlite3_vfs = Box::leak(Box::new(sqlite3_vfs {
-        i_version: 2,
-        sz_os_file: std::mem::size_of::<entry::RawFile>() as c_int,
-        mx_pathname: MAX_PATHNAME_BYTES,
-        p_next: std::ptr::null_mut(),
-        z_name: state.c_name.as_ptr(),
-        p_app_data: state as *const VfsState as *mut std::ffi::c_void,
-        x_open: Some(entry::x_open),
-        x_delete: Some(entry::x_delete),
-        x_access: Some(entry::x_access),
-        x_full_pathname: Some(entry::x_full_pathname),
-        x_dl_open: Some(entry::x_dl_open),
-        x_dl_error: Some(entry::x_dl_error),
-        x_dl_sym: Some(entry::x_dl_sym),
-        x_dl_close: Some(entry::x_dl_close),
-        x_randomness: Some(entry::x_randomness),
-        x_sleep: Some(entry::x_sleep),
-        x_current_time: Some(entry::x_current_time),
-        x_get_last_error: Some(entry::x_get_last_error),
-        x_current_time_int64: Some(entry::x_current_time_int64),
-        x_set_system_call: None,
-        x_get_system_call: None,
-        x_next_system_call: None,
-    }));
-    // SAFETY: `vfs` is fully initialised and leaked, so it outlives the registration.
-    let code = unsafe { api.vfs_register(vfs, options.make_default) };
-    if code != SQLITE_OK {
-        return Err(Error::RegistrationFailed {
-            vfs_name: options.vfs_name,
-            sqlite_code: code,
-        });
-    }
-    registry.push(Registered { state, vfs });
-    Ok(Registration {
-        vfs_name: options.vfs_name,
-        backend,
-        fallback_reason,
-    })
-}
-
-/// Totals of every file opened through the VFS registered as `vfs_name`.
-pub fn vfs_stats(vfs_name: &str) -> Option<IoStats> {
-    registry()
-        .iter()
-        .find(|r| r.state.name == vfs_name)
-        .map(|r| r.state.stats.snapshot())
-}
-
-/// Sets the totals of `vfs_name` back to zero.
-pub fn reset_vfs_stats(vfs_name: &str) {
-    if let Some(r) = registry().iter().find(|r| r.state.name == vfs_name) {
-        r.state.stats.reset();
-    }
-}
-
-/// The SQLite library version the VFS was registered with (for the first registration).
-pub fn sqlite_version() -> Option<String> {
-    registry().first().map(|r| r.state.api.libversion())
-}
-
-/// Copies `message` into memory from the `sqlite3_malloc` of the SQLite that handed the
-/// extension `api_routines`, for an entry point's `pzErrMsg` (SQLite frees it).
-///
-/// # Safety
-/// `api_routines` must be the pointer SQLite passed to the extension entry point.
-#[doc(hidden)]
-pub unsafe fn alloc_error_message(
-    api_routines: *const std::ffi::c_void,
-    message: &str,
-) -> *mut std::ffi::c_char {
-    // SAFETY: forwarded caller contract.
-    match unsafe { SqliteApi::from_routines(api_routines) } {
-        Some(api) => api.alloc_cstring(message),
-        None => std::ptr::null_mut(),
     }
 }

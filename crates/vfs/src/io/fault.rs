@@ -5,8 +5,12 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::{EngineKind, Op, OpKind};
-use crate::{Backend, Submission};
+use crate::config::{Backend, Submission};
+
+use super::op::{Engine, Op, OpKind};
+use super::routing::Routing;
+use super::syscall::SyscallEngine;
+use super::uring;
 
 /// What happens to a matching op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,7 +50,8 @@ pub struct RecordedOp {
 
 /// A shared, mutable set of fault rules over a real engine.
 pub struct FaultPlan {
-    inner: EngineKind,
+    /// The engine underneath: io_uring with this routing, or plain syscalls (`None`).
+    inner: Option<Routing>,
     rules: Mutex<Vec<ActiveRule>>,
     injected: AtomicU64,
     /// While recording: every op seen, in submission order (a test of which syscalls run
@@ -82,8 +87,8 @@ impl FaultPlan {
         let [reads, writes, syncs] = submissions;
         Arc::new(FaultPlan {
             inner: match backend {
-                Backend::IoUring => EngineKind::IoUring(super::Routing::new(reads, writes, syncs)),
-                Backend::Syscall => EngineKind::Syscall,
+                Backend::IoUring => Some(Routing::new(reads, writes, syncs)),
+                Backend::Syscall => None,
             },
             rules: Mutex::new(Vec::new()),
             injected: AtomicU64::new(0),
@@ -135,8 +140,9 @@ impl FaultPlan {
         self.injected.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn inner(&self) -> &EngineKind {
-        &self.inner
+    /// The routing of the io_uring engine underneath; `None` for plain syscalls.
+    pub(crate) fn inner_routing(&self) -> Option<Routing> {
+        self.inner
     }
 
     fn lock_rules(&self) -> std::sync::MutexGuard<'_, Vec<ActiveRule>> {
@@ -192,7 +198,7 @@ impl FaultPlan {
     }
 
     /// # Safety
-    /// As [`super::Engine::perform`].
+    /// As [`Engine::perform`].
     pub(crate) unsafe fn perform(&self, ops: &[Op], results: &mut [i32]) -> Result<u64, i32> {
         // Test-only engine: allocating here is fine.
         let mut forwarded: Vec<Op> = Vec::with_capacity(ops.len());
@@ -270,7 +276,12 @@ impl FaultPlan {
         }
         let mut forwarded_results = vec![0i32; forwarded.len()];
         // SAFETY: forwarded ops name the caller's buffers with equal or shorter lengths.
-        let entries = unsafe { self.inner.perform(&forwarded, &mut forwarded_results) }?;
+        let entries = unsafe {
+            match self.inner {
+                Some(routing) => uring::perform_routed(routing, &forwarded, &mut forwarded_results),
+                None => SyscallEngine.perform(&forwarded, &mut forwarded_results),
+            }
+        }?;
         for (index, result) in forwarded_index.into_iter().zip(forwarded_results) {
             results[index] = result;
         }

@@ -6,7 +6,7 @@
 
 use std::os::fd::RawFd;
 
-use super::{Engine, Op};
+use super::op::{is_retryable, Engine, Op, RETRY_LIMIT};
 
 pub(crate) struct SyscallEngine;
 
@@ -82,4 +82,108 @@ pub(crate) fn chain_completed(ops: &[Op], results: &[i32], sync_index: usize, fd
         .rev()
         .take_while(|(op, _)| matches!(op, Op::Write { fd: write_fd, .. } if *write_fd == fd))
         .all(|(op, &result)| matches!(op, Op::Write { len, .. } if result == *len as i32))
+}
+
+/// Reads into `buf` from `offset` by `pread` until it is full or the file ends, retrying
+/// EINTR/EAGAIN and continuing short reads, uncounted; returns the outcome (bytes read, or
+/// errno) and the `pread` calls made. The path for reads that go by syscall anyway: SQLite's
+/// reads are mostly single pages from the page cache, where the generic batch path cost
+/// ~250 instructions per read more than `unix`, 10–15 % of a large-blob read (callgrind;
+/// docs/BENCH_BLOBS.md).
+#[inline]
+pub(crate) fn pread_fully(fd: RawFd, buf: &mut [u8], offset: u64) -> (Result<usize, i32>, u64) {
+    if buf.len() <= i32::MAX as usize {
+        // SAFETY: `buf` is an exclusive borrow of `buf.len()` bytes for the whole call;
+        // pread does not retain the pointer.
+        let n = unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), offset as i64) };
+        if n >= 0 && n as usize == buf.len() {
+            return (Ok(buf.len()), 1);
+        }
+        // End of file: 0 bytes is final, as in os_unix.c seekAndRead. (SQLite reads past
+        // the end on every rollback commit: the 8 bytes after the journal header.)
+        if n == 0 {
+            return (Ok(0), 1);
+        }
+        // A short read continues where it stopped; a failure goes to the loop's retry.
+        if n > 0 {
+            assert!(n as usize <= buf.len(), "kernel read more than asked");
+            let (outcome, calls) = pread_loop(fd, buf, offset, n as usize);
+            return (outcome, calls + 1);
+        }
+    }
+    // Failed or huge: the full loop (a read is idempotent).
+    let (outcome, calls) = pread_loop(fd, buf, offset, 0);
+    (outcome, calls + 1)
+}
+
+/// The loop of [`pread_fully`], from `done` bytes already read into `buf`.
+#[cold]
+fn pread_loop(fd: RawFd, buf: &mut [u8], offset: u64, done: usize) -> (Result<usize, i32>, u64) {
+    let mut done = done;
+    let mut retries = 0;
+    let mut calls = 0u64;
+    let outcome = loop {
+        if done == buf.len() {
+            break Ok(done);
+        }
+        let rest = &mut buf[done..];
+        let len = rest.len().min(i32::MAX as usize);
+        // SAFETY: `rest` is an exclusive borrow of `len` or more bytes for the whole
+        // call; pread does not retain the pointer.
+        let n = unsafe {
+            libc::pread(
+                fd,
+                rest.as_mut_ptr().cast(),
+                len,
+                (offset + done as u64) as i64,
+            )
+        };
+        calls += 1;
+        match n {
+            0 => break Ok(done),
+            n if n > 0 => {
+                assert!(n as usize <= len, "kernel read more than asked");
+                done += n as usize;
+            }
+            _ => {
+                let errno = std::io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EIO);
+                if is_retryable(errno) && retries < RETRY_LIMIT {
+                    retries += 1;
+                } else {
+                    break Err(errno);
+                }
+            }
+        }
+    };
+    (outcome, calls)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn pread_fully_reads_whole_short_and_failed() {
+        let mut file = tempfile::tempfile().unwrap();
+        std::io::Write::write_all(&mut file, &[7u8; 100]).unwrap();
+        let fd = file.as_raw_fd();
+        let mut buf = [0u8; 50];
+        assert_eq!(pread_fully(fd, &mut buf, 10), (Ok(50), 1));
+        assert_eq!(buf, [7u8; 50]);
+        // Past the end: the first pread comes back short, the loop continues from there
+        // and finds EOF.
+        let mut buf = [0u8; 200];
+        let (outcome, calls) = pread_fully(fd, &mut buf, 0);
+        assert_eq!(outcome, Ok(100));
+        assert_eq!(calls, 2);
+        assert_eq!(&buf[..100], &[7u8; 100][..]);
+        // Wholly past the end: one pread, which returns 0, is the answer (os_unix.c makes
+        // one too; SQLite does this on every rollback commit).
+        let mut buf = [1u8; 8];
+        assert_eq!(pread_fully(fd, &mut buf, 512), (Ok(0), 1));
+        assert_eq!(pread_fully(-1, &mut buf, 0).0, Err(libc::EBADF));
+    }
 }

@@ -13,14 +13,20 @@
 //! `io_uring_enter(GETEVENTS)`. DEFER_TASKRUN cannot be combined with SQPOLL.
 //!
 //! Every `perform` submits its whole batch, waits for every completion, and returns with
-//! the ring empty: see the buffer-lifetime rule in `io/mod.rs`.
+//! the ring empty: see the buffer-lifetime rule in `op.rs`.
 
 use std::cell::RefCell;
 use std::os::fd::RawFd;
 
 use io_uring::{opcode, types, IoUring};
 
-use super::{Engine, Op};
+use super::diagnose::{explain_setup_failure, kernel_release, ProbeReport};
+use super::fixed::{buffer_registration_switched_off, fixed_region};
+use super::fork::fork_generation;
+use super::op::{Engine, Op, MAX_BATCH};
+use super::record;
+use super::routing::Routing;
+use super::syscall::{chain_completed, SyscallEngine};
 
 /// Submission-queue entries per ring. SQLite rarely has more than a few ops ready at
 /// once; bigger batches are split, never dropped.
@@ -85,27 +91,6 @@ impl FixedBuffers {
     }
 }
 
-/// Bumped in the child after every `fork()`. A forked child inherits its parent's ring
-/// mappings: submitting on them would mix the child's I/O into the parent's queues, so a
-/// ring from an older generation is abandoned (the parent still uses it) and a new one
-/// is created.
-static FORK_GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-static FORK_HANDLER: std::sync::Once = std::sync::Once::new();
-
-extern "C" fn after_fork_in_child() {
-    FORK_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    crate::writeback::forget_after_fork();
-}
-
-fn fork_generation() -> u64 {
-    FORK_HANDLER.call_once(|| {
-        // SAFETY: registers a child handler that only touches an atomic and try_locks the
-        // write queue, which is safe in the single-threaded child after fork.
-        unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
-    });
-    FORK_GENERATION.load(std::sync::atomic::Ordering::Relaxed)
-}
-
 enum Slot {
     Uninit,
     Ready(Box<Ring>),
@@ -120,7 +105,7 @@ thread_local! {
 
 /// Creates this thread's ring (its SQPOLL ring with `sqpoll`) if needed; the error names
 /// the cause and the remedy.
-pub(crate) fn ensure_thread_ring(sqpoll: bool) -> Result<(), String> {
+fn ensure_thread_ring(sqpoll: bool) -> Result<(), String> {
     THREAD_RINGS.with(|slots| {
         let mut slot = slots[sqpoll as usize].borrow_mut();
         init_slot(&mut slot, sqpoll);
@@ -129,6 +114,39 @@ pub(crate) fn ensure_thread_ring(sqpoll: bool) -> Result<(), String> {
             Slot::Failed(reason, _) => Err(reason.clone()),
             Slot::Uninit => unreachable!("init_slot leaves the slot initialised"),
         }
+    })
+}
+
+/// Checks that a file with `routing` can run on this thread: its ring (or, when its
+/// reads, writes and syncs all go by syscall and it never submits, only that this process
+/// can make rings at all: such a file does not make its thread set one up).
+pub(crate) fn ensure_available(routing: Routing) -> Result<(), String> {
+    if routing.reads_writes_syncs_by_syscall() && !routing.sqpoll {
+        ensure_process_can_make_rings()
+    } else {
+        ensure_thread_ring(routing.sqpoll)
+    }
+}
+
+/// Performs a batch with `routing`: by syscall from this thread when the routing leaves
+/// at most one op for the ring (the common case, a lone read or write, then never looks
+/// up the thread's ring: a thread-local lookup per xRead is measurable next to a
+/// page-cache pread), otherwise on the thread's ring with the syscall-routed ops around it.
+///
+/// # Safety
+/// As [`Engine::perform`].
+pub(crate) unsafe fn perform_routed(
+    routing: Routing,
+    ops: &[Op],
+    results: &mut [i32],
+) -> Result<u64, i32> {
+    if routing.all_by_syscall(ops) {
+        // SAFETY: forwarded caller contract.
+        return unsafe { SyscallEngine.perform(ops, results) };
+    }
+    // SAFETY: forwarded caller contract.
+    with_thread_ring(routing.sqpoll, |ring| unsafe {
+        ring.perform_with(ops, results, routing)
     })
 }
 
@@ -141,9 +159,9 @@ pub(crate) fn thread_has_ring() -> bool {
 /// found out once, with a throwaway ring (or this thread's, if it has one already), so
 /// that a thread that only opens such files (a thread per request) does not set up and
 /// tear down a ring it never uses (1.40× `unix` for open + read + close on a new thread,
-/// measured in session 7 with examples/connection_churn.rs). A failure is not
+/// measured with examples/connection_churn.rs). A failure is not
 /// remembered: the next open asks again.
-pub(crate) fn ensure_process_can_make_rings() -> Result<(), String> {
+fn ensure_process_can_make_rings() -> Result<(), String> {
     static CAN_MAKE_RINGS: std::sync::atomic::AtomicBool =
         std::sync::atomic::AtomicBool::new(false);
     if CAN_MAKE_RINGS.load(std::sync::atomic::Ordering::Relaxed) || thread_has_ring() {
@@ -180,7 +198,7 @@ fn init_slot(slot: &mut Slot, sqpoll: bool) {
 
 /// Runs `f` with this thread's ring (its SQPOLL ring with `sqpoll`); `Err(errno)` when the
 /// ring cannot be created.
-pub(crate) fn with_thread_ring<T>(
+fn with_thread_ring<T>(
     sqpoll: bool,
     f: impl FnOnce(&mut Ring) -> Result<T, i32>,
 ) -> Result<T, i32> {
@@ -276,7 +294,7 @@ fn explain_sqpoll_failure(errno: i32) -> String {
 fn unlinked_sync(ops: &[Op], results: &mut [i32], index: usize) -> Option<Op> {
     match ops[index] {
         Op::SyncAfterWrites { fd, data_only } => {
-            if super::syscall::chain_completed(ops, &results[..index], index, fd) {
+            if chain_completed(ops, &results[..index], index, fd) {
                 Some(Op::Sync { fd, data_only })
             } else {
                 results[index] = -libc::ECANCELED;
@@ -325,8 +343,8 @@ impl Ring {
         if self.fixed_buffers != FixedBuffers::NotYet {
             return;
         }
-        let Some((start, len)) = super::fixed_region() else {
-            if super::buffer_registration_switched_off() {
+        let Some((start, len)) = fixed_region() else {
+            if buffer_registration_switched_off() {
                 self.fixed_buffers = FixedBuffers::Unavailable;
             }
             return;
@@ -419,7 +437,7 @@ impl Ring {
 impl Engine for Ring {
     unsafe fn perform(&mut self, ops: &[Op], results: &mut [i32]) -> Result<u64, i32> {
         // SAFETY: forwarded caller contract.
-        unsafe { self.perform_with(ops, results, super::Routing::ALL_RING) }
+        unsafe { self.perform_with(ops, results, Routing::ALL_RING) }
     }
 }
 
@@ -436,12 +454,12 @@ impl Ring {
         &mut self,
         ops: &[Op],
         results: &mut [i32],
-        routing: super::Routing,
+        routing: Routing,
     ) -> Result<u64, i32> {
         let ring_ops = ops.iter().filter(|op| !routing.bypasses(op)).count();
         if routing.all_by_syscall(ops) {
             // SAFETY: forwarded caller contract.
-            return unsafe { super::syscall::SyscallEngine.perform(ops, results) };
+            return unsafe { SyscallEngine.perform(ops, results) };
         }
         if ring_ops == ops.len() {
             // SAFETY: forwarded caller contract.
@@ -451,11 +469,11 @@ impl Ring {
         let mut rest = [Op::Sync {
             fd: -1,
             data_only: true,
-        }; super::MAX_BATCH];
-        let mut rest_index = [0usize; super::MAX_BATCH];
+        }; MAX_BATCH];
+        let mut rest_index = [0usize; MAX_BATCH];
         let mut rest_count = 0usize;
         // Syncs routed to syscalls run last, after the ring ops they may depend on.
-        let mut deferred_syncs = [0usize; super::MAX_BATCH];
+        let mut deferred_syncs = [0usize; MAX_BATCH];
         let mut deferred_count = 0usize;
         for index in 0..ops.len() {
             match ops[index] {
@@ -467,9 +485,7 @@ impl Ring {
                 ref op if routing.bypasses(op) => {
                     // SAFETY: the caller keeps the buffer valid for this call.
                     let mut one = [0i32];
-                    unsafe {
-                        super::syscall::SyscallEngine.perform(&ops[index..index + 1], &mut one)
-                    }?;
+                    unsafe { SyscallEngine.perform(&ops[index..index + 1], &mut one) }?;
                     results[index] = one[0];
                     kernel_entries += 1;
                     continue;
@@ -480,15 +496,12 @@ impl Ring {
                 },
                 other => rest[rest_count] = other,
             }
-            assert!(
-                rest_count < super::MAX_BATCH,
-                "batches are at most MAX_BATCH ops"
-            );
+            assert!(rest_count < MAX_BATCH, "batches are at most MAX_BATCH ops");
             rest_index[rest_count] = index;
             rest_count += 1;
         }
         if rest_count > 0 {
-            let mut rest_results = [0i32; super::MAX_BATCH];
+            let mut rest_results = [0i32; MAX_BATCH];
             // SAFETY: the remaining ops carry the caller's buffers unchanged.
             kernel_entries += unsafe {
                 self.perform_on_ring(&rest[..rest_count], &mut rest_results[..rest_count])
@@ -503,7 +516,7 @@ impl Ring {
             };
             let mut one = [0i32];
             // SAFETY: a sync carries no buffer.
-            unsafe { super::syscall::SyscallEngine.perform(&[sync], &mut one) }?;
+            unsafe { SyscallEngine.perform(&[sync], &mut one) }?;
             results[index] = one[0];
             kernel_entries += 1;
         }
@@ -522,12 +535,12 @@ impl Ring {
         // Writes directly before a SyncAfterWrites on the same fd are linked to it, so the
         // sync starts after they complete (and is cancelled if one fails). A chain must
         // reach the kernel in one submission: batches with chains fit the ring whole.
-        let mut linked = [false; super::MAX_BATCH];
+        let mut linked = [false; MAX_BATCH];
         let has_chain = ops
             .iter()
             .any(|op| matches!(op, Op::SyncAfterWrites { .. }));
         if has_chain {
-            assert!(ops.len() <= super::MAX_BATCH && super::MAX_BATCH <= RING_ENTRIES as usize);
+            assert!(ops.len() <= MAX_BATCH && MAX_BATCH <= RING_ENTRIES as usize);
             for (index, op) in ops.iter().enumerate() {
                 if let Op::SyncAfterWrites { fd, .. } = *op {
                     for earlier in (0..index).rev() {
@@ -624,70 +637,14 @@ impl Ring {
             }
         }
         if crate::trace::enabled(crate::trace::TARGET_RING) {
-            crate::trace::ring_submission(ops, &linked, kernel_entries, self.has_ftruncate);
+            record::ring_submission(ops, &linked, kernel_entries, self.has_ftruncate);
         }
         Ok(kernel_entries)
     }
 }
 
-fn io_uring_disabled_sysctl() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled")
-        .ok()
-        .map(|text| text.trim().to_string())
-}
-
-const FALLBACK_HINT: &str = "or opt into the plain-syscall fallback (URI parameter \
-    `uring_fallback=syscall`, `Options::fallback_to_syscall`, or SQLITE_URING_FALLBACK=syscall \
-    for the loadable extension)";
-
-fn explain_setup_failure(errno: i32) -> String {
-    match errno {
-        libc::ENOSYS => format!(
-            "io_uring_setup returned ENOSYS: this kernel has no io_uring (older than 5.1 or \
-             built without CONFIG_IO_URING). Remedy: run on Linux 5.6 or newer with io_uring, {FALLBACK_HINT}."
-        ),
-        libc::EPERM | libc::EACCES => {
-            let sysctl = match io_uring_disabled_sysctl().as_deref() {
-                Some("2") => "kernel.io_uring_disabled=2 forbids io_uring for every process".to_string(),
-                Some("1") => "kernel.io_uring_disabled=1 allows io_uring only to members of kernel.io_uring_group".to_string(),
-                Some(value) => crate::probe::eperm_cause(&format!("kernel.io_uring_disabled={value}")),
-                None => crate::probe::eperm_cause("kernel.io_uring_disabled is absent"),
-            };
-            format!(
-                "io_uring_setup was refused with {}: {sysctl}. Remedy: `sysctl kernel.io_uring_disabled=0`, \
-                 a seccomp profile that allows io_uring_setup/io_uring_enter/io_uring_register \
-                 (Docker: `--security-opt seccomp=unconfined`), {FALLBACK_HINT}.",
-                if errno == libc::EPERM { "EPERM" } else { "EACCES" }
-            )
-        }
-        libc::ENOMEM => format!(
-            "io_uring_setup returned ENOMEM: the ring could not be allocated (before Linux 5.12 \
-             rings count against RLIMIT_MEMLOCK). Remedy: raise `ulimit -l`, {FALLBACK_HINT}."
-        ),
-        libc::EMFILE | libc::ENFILE => format!(
-            "io_uring_setup returned EMFILE/ENFILE: too many open files. Remedy: raise `ulimit -n`, {FALLBACK_HINT}."
-        ),
-        other => format!(
-            "io_uring_setup failed with errno {other} ({}). Remedy: {FALLBACK_HINT}.",
-            std::io::Error::from_raw_os_error(other)
-        ),
-    }
-}
-
-fn kernel_release() -> String {
-    // SAFETY: utsname is plain data; uname fills it and NUL-terminates each field.
-    unsafe {
-        let mut name: libc::utsname = std::mem::zeroed();
-        if libc::uname(&mut name) != 0 {
-            return "unknown".to_string();
-        }
-        std::ffi::CStr::from_ptr(name.release.as_ptr())
-            .to_string_lossy()
-            .into_owned()
-    }
-}
-
-pub(crate) fn probe_report() -> crate::ProbeReport {
+/// Creates a ring, asks the kernel what it supports, and explains failures.
+pub(crate) fn probe_report() -> ProbeReport {
     let kernel_release = kernel_release();
     let setup = |single_issuer, coop| match simulated_setup_errno() {
         Some(errno) => Err(errno),
@@ -696,7 +653,7 @@ pub(crate) fn probe_report() -> crate::ProbeReport {
     let ring = match setup(false, false) {
         Ok(ring) => ring,
         Err(errno) => {
-            return crate::ProbeReport {
+            return ProbeReport {
                 kernel_release,
                 unavailable_reason: Some(explain_setup_failure(errno)),
                 features: Vec::new(),
@@ -731,7 +688,7 @@ pub(crate) fn probe_report() -> crate::ProbeReport {
         ("read_fixed", supported(opcode::ReadFixed::CODE)),
         ("write_fixed", supported(opcode::WriteFixed::CODE)),
     ];
-    crate::ProbeReport {
+    ProbeReport {
         kernel_release,
         unavailable_reason: None,
         features,

@@ -11,7 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use log::{LevelFilter, Log, Metadata, Record};
 
-use super::{LOG_DESTINATION_ENV, TARGET_IO, TARGET_RING, TARGET_VFS};
+use super::targets::{LOG_DESTINATION_ENV, TARGET_IO, TARGET_RING, TARGET_VFS};
 use crate::api::SqliteApi;
 use crate::ffi::SQLITE_NOTICE;
 
@@ -288,7 +288,7 @@ fn install_with_max_level(
 
 static EXTENSION_LOGGING_DONE: AtomicBool = AtomicBool::new(false);
 
-/// See [`super::init_extension_logging`].
+/// See `trace::init_extension_logging`.
 ///
 /// # Safety
 /// `api_routines` must be the pointer SQLite passed to the extension entry point.

@@ -38,16 +38,18 @@
 //!
 //! # Buffer lifetime
 //! Queued bytes live in the queue's own arena, never in SQLite's buffers, and a flush
-//! waits for every completion before it returns (the rule of `io/mod.rs`), so nothing
+//! waits for every completion before it returns (the buffer-lifetime rule of `io/op.rs`), so nothing
 //! outlives the mutex-held flush. The arena is allocated once and never freed, which is
-//! what lets rings register it (the registered-buffer rule of `io/mod.rs`).
+//! what lets rings register it (the registered-buffer rule of `io/fixed.rs`).
 
 use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::direct::AlignedBuffer;
+use crate::io::fixed::publish_fixed_region;
+use crate::io::fork::register_child_hook;
 use crate::io::{EngineKind, FlushFailure, Submitter, SyncRequest, MAX_BATCH};
 use crate::stats::SharedStats;
+use crate::sys::AlignedBuffer;
 
 /// Bytes one queue may hold before it is flushed.
 const ARENA_BYTES: usize = 2 << 20;
@@ -309,7 +311,9 @@ pub(crate) fn write(
         // SAFETY: the arena is allocated here once and never freed or replaced: QUEUE is
         // a static, nothing assigns `arena` again (its capacity is never 0 after this),
         // and a fork keeps it (`forget_after_fork` only clears it).
-        unsafe { crate::io::publish_fixed_region(queue.arena.as_ptr(), queue.arena.capacity()) };
+        unsafe { publish_fixed_region(queue.arena.as_ptr(), queue.arena.capacity()) };
+        // From now on the queue can hold writes a forked child must not issue again.
+        register_child_hook(forget_after_fork);
     }
     if queue.owner.is_none() {
         queue.owner = Some(Owner {
@@ -376,9 +380,9 @@ pub(crate) fn sync(writer: &Writer<'_>, request: SyncRequest) -> Result<(), Flus
     io.flush(writer.fd, &[], Some(request))
 }
 
-/// In a child after `fork()`: the queued writes are the parent's, and the parent will
-/// submit them; the child must not write them a second time.
-pub(crate) fn forget_after_fork() {
+/// In a child after `fork()` (registered with `io::fork`): the queued writes are the
+/// parent's, and the parent will submit them; the child must not write them a second time.
+fn forget_after_fork() {
     // A parent thread that does not exist in the child may have held the lock; then the
     // queue stays as it is and every flush in the child blocks — SQLite's documentation
     // already forbids using a connection across fork() in that situation.
@@ -457,13 +461,13 @@ mod tests {
             writes in proptest::collection::vec(write_strategy(), 1..120),
             flush_every in 1..40usize,
             engine in prop_oneof![
-                Just(EngineKind::IoUring(crate::io::Routing::ALL_RING)),
-                Just(EngineKind::IoUring(crate::io::Routing::new(
+                Just(EngineKind::IoUring(crate::io::routing::Routing::ALL_RING)),
+                Just(EngineKind::IoUring(crate::io::routing::Routing::new(
                     crate::config::Submission::Syscall,
                     crate::config::Submission::Syscall,
                     crate::config::Submission::Syscall,
                 ))),
-                Just(EngineKind::IoUring(crate::io::Routing::new(
+                Just(EngineKind::IoUring(crate::io::routing::Routing::new(
                     crate::config::Submission::Syscall,
                     crate::config::Submission::Ring,
                     crate::config::Submission::Syscall,
@@ -515,7 +519,7 @@ mod tests {
             file_id: 2_000_000,
             fd: file.as_raw_fd(),
             align_bytes: 1,
-            engine: &EngineKind::IoUring(crate::io::Routing::ALL_RING),
+            engine: &EngineKind::IoUring(crate::io::routing::Routing::ALL_RING),
             file_stats: &stats,
             vfs_stats,
         };
@@ -550,7 +554,7 @@ mod tests {
         let buffered = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
         let stats = Arc::new(SharedStats::default());
         let vfs_stats: &'static SharedStats = Box::leak(Box::default());
-        let engine = EngineKind::IoUring(crate::io::Routing::ALL_RING);
+        let engine = EngineKind::IoUring(crate::io::routing::Routing::ALL_RING);
         let aligned = Writer {
             file_id: 3_000_000,
             fd: direct.fd,

@@ -1,6 +1,8 @@
-//! `probe`: can this process use io_uring, and with which features?
+//! Why io_uring cannot be used here, in words a user can act on: the setup errno, the
+//! `kernel.io_uring_disabled` sysctl, seccomp and containers. And the [`ProbeReport`]
+//! that `sqlite-uring probe` prints. A leaf of `io/`.
 
-/// What [`probe`] found.
+/// What `sqlite_uring::probe` found.
 #[derive(Clone, Debug)]
 pub struct ProbeReport {
     /// `uname -r`.
@@ -19,14 +21,66 @@ impl ProbeReport {
     }
 }
 
-/// Creates a ring, asks the kernel what it supports, and explains failures.
-pub fn probe() -> ProbeReport {
-    crate::io::uring::probe_report()
+fn io_uring_disabled_sysctl() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled")
+        .ok()
+        .map(|text| text.trim().to_string())
+}
+
+const FALLBACK_HINT: &str = "or opt into the plain-syscall fallback (URI parameter \
+    `uring_fallback=syscall`, `Options::fallback_to_syscall`, or SQLITE_URING_FALLBACK=syscall \
+    for the loadable extension)";
+
+pub(crate) fn explain_setup_failure(errno: i32) -> String {
+    match errno {
+        libc::ENOSYS => format!(
+            "io_uring_setup returned ENOSYS: this kernel has no io_uring (older than 5.1 or \
+             built without CONFIG_IO_URING). Remedy: run on Linux 5.6 or newer with io_uring, {FALLBACK_HINT}."
+        ),
+        libc::EPERM | libc::EACCES => {
+            let sysctl = match io_uring_disabled_sysctl().as_deref() {
+                Some("2") => "kernel.io_uring_disabled=2 forbids io_uring for every process".to_string(),
+                Some("1") => "kernel.io_uring_disabled=1 allows io_uring only to members of kernel.io_uring_group".to_string(),
+                Some(value) => eperm_cause(&format!("kernel.io_uring_disabled={value}")),
+                None => eperm_cause("kernel.io_uring_disabled is absent"),
+            };
+            format!(
+                "io_uring_setup was refused with {}: {sysctl}. Remedy: `sysctl kernel.io_uring_disabled=0`, \
+                 a seccomp profile that allows io_uring_setup/io_uring_enter/io_uring_register \
+                 (Docker: `--security-opt seccomp=unconfined`), {FALLBACK_HINT}.",
+                if errno == libc::EPERM { "EPERM" } else { "EACCES" }
+            )
+        }
+        libc::ENOMEM => format!(
+            "io_uring_setup returned ENOMEM: the ring could not be allocated (before Linux 5.12 \
+             rings count against RLIMIT_MEMLOCK). Remedy: raise `ulimit -l`, {FALLBACK_HINT}."
+        ),
+        libc::EMFILE | libc::ENFILE => format!(
+            "io_uring_setup returned EMFILE/ENFILE: too many open files. Remedy: raise `ulimit -n`, {FALLBACK_HINT}."
+        ),
+        other => format!(
+            "io_uring_setup failed with errno {other} ({}). Remedy: {FALLBACK_HINT}.",
+            std::io::Error::from_raw_os_error(other)
+        ),
+    }
+}
+
+pub(crate) fn kernel_release() -> String {
+    // SAFETY: utsname is plain data; uname fills it and NUL-terminates each field.
+    unsafe {
+        let mut name: libc::utsname = std::mem::zeroed();
+        if libc::uname(&mut name) != 0 {
+            return "unknown".to_string();
+        }
+        std::ffi::CStr::from_ptr(name.release.as_ptr())
+            .to_string_lossy()
+            .into_owned()
+    }
 }
 
 /// Why `io_uring_setup` was refused with EPERM although `kernel.io_uring_disabled` (as
 /// described by `sysctl`) allows it, with the evidence this process can see.
-pub(crate) fn eperm_cause(sysctl: &str) -> String {
+fn eperm_cause(sysctl: &str) -> String {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let seccomp = status
         .lines()

@@ -1,0 +1,197 @@
+//! One open file of the VFS: what SQLite's `sqlite3_io_methods` do, in safe Rust.
+//!
+//! `entry.rs` decodes the C arguments (file controls into `control::FileControl`) and
+//! calls these methods; nothing here handles a C pointer. All file I/O goes through a
+//! [`Submitter`] over the file's engine, or through the write-behind queue, which uses
+//! one too; the routing is decided once, at open (`io/engine.rs`), and this code only
+//! asks the engine whether a lone read may be a plain `pread`.
+//!
+//! * `open.rs` — xOpen: URI options, the mode and owner of a new file, temporary files;
+//! * `rw.rs` — xRead, xWrite (and which writes must reach the kernel before xWrite
+//!   returns), xTruncate, xSync, xFileSize;
+//! * `control.rs` — locks, file controls, `PRAGMA io_uring_stats`, shared memory,
+//!   memory-mapped pages.
+
+pub(crate) mod control;
+mod open;
+mod rw;
+
+use std::os::fd::RawFd;
+
+use crate::config::{SyncMode, SyncPlan};
+use crate::direct::DirectFile;
+use crate::error::Failure;
+use crate::ffi::SQLITE_LOCK_EXCLUSIVE;
+use crate::io::{EngineKind, Submitter};
+use crate::lock::DbLock;
+use crate::mmap::MemoryMap;
+use crate::shm::Shm;
+use crate::stats::{IoStats, SharedStats};
+use crate::trace::FileLabel;
+use crate::vfs::VfsState;
+use crate::write_behind;
+
+/// Distinguishes files in the write-behind queue (fds are reused after close).
+static NEXT_FILE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// The write-behind flush point at the start of every method but xWrite and xSync.
+fn flush_queue(caller: write_behind::Caller) -> Result<(), Failure> {
+    write_behind::flush(caller).map_err(Failure::from)
+}
+
+pub(crate) struct File {
+    pub(crate) vfs: &'static VfsState,
+    id: u64,
+    fd: RawFd,
+    is_wal: bool,
+    /// A rollback journal (main or temp): queued writes never span a journal record.
+    is_journal: bool,
+    /// End offset and length of this file's previous write, to recognise record ends.
+    last_write_end: i64,
+    last_write_len: usize,
+    write_behind: bool,
+    sync_plan: SyncPlan,
+    /// A main database: SQLite's locks live on it (see `lock::close_preserving_process_locks`).
+    carries_locks: bool,
+
+    /// The last write was a WAL commit-frame header: its page must be flushed at once.
+    commit_frame_pending: bool,
+    /// Between SQLITE_FCNTL_CKPT_START and CKPT_DONE: writes go straight through.
+    in_checkpoint: bool,
+    /// Full path; `None` for anonymous temporary files.
+    path: Option<String>,
+    /// The O_DIRECT descriptor of a main database opened with `uring_direct=on`.
+    direct: Option<DirectFile>,
+    engine: EngineKind,
+    sync_mode: SyncMode,
+    lock: DbLock,
+    nolock: bool,
+    psow: bool,
+    persist_wal: bool,
+    readonly_shm: bool,
+    /// The first xSync after creating a journal or WAL must also sync its directory, so
+    /// the new directory entry is durable (os_unix.c UNIXFILE_DIRSYNC).
+    dir_sync_pending: bool,
+    chunk_size_bytes: i64,
+    pub(crate) last_errno: i32,
+    /// No other process or connection can reach this file (it was unlinked at open), so
+    /// its size may be cached.
+    private: bool,
+    cached_size_bytes: Option<i64>,
+    /// `(st_dev, st_ino)` of the open descriptor, read by the first SQLITE_FCNTL_HAS_MOVED.
+    /// Fixed for the descriptor's life: while we hold it open the inode cannot be freed,
+    /// so its number cannot name another file on that device.
+    identity: Option<(u64, u64)>,
+    stats: std::sync::Arc<SharedStats>,
+    shm: Option<Shm>,
+    mmap: MemoryMap,
+}
+
+impl File {
+    fn submitter(&mut self) -> Submitter<'_> {
+        Submitter {
+            engine: &self.engine,
+            file_stats: &self.stats,
+            vfs_stats: &self.vfs.stats,
+        }
+    }
+
+    fn count(&mut self, delta: IoStats) {
+        self.stats.add_single_writer(&delta);
+        self.vfs.stats.add(&delta);
+    }
+
+    pub(crate) fn path(&self) -> Option<&str> {
+        self.path.as_deref()
+    }
+
+    /// Opened with `nolock=1`: no OS locks and no shared memory (os_unix.c's
+    /// nolockIoMethods).
+    pub(crate) fn uses_nolock(&self) -> bool {
+        self.nolock
+    }
+
+    pub(crate) fn engine_name(&self) -> &'static str {
+        self.engine.name()
+    }
+
+    /// What trace records say about this file.
+    pub(crate) fn trace_label(&self) -> FileLabel<'_> {
+        FileLabel {
+            id: self.id,
+            fd: self.fd,
+            path: self.path.as_deref(),
+        }
+    }
+
+    /// Whether the cached size can be trusted: nobody else can change the file.
+    fn size_cache_valid(&self) -> bool {
+        self.private || self.lock.level() == SQLITE_LOCK_EXCLUSIVE
+    }
+
+    fn note_size_at_least(&mut self, end_bytes: i64) {
+        if let Some(size) = self.cached_size_bytes.as_mut() {
+            *size = (*size).max(end_bytes);
+        }
+    }
+
+    fn as_reader(&self) -> write_behind::Caller {
+        write_behind::Caller::Reader(self.id)
+    }
+
+    fn as_writer(&self) -> write_behind::Caller {
+        write_behind::Caller::Writer(Some(self.id))
+    }
+
+    /// The write-behind view of this file, through its buffered descriptor.
+    fn writer(&self) -> write_behind::Writer<'_> {
+        self.writer_through(self.fd, 1)
+    }
+
+    /// The write-behind view of this file through `fd`, whose queued pieces must start
+    /// at multiples of `align_bytes` (the O_DIRECT descriptor's alignment, or 1).
+    fn writer_through(&self, fd: RawFd, align_bytes: usize) -> write_behind::Writer<'_> {
+        write_behind::Writer {
+            file_id: self.id,
+            fd,
+            align_bytes,
+            engine: &self.engine,
+            file_stats: &self.stats,
+            vfs_stats: &self.vfs.stats,
+        }
+    }
+
+    /// Drops what this file caches of other connections' data: called wherever another
+    /// connection may have changed the file since (lock changes).
+    fn forget_cached_reads(&mut self) {
+        if let Some(direct) = self.direct.as_mut() {
+            direct.invalidate();
+        }
+    }
+}
+
+impl Drop for File {
+    fn drop(&mut self) {
+        write_behind::flush_before_close(self.id);
+        self.mmap.unmap();
+        self.shm = None;
+        if let Some(direct) = self.direct.take() {
+            // Same inode as `fd`: closing it would drop this process's POSIX locks too.
+            crate::lock::close_preserving_process_locks(direct.fd);
+        }
+        if self.fd >= 0 {
+            if self.carries_locks {
+                crate::lock::close_preserving_process_locks(self.fd);
+            } else {
+                // SAFETY: we own the fd; nobody locks journals, WALs or temp files.
+                unsafe { libc::close(self.fd) };
+            }
+            self.fd = -1;
+        }
+    }
+}
+
+/// `value` rounded up to a multiple of `chunk` (> 0).
+fn round_up(value: i64, chunk: i64) -> i64 {
+    (value + chunk - 1) / chunk * chunk
+}

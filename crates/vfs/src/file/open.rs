@@ -1,0 +1,347 @@
+//! xOpen: the file's options from its URI, its engine, the mode and owner of a file it
+//! creates, and temporary files, as os_unix.c unixOpen does them.
+
+use std::ffi::{c_char, c_int, CStr, CString};
+
+use crate::config::UriOptions;
+use crate::direct::{DirectFile, DirectOpenError};
+use crate::error::Failure;
+use crate::ffi::*;
+use crate::io::{EngineKind, FileRole};
+use crate::lock::DbLock;
+use crate::mmap::MemoryMap;
+use crate::stats::SharedStats;
+use crate::sys::{fstat, is_memory_backed, open_above_stdio, stat_path};
+use crate::vfs::VfsState;
+
+use super::{File, NEXT_FILE_ID};
+
+/// A file's options: the VFS's defaults as its URI parameters change them.
+struct FileOptions {
+    engine: EngineKind,
+    fallback_to_syscall: bool,
+    sync_mode: crate::config::SyncMode,
+    /// O_DIRECT for the main database's aligned I/O (see `direct.rs`).
+    direct: bool,
+    uri: UriOptions,
+}
+
+impl FileOptions {
+    /// Reads this file's options from the URI parameters of `name` (a journal or WAL
+    /// file sees its database's parameters); `file_type` is xOpen's SQLITE_OPEN_* type
+    /// bits (`uring_direct` routes a main database and its rollback journal differently).
+    ///
+    /// # Safety
+    /// `name` must be null or a filename pointer SQLite passed to xOpen.
+    unsafe fn read(
+        vfs: &'static VfsState,
+        name: *const c_char,
+        file_type: c_int,
+    ) -> Result<FileOptions, String> {
+        let api = &vfs.api;
+        // SAFETY: forwarded caller contract.
+        let keys = unsafe { api.uri_keys(name) };
+        // SAFETY: forwarded caller contract.
+        let uri = UriOptions::parse(&keys, |key| unsafe { api.uri_parameter(name, key) })?;
+        let direct = uri.direct.unwrap_or(vfs.direct_io);
+        let role = if file_type & (SQLITE_OPEN_MAIN_DB | SQLITE_OPEN_MAIN_JOURNAL) != 0 {
+            FileRole::DatabaseOrJournal
+        } else {
+            FileRole::Other
+        };
+        Ok(FileOptions {
+            engine: EngineKind::for_file(&vfs.engine, vfs.routing, &uri, direct, role),
+            fallback_to_syscall: uri.fallback_to_syscall.unwrap_or(vfs.fallback_to_syscall),
+            sync_mode: uri.sync_mode.unwrap_or(vfs.sync_mode),
+            direct,
+            uri,
+        })
+    }
+}
+
+/// os_unix.c SQLITE_DEFAULT_FILE_PERMISSIONS.
+const DEFAULT_FILE_MODE: libc::mode_t = 0o644;
+/// Permissions of DELETEONCLOSE files (os_unix.c findCreateFileMode).
+const PRIVATE_FILE_MODE: libc::mode_t = 0o600;
+
+fn cstring(path: &str) -> Result<CString, Failure> {
+    CString::new(path).map_err(|_| Failure::CantOpen(libc::EINVAL))
+}
+
+/// A fresh name for a temporary file, in the directory os_unix.c would use.
+pub(crate) fn temp_file_name() -> String {
+    temp_file_name_in(&temp_directory())
+}
+
+/// The directory for temporary files, as os_unix.c unixTempFileDir chooses it.
+fn temp_directory() -> String {
+    let candidates = [
+        std::env::var("SQLITE_TMPDIR").ok(),
+        std::env::var("TMPDIR").ok(),
+        Some("/var/tmp".to_string()),
+        Some("/usr/tmp".to_string()),
+        Some("/tmp".to_string()),
+    ];
+    candidates
+        .into_iter()
+        .flatten()
+        .find(|dir| {
+            let Ok(c_dir) = CString::new(dir.as_str()) else {
+                return false;
+            };
+            let is_dir =
+                stat_path(dir).is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
+            // SAFETY: `c_dir` is NUL-terminated.
+            is_dir && unsafe { libc::access(c_dir.as_ptr(), libc::W_OK | libc::X_OK) } == 0
+        })
+        .unwrap_or_else(|| ".".to_string())
+}
+
+fn temp_file_name_in(directory: &str) -> String {
+    let mut random = [0u8; 8];
+    // SAFETY: getrandom writes at most random.len() bytes into the buffer.
+    let got = unsafe { libc::getrandom(random.as_mut_ptr().cast(), random.len(), 0) };
+    if got != random.len() as isize {
+        // Uniqueness, not secrecy, is what matters; O_EXCL catches a collision.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        random = (nanos ^ (std::process::id() as u64) << 32).to_le_bytes();
+    }
+    format!("{directory}/etilqs_{:016x}", u64::from_le_bytes(random))
+}
+
+impl File {
+    /// Permission bits (and owner to copy when root) for a file about to be created, as
+    /// os_unix.c findCreateFileMode chooses them.
+    ///
+    /// # Safety
+    /// `name` as in [`FileOptions::read`].
+    unsafe fn create_mode(
+        vfs: &VfsState,
+        path: &str,
+        name: *const c_char,
+        flags: c_int,
+    ) -> (libc::mode_t, Option<(u32, u32)>) {
+        if flags & (SQLITE_OPEN_WAL | SQLITE_OPEN_MAIN_JOURNAL) != 0 {
+            // The database is the journal/WAL name without its "-suffix".
+            let database = match path.rfind('-') {
+                Some(dash) if !path[dash..].contains('.') && !path[dash..].contains('/') => {
+                    &path[..dash]
+                }
+                _ => return (0, None),
+            };
+            return match stat_path(database) {
+                Some(st) => (st.st_mode & 0o777, Some((st.st_uid, st.st_gid))),
+                None => (0, None),
+            };
+        }
+        if flags & SQLITE_OPEN_DELETEONCLOSE != 0 {
+            return (PRIVATE_FILE_MODE, None);
+        }
+        // SAFETY: forwarded caller contract.
+        if let Some(model) = unsafe { vfs.api.uri_parameter(name, c"modeof") } {
+            if let Some(st) = stat_path(&model) {
+                return (st.st_mode & 0o777, Some((st.st_uid, st.st_gid)));
+            }
+        }
+        (0, None)
+    }
+
+    /// xOpen. Returns the file and the flags SQLite should see (read-only when a
+    /// read-write open fell back to read-only, as os_unix.c does).
+    ///
+    /// # Safety
+    /// `name` must be null or the filename pointer SQLite passed to xOpen.
+    pub(crate) unsafe fn open(
+        vfs: &'static VfsState,
+        name: *const c_char,
+        flags: c_int,
+    ) -> Result<(File, c_int), Failure> {
+        let file_type = flags & 0x0FFF_FF00;
+        let is_delete = flags & SQLITE_OPEN_DELETEONCLOSE != 0;
+        let is_create = flags & SQLITE_OPEN_CREATE != 0;
+        let is_exclusive = flags & SQLITE_OPEN_EXCLUSIVE != 0;
+        let is_readwrite = flags & SQLITE_OPEN_READWRITE != 0;
+        let is_new_journal = is_create
+            && [
+                SQLITE_OPEN_SUPER_JOURNAL,
+                SQLITE_OPEN_MAIN_JOURNAL,
+                SQLITE_OPEN_WAL,
+            ]
+            .contains(&(file_type & !SQLITE_OPEN_NOFOLLOW));
+        // os_unix.c unixOpen: on Linux an anonymous temporary file is an O_TMPFILE inode
+        // that never has a name, so no other process can open it and nothing is left to
+        // unlink; a named file, unlinked at once, only where the filesystem refuses that.
+        let mut unnamed_fd = None;
+        let path = if name.is_null() {
+            // SQLite only opens anonymous files as temporary, delete-on-close files.
+            assert!(is_delete, "xOpen with a NULL name must be DELETEONCLOSE");
+            let directory = temp_directory();
+            if let Ok(c_directory) = cstring(&directory) {
+                let os_flags = libc::O_RDWR | libc::O_EXCL | libc::O_TMPFILE | libc::O_CLOEXEC;
+                unnamed_fd = open_above_stdio(&c_directory, os_flags, PRIVATE_FILE_MODE).ok();
+            }
+            match unnamed_fd {
+                // Only for messages: the inode has no name.
+                Some(_) => format!("{directory}/(O_TMPFILE)"),
+                None => temp_file_name_in(&directory),
+            }
+        } else {
+            // SAFETY: SQLite passes a NUL-terminated filename.
+            unsafe { CStr::from_ptr(name) }
+                .to_string_lossy()
+                .into_owned()
+        };
+
+        // SAFETY: forwarded caller contract.
+        let options = match unsafe { FileOptions::read(vfs, name, file_type) } {
+            Ok(options) => options,
+            Err(message) => {
+                vfs.api.log(
+                    SQLITE_CANTOPEN,
+                    &format!("sqlite-uring: cannot open {path}: {message}"),
+                );
+                return Err(Failure::CantOpen(libc::EINVAL));
+            }
+        };
+        let mut engine = options.engine;
+        if let Err(reason) = engine.ensure_available() {
+            if options.fallback_to_syscall {
+                vfs.api.log(
+                    SQLITE_WARNING,
+                    &format!("sqlite-uring: {path}: io_uring unavailable, using plain syscalls as requested: {reason}"),
+                );
+                engine = EngineKind::Syscall;
+            } else {
+                vfs.api.log(
+                    SQLITE_CANTOPEN,
+                    &format!("sqlite-uring: cannot open {path}: {reason}"),
+                );
+                return Err(Failure::CantOpen(libc::ENOSYS));
+            }
+        }
+
+        let mut os_flags = libc::O_CLOEXEC
+            | if is_readwrite {
+                libc::O_RDWR
+            } else {
+                libc::O_RDONLY
+            };
+        if is_create {
+            os_flags |= libc::O_CREAT;
+        }
+        if is_exclusive {
+            os_flags |= libc::O_EXCL;
+        }
+        // os_unix.c unixOpen opens every file O_NOFOLLOW, whatever SQLITE_OPEN_NOFOLLOW
+        // says: the main database's name has had its symlinks resolved by xFullPathname
+        // already, so a symlink here is one planted at a journal, WAL or temp-file name.
+        os_flags |= libc::O_NOFOLLOW;
+        // SAFETY: forwarded caller contract.
+        let (mode, owner) = unsafe { File::create_mode(vfs, &path, name, flags) };
+        let c_path = cstring(&path)?;
+        let mut out_flags = flags;
+        let effective_mode = if mode == 0 { DEFAULT_FILE_MODE } else { mode };
+        let open = |os_flags: c_int| open_above_stdio(&c_path, os_flags, effective_mode);
+        let fd = match unnamed_fd.map_or_else(|| open(os_flags), Ok) {
+            Ok(fd) => fd,
+            Err(errno) => {
+                // SAFETY: `c_path` is NUL-terminated.
+                let exists = unsafe { libc::access(c_path.as_ptr(), libc::F_OK) } == 0;
+                if is_new_journal && errno == libc::EACCES && !exists {
+                    return Err(Failure::ReadonlyDirectory(errno));
+                } else if errno != libc::EISDIR && is_readwrite {
+                    // os_unix.c: a database we may not write is opened read-only.
+                    let readonly = (os_flags & !(libc::O_RDWR | libc::O_CREAT)) | libc::O_RDONLY;
+                    out_flags = (flags & !(SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE))
+                        | SQLITE_OPEN_READONLY;
+                    open(readonly).map_err(Failure::CantOpen)?
+                } else {
+                    return Err(Failure::CantOpen(errno));
+                }
+            }
+        };
+        if mode != 0 {
+            // os_unix.c robust_open: a new file gets exactly `mode`, whatever the umask.
+            if let Ok(st) = fstat(fd) {
+                if st.st_size == 0 && st.st_mode & 0o777 != mode {
+                    // SAFETY: plain syscall on our fd.
+                    unsafe { libc::fchmod(fd, mode) };
+                }
+            }
+        }
+        if let Some((uid, gid)) = owner {
+            // As root, a new journal or WAL must stay usable by the database's owner.
+            // SAFETY: plain syscalls on our fd.
+            unsafe {
+                if libc::geteuid() == 0 && flags & (SQLITE_OPEN_WAL | SQLITE_OPEN_MAIN_JOURNAL) != 0
+                {
+                    let _ = libc::fchown(fd, uid, gid);
+                }
+            }
+        }
+        // With everything routed to syscalls already (the default) there is nothing to
+        // decide, and a rollback transaction opens its journal anew each time: the
+        // fstatfs is only made when the answer matters.
+        let engine = engine.for_filesystem(|| is_memory_backed(fd));
+        let direct = if options.direct && file_type & SQLITE_OPEN_MAIN_DB != 0 {
+            match DirectFile::open(&c_path, out_flags & SQLITE_OPEN_READWRITE != 0) {
+                Ok(direct) => Some(direct),
+                Err(why) => {
+                    vfs.api.log(
+                        SQLITE_CANTOPEN,
+                        &format!("sqlite-uring: cannot open {path}: {why}"),
+                    );
+                    crate::lock::close_preserving_process_locks(fd);
+                    return Err(Failure::CantOpen(match why {
+                        DirectOpenError::Open(errno) => errno,
+                        DirectOpenError::Alignment(_) => libc::EINVAL,
+                    }));
+                }
+            }
+        } else {
+            None
+        };
+        if is_delete && unnamed_fd.is_none() {
+            // Unlinking now means even a crash cannot leave the file behind.
+            // SAFETY: `c_path` is NUL-terminated.
+            unsafe { libc::unlink(c_path.as_ptr()) };
+        }
+        let file = File {
+            vfs,
+            id: NEXT_FILE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            fd,
+            is_wal: file_type & SQLITE_OPEN_WAL != 0,
+            carries_locks: file_type & SQLITE_OPEN_MAIN_DB != 0,
+
+            is_journal: file_type & (SQLITE_OPEN_MAIN_JOURNAL | SQLITE_OPEN_TEMP_JOURNAL) != 0,
+            last_write_end: -1,
+            last_write_len: 0,
+            write_behind: options.uri.write_behind,
+            sync_plan: options.uri.sync_plan,
+            commit_frame_pending: false,
+            in_checkpoint: false,
+            path: (!name.is_null()).then_some(path),
+            direct,
+            engine,
+            sync_mode: options.sync_mode,
+            lock: DbLock::new(),
+            nolock: options.uri.nolock,
+            psow: options.uri.psow,
+            persist_wal: false,
+            readonly_shm: options.uri.readonly_shm,
+            dir_sync_pending: is_new_journal,
+            chunk_size_bytes: 0,
+            last_errno: 0,
+            private: is_delete,
+            cached_size_bytes: None,
+            identity: None,
+            stats: std::sync::Arc::new(SharedStats::default()),
+            shm: None,
+            mmap: MemoryMap::new(0),
+        };
+        Ok((file, out_flags))
+    }
+}

@@ -1,0 +1,262 @@
+//! xRead, xWrite, xTruncate, xSync and xFileSize. xWrite decides which writes must reach
+//! the kernel before it returns (write-behind's flush points that only the file can see:
+//! a WAL commit frame, a rollback-journal record's end, a memory-mapped file, a
+//! checkpoint); the rest of the rule is in `write_behind.rs`.
+
+use std::ffi::c_int;
+
+use crate::config::SyncMode;
+use crate::error::Failure;
+use crate::io::{Submitter, SyncRequest};
+use crate::stats::IoStats;
+use crate::sys::{directory_of, fstat, open_directory};
+use crate::write_behind;
+
+use super::{flush_queue, round_up, File};
+
+/// Size of a WAL frame header (walformat.html, "WAL Frame Format").
+const WAL_FRAME_HEADER_BYTES: usize = 24;
+/// Size of the WAL file header, which precedes the first frame.
+const WAL_HEADER_BYTES: u64 = 32;
+/// The checksum that ends a rollback-journal record (fileformat.html, "The Rollback
+/// Journal").
+const JOURNAL_CHECKSUM_BYTES: usize = 4;
+/// The page number that starts a rollback-journal record.
+const JOURNAL_PAGE_NUMBER_BYTES: i64 = 4;
+/// SQLite's smallest page size.
+const MIN_PAGE_BYTES: usize = 512;
+
+impl File {
+    /// xRead: fills `buf` from `offset`; a read past the end zero-fills the rest and
+    /// reports SQLITE_IOERR_SHORT_READ, as SQLite requires.
+    pub(crate) fn read(&mut self, buf: &mut [u8], offset: i64) -> Result<(), Failure> {
+        assert!(offset >= 0);
+        flush_queue(self.as_reader())?;
+        let from_map = self.mmap.read_prefix(buf, offset);
+        let fd = self.fd;
+        let rest = &mut buf[from_map..];
+        let mut direct_read = None;
+        // Kernel entries of the pread fast path, counted below with the read itself (the
+        // other paths count theirs through the Submitter).
+        let mut preads = 0u64;
+        let read = if rest.is_empty() {
+            Ok(0)
+        } else if self.direct.is_none()
+            && self.engine.reads_by_syscall()
+            && !crate::trace::enabled(crate::trace::TARGET_IO)
+        {
+            let (outcome, calls) =
+                crate::io::syscall::pread_fully(fd, rest, (offset + from_map as i64) as u64);
+            preads = calls;
+            outcome.map_err(Failure::from_read_errno)
+        } else {
+            let at = (offset + from_map as i64) as u64;
+            let mut io = Submitter {
+                engine: &self.engine,
+                file_stats: &self.stats,
+                vfs_stats: &self.vfs.stats,
+            };
+            match self
+                .direct
+                .as_mut()
+                .filter(|d| d.is_aligned(at, rest.len()))
+            {
+                Some(direct) => match direct.read(&mut io, rest, at) {
+                    Ok(done) => {
+                        direct_read = Some(done.from_readahead);
+                        Ok(done.bytes)
+                    }
+                    // A short read that stopped off the alignment (a file whose size is
+                    // not a multiple of it) cannot continue direct: the buffered fd can.
+                    Err(libc::EINVAL) => {
+                        direct.invalidate();
+                        io.read_at(fd, rest, at)
+                    }
+                    Err(errno) => Err(errno),
+                },
+                None => io.read_at(fd, rest, at),
+            }
+            .map_err(Failure::from_read_errno)
+        };
+        // One counter update per call: each is a locked instruction on the shared totals.
+        let total = from_map + *read.as_ref().unwrap_or(&0);
+        if direct_read.is_none() {
+            self.stats.add_pread(total as u64, preads, true);
+            self.vfs.stats.add_pread(total as u64, preads, false);
+        } else {
+            // Direct reads count their kernel entries through the Submitter.
+            self.count(IoStats {
+                read_calls: 1,
+                bytes_read: total as u64,
+                direct_reads: (direct_read == Some(false)) as u64,
+                readahead_hits: (direct_read == Some(true)) as u64,
+                ..IoStats::default()
+            });
+        }
+        read?;
+        if total < buf.len() {
+            buf[total..].fill(0);
+            return Err(Failure::ShortRead);
+        }
+        Ok(())
+    }
+
+    /// xWrite: queued for write-behind (see `write_behind.rs` for when it reaches the
+    /// kernel), or written at once when write-behind is off. A write that cannot make
+    /// progress is SQLITE_FULL, as in os_unix.c.
+    pub(crate) fn write(&mut self, buf: &[u8], offset: i64) -> Result<(), Failure> {
+        assert!(offset >= 0);
+        self.count(IoStats {
+            write_calls: 1,
+            ..IoStats::default()
+        });
+        // A journal record is a 4-byte page number, the page, and a 4-byte checksum. Its
+        // checksum write flushes: SQLite reads the journal back to roll back its cache,
+        // so a failed journal write must surface before SQLite modifies the page, exactly
+        // where a failed pwrite surfaces under `unix`. The checksum is told from the page
+        // number of the record after a journal header (also 4 bytes after ≥ 512) by where
+        // the write before it started: records start at a header's end and are page
+        // size + 8 bytes long, headers sit at multiples of the sector size (pager.c
+        // `journalHdrOffset`), so a record's page starts at 4 mod 8 and a header at 0.
+        let previous_write_start = self.last_write_end - self.last_write_len as i64;
+        let journal_record_end = self.is_journal
+            && buf.len() == JOURNAL_CHECKSUM_BYTES
+            && self.last_write_len >= MIN_PAGE_BYTES
+            && self.last_write_end == offset
+            && previous_write_start % 8 == JOURNAL_PAGE_NUMBER_BYTES;
+        self.last_write_end = offset + buf.len() as i64;
+        self.last_write_len = buf.len();
+        if let Some(direct) = self.direct.as_mut() {
+            direct.invalidate_range(offset as u64, buf.len());
+        }
+        let result = if self.write_behind {
+            // SQLite publishes a WAL commit right after writing the commit frame's page,
+            // with no reportable call in between: that page flushes the queue.
+            // While the file is memory-mapped, SQLite may read the new bytes through the
+            // mapping without another VFS call (its sorter does): they must be in the page
+            // cache when xWrite returns, as with `unix`.
+            let flush_now = self.in_checkpoint
+                || journal_record_end
+                || self.mmap.is_mapped()
+                || std::mem::take(&mut self.commit_frame_pending);
+            // An aligned page write of an O_DIRECT file is queued for its direct fd; a
+            // write that must reach the kernel at once (a checkpoint's) is one lone write,
+            // cheaper into the page cache than a device round trip.
+            let writer = match self
+                .direct
+                .as_ref()
+                .filter(|d| !flush_now && d.is_aligned(offset as u64, buf.len()))
+            {
+                Some(direct) => self.writer_through(direct.fd, direct.align_bytes),
+                None => self.writer(),
+            };
+            let result =
+                write_behind::write(&writer, offset as u64, buf, flush_now).map_err(Failure::from);
+            if self.is_wal
+                && buf.len() == WAL_FRAME_HEADER_BYTES
+                && offset as u64 >= WAL_HEADER_BYTES
+                && buf[4..8] != [0, 0, 0, 0]
+            {
+                // Bytes 4..8 of a frame header: database size after a commit, 0 otherwise.
+                self.commit_frame_pending = true;
+            }
+            result
+        } else {
+            flush_queue(self.as_writer()).and_then(|()| {
+                let fd = self.fd;
+                self.submitter()
+                    .write_at(fd, buf, offset as u64)
+                    .map_err(Failure::from)
+            })
+        };
+        match result {
+            Ok(()) => {
+                self.count(IoStats {
+                    bytes_written: buf.len() as u64,
+                    ..IoStats::default()
+                });
+                self.note_size_at_least(offset + buf.len() as i64);
+                Ok(())
+            }
+            Err(failure) => {
+                self.cached_size_bytes = None;
+                Err(failure)
+            }
+        }
+    }
+
+    /// xTruncate, rounding up to the chunk size like os_unix.c.
+    pub(crate) fn truncate(&mut self, size_bytes: i64) -> Result<(), Failure> {
+        assert!(size_bytes >= 0);
+        self.count(IoStats {
+            truncate_calls: 1,
+            ..IoStats::default()
+        });
+        let size_bytes = if self.chunk_size_bytes > 0 {
+            round_up(size_bytes, self.chunk_size_bytes)
+        } else {
+            size_bytes
+        };
+        flush_queue(self.as_writer())?;
+        if let Some(direct) = self.direct.as_mut() {
+            direct.invalidate();
+        }
+        let fd = self.fd;
+        if let Err(errno) = self.submitter().truncate(fd, size_bytes as u64) {
+            self.cached_size_bytes = None;
+            return Err(Failure::Truncate(errno));
+        }
+        self.mmap.clamp_to(size_bytes);
+        if self.size_cache_valid() {
+            self.cached_size_bytes = Some(size_bytes);
+        }
+        Ok(())
+    }
+
+    /// xSync: one fsync/fdatasync of the file (the SQLITE_SYNC_* flags make no difference
+    /// on Linux, as in os_unix.c full_fsync), plus the one-time directory sync after a
+    /// journal or WAL was created.
+    pub(crate) fn sync(&mut self, _flags: c_int) -> Result<(), Failure> {
+        self.count(IoStats {
+            sync_calls: 1,
+            ..IoStats::default()
+        });
+        let data_only = self.sync_mode == SyncMode::Fdatasync;
+        // The directory sync is independent of the file's: both are submitted together
+        // and both complete before xSync returns, as os_unix.c's two sequential calls do.
+        let directory_fd = match (&self.path, self.dir_sync_pending) {
+            (Some(path), true) => open_directory(directory_of(path)).ok(),
+            _ => None,
+        };
+        let request = SyncRequest {
+            data_only,
+            directory_fd,
+            plan: self.sync_plan,
+        };
+        let result = write_behind::sync(&self.writer(), request);
+        if let Some(dir_fd) = directory_fd {
+            crate::sys::close(dir_fd);
+        }
+        result.map_err(Failure::from)?;
+        self.dir_sync_pending = false;
+        Ok(())
+    }
+
+    /// xFileSize. Caches the size while nobody else can change the file.
+    pub(crate) fn file_size(&mut self) -> Result<i64, Failure> {
+        flush_queue(self.as_reader())?;
+        if self.size_cache_valid() {
+            if let Some(size) = self.cached_size_bytes {
+                return Ok(size);
+            }
+        }
+        let mut size = fstat(self.fd).map_err(Failure::Fstat)?.st_size;
+        // os_unix.c: a 1-byte file is reported as empty (a workaround some filesystems
+        // need when a zero-size database is opened); kept for identical behaviour.
+        if size == 1 {
+            size = 0;
+        }
+        self.cached_size_bytes = self.size_cache_valid().then_some(size);
+        Ok(size)
+    }
+}

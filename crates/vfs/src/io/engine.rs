@@ -1,0 +1,172 @@
+//! The engine a file uses ([`EngineKind`]): io_uring with a routing, plain syscalls, or
+//! the fault-injecting engine of the tests, dispatched here so the layers above perform
+//! batches without knowing which one runs. They may ask it questions whose answer is a
+//! property of the routing (can a lone read be a plain `pread`?), never its kind.
+//!
+//! [`EngineKind::for_file`] and [`EngineKind::for_filesystem`] are where a file's routing
+//! is decided, at open, and nowhere else.
+
+use std::sync::Arc;
+
+use crate::config::{Backend, Submission, UriOptions};
+
+use super::fault::FaultPlan;
+use super::op::{Engine, Op};
+use super::routing::Routing;
+use super::{syscall, uring};
+
+/// Which engine a file uses. Chosen at open.
+#[derive(Clone)]
+pub(crate) enum EngineKind {
+    /// The ring, with reads, writes and/or syncs issued by syscall (see [`Submission`]).
+    IoUring(Routing),
+    Syscall,
+    Fault(Arc<FaultPlan>),
+}
+
+impl std::fmt::Debug for EngineKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What a file is, as far as its routing is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FileRole {
+    /// A main database or its rollback journal.
+    DatabaseOrJournal,
+    /// A WAL, a temporary file, a super-journal, …
+    Other,
+}
+
+impl EngineKind {
+    /// The engine of a file being opened: the VFS's engine (`vfs_engine`, with
+    /// `vfs_routing` the routing its options give), as the file's URI parameters and its
+    /// role change it.
+    ///
+    /// * `uring_backend` switches between the ring and syscalls (a fault-injecting VFS
+    ///   keeps its engine: the test decides).
+    /// * `uring_reads` / `uring_writes` / `uring_syncs` / `uring_sqpoll` override the
+    ///   VFS's routing.
+    /// * With O_DIRECT (`direct`), the database and its rollback journal put writes and
+    ///   syncs on the ring unless told otherwise: O_DIRECT page writes run inline there
+    ///   and overlap on the device (docs/BENCH_IO.md), a direct rollback commit has io-wq
+    ///   workers anyway, and ring syncs (the journal's header rewrite linked to its fsync)
+    ///   made multi-page rollback commits 8–9 % faster than syscalls, tied elsewhere
+    ///   (docs/DESIGN.md). A WAL keeps the VFS's routing: WAL commits touch no direct
+    ///   file, and a ring fsync would add the io-wq thread that slows every later commit.
+    pub(crate) fn for_file(
+        vfs_engine: &EngineKind,
+        vfs_routing: Routing,
+        uri: &UriOptions,
+        direct: bool,
+        role: FileRole,
+    ) -> EngineKind {
+        let mut engine = match (vfs_engine, uri.backend) {
+            (EngineKind::Fault(_), _) | (_, None) => vfs_engine.clone(),
+            (_, Some(Backend::IoUring)) => EngineKind::IoUring(vfs_routing),
+            (_, Some(Backend::Syscall)) => EngineKind::Syscall,
+        };
+        if let EngineKind::IoUring(routing) = &mut engine {
+            let (default_writes, default_syncs) = if direct && role == FileRole::DatabaseOrJournal {
+                (Submission::Ring, Submission::Ring)
+            } else {
+                (routing.writes(), routing.syncs())
+            };
+            *routing = Routing::new(
+                uri.reads.unwrap_or(routing.reads()),
+                uri.writes.unwrap_or(default_writes),
+                uri.syncs.unwrap_or(default_syncs),
+            )
+            .with_sqpoll(uri.sqpoll.unwrap_or(routing.sqpoll));
+        }
+        engine
+    }
+
+    /// The engine once the file is open and its filesystem can be asked: on tmpfs/ramfs
+    /// (`memory_backed`, asked only when it matters) fsync does nothing, so not even the
+    /// journal/directory sync pair has anything to overlap and the ring would only add
+    /// worker hand-offs (measured: 2.2× `unix` on speed test 1): a routing that sends
+    /// only some kinds of op to the ring becomes plain syscalls. Explicitly routing
+    /// everything to the ring keeps it.
+    pub(crate) fn for_filesystem(self, memory_backed: impl FnOnce() -> bool) -> EngineKind {
+        match self {
+            EngineKind::IoUring(routing)
+                if routing.lone_op_by_syscall
+                    && !routing.reads_writes_syncs_by_syscall()
+                    && memory_backed() =>
+            {
+                EngineKind::Syscall
+            }
+            other => other,
+        }
+    }
+
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            EngineKind::IoUring(_) => "io_uring",
+            EngineKind::Syscall => "syscall",
+            EngineKind::Fault(_) => "fault-injection",
+        }
+    }
+
+    /// The routing in effect: everything by syscall for the syscall and fault engines
+    /// (the fault engine's own inner routing is the test's business).
+    fn routing(&self) -> Routing {
+        match self {
+            EngineKind::IoUring(routing) => *routing,
+            EngineKind::Syscall | EngineKind::Fault(_) => Routing::ALL_SYSCALL,
+        }
+    }
+
+    /// How reads, writes and syncs are issued, for `PRAGMA io_uring_stats`.
+    pub(crate) fn routing_json(&self) -> String {
+        self.routing().to_json()
+    }
+
+    /// Whether a lone read goes by `pread` from the calling thread (never for the
+    /// fault-injecting engine, whose point is to see every op).
+    pub(crate) fn reads_by_syscall(&self) -> bool {
+        match self {
+            EngineKind::Syscall => true,
+            EngineKind::IoUring(routing) => routing.syscall_reads || routing.lone_op_by_syscall,
+            EngineKind::Fault(_) => false,
+        }
+    }
+
+    /// Whether a sync runs as a syscall of its own after the writes before it (so nothing
+    /// is gained by submitting both at once): everything but ring-routed syncs.
+    pub(crate) fn syncs_by_syscall(&self) -> bool {
+        match self {
+            EngineKind::Syscall => true,
+            EngineKind::IoUring(routing) => routing.syscall_syncs,
+            EngineKind::Fault(plan) => plan.inner_routing().is_none_or(|r| r.syscall_syncs),
+        }
+    }
+
+    /// Checks, on this thread, that the engine can run; the error names cause and remedy.
+    pub(crate) fn ensure_available(&self) -> Result<(), String> {
+        match self {
+            EngineKind::IoUring(routing) => uring::ensure_available(*routing),
+            EngineKind::Syscall => Ok(()),
+            EngineKind::Fault(plan) => match plan.inner_routing() {
+                Some(routing) => uring::ensure_available(routing),
+                None => Ok(()),
+            },
+        }
+    }
+
+    /// # Safety
+    /// As [`Engine::perform`].
+    pub(crate) unsafe fn perform(&self, ops: &[Op], results: &mut [i32]) -> Result<u64, i32> {
+        debug_assert_eq!(ops.len(), results.len());
+        // SAFETY: forwarded caller contract.
+        unsafe {
+            match self {
+                EngineKind::IoUring(routing) => uring::perform_routed(*routing, ops, results),
+                EngineKind::Syscall => syscall::SyscallEngine.perform(ops, results),
+                EngineKind::Fault(plan) => plan.perform(ops, results),
+            }
+        }
+    }
+}

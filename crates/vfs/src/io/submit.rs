@@ -1,0 +1,341 @@
+//! [`Submitter`]: performs ops for one file through its engine and counts them; the
+//! retry, short-transfer and flush-plan logic (linked or separate syncs) every caller
+//! shares. It returns errno values and typed flush failures; [`FlushFailure`] becomes a
+//! SQLite result code through [`Failure`], the one mapping of the crate.
+
+use std::os::fd::RawFd;
+
+use crate::config::SyncPlan;
+use crate::error::Failure;
+use crate::stats::{IoStats, SharedStats};
+
+use super::engine::EngineKind;
+use super::op::{is_retryable, write_op, Op, OpKind, MAX_BATCH, RETRY_LIMIT};
+use super::record;
+
+/// A sync to perform at the end of a flush.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SyncRequest {
+    pub(crate) data_only: bool,
+    /// The containing directory, to sync alongside (first sync after creating a journal).
+    pub(crate) directory_fd: Option<RawFd>,
+    pub(crate) plan: SyncPlan,
+}
+
+/// Puts `request`'s syncs at the start of `ops` — the file's (`SyncAfterWrites`, linked
+/// behind the writes just before it, when `after_writes`), then its directory's when due
+/// — and returns how many. The directory comes after the file, as in os_unix.c
+/// `unixSync`: by syscall they run in that order (on ext4 the file's fsync commits the
+/// new directory entry with it and the directory's fsync then finds little to do; the
+/// other order made a rollback commit ~8 % slower); on the ring the directory's is not
+/// linked, so the two overlap.
+fn push_syncs(ops: &mut [Op], fd: RawFd, request: SyncRequest, after_writes: bool) -> usize {
+    let data_only = request.data_only;
+    ops[0] = if after_writes {
+        Op::SyncAfterWrites { fd, data_only }
+    } else {
+        Op::Sync { fd, data_only }
+    };
+    match request.directory_fd {
+        Some(dir_fd) => {
+            ops[1] = Op::Sync {
+                fd: dir_fd,
+                data_only,
+            };
+            2
+        }
+        None => 1,
+    }
+}
+
+/// A flush that did not complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FlushFailure {
+    Write(WriteFailure),
+    Sync(i32),
+}
+
+/// A failed flush as SQLite sees it: the failed write's errno as a write error, a write
+/// that made no progress as SQLITE_FULL, a failed sync as SQLITE_IOERR_FSYNC.
+impl From<FlushFailure> for Failure {
+    fn from(failure: FlushFailure) -> Failure {
+        match failure {
+            FlushFailure::Write(write) => write.into(),
+            FlushFailure::Sync(errno) => Failure::Fsync(errno),
+        }
+    }
+}
+
+/// A failed write as SQLite sees it (see [`Failure::from_write_errno`]).
+impl From<WriteFailure> for Failure {
+    fn from(failure: WriteFailure) -> Failure {
+        match failure {
+            WriteFailure::Errno(errno) => Failure::from_write_errno(errno),
+            WriteFailure::NoProgress => Failure::Full(0),
+        }
+    }
+}
+
+impl From<WriteFailure> for FlushFailure {
+    fn from(failure: WriteFailure) -> Self {
+        FlushFailure::Write(failure)
+    }
+}
+
+/// A write that did not complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WriteFailure {
+    /// The kernel reported an error.
+    Errno(i32),
+    /// The kernel accepted zero bytes without an error (no space, in practice).
+    NoProgress,
+}
+
+/// Performs ops for one file and counts them.
+pub(crate) struct Submitter<'a> {
+    pub(crate) engine: &'a EngineKind,
+    pub(crate) file_stats: &'a SharedStats,
+    pub(crate) vfs_stats: &'a SharedStats,
+}
+
+impl Submitter<'_> {
+    /// # Safety
+    /// As [`Engine::perform`].
+    pub(crate) unsafe fn perform(&mut self, ops: &[Op], results: &mut [i32]) -> Result<(), i32> {
+        let started = crate::trace::start(crate::trace::TARGET_IO);
+        // SAFETY: forwarded caller contract.
+        let outcome = unsafe { self.engine.perform(ops, results) };
+        if let Some(started) = started {
+            record::batch(started, self.engine.name(), ops, results, outcome);
+        }
+        let entries = outcome?;
+        let mut delta = IoStats {
+            ops: ops.len() as u64,
+            kernel_entries: entries,
+            ..IoStats::default()
+        };
+        delta.fsyncs = ops.iter().filter(|op| op.kind() == OpKind::Sync).count() as u64;
+        self.file_stats.add_single_writer(&delta);
+        self.vfs_stats.add(&delta);
+        Ok(())
+    }
+
+    fn perform_one(&mut self, op: Op) -> i32 {
+        let mut result = [0i32];
+        // SAFETY: every caller builds `op` from a live borrow that outlives this call.
+        match unsafe { self.perform(&[op], &mut result) } {
+            Ok(()) => result[0],
+            Err(errno) => -errno,
+        }
+    }
+
+    /// Reads into `buf` from `offset` until it is full or the file ends.
+    /// Returns the bytes read (fewer than `buf.len()` only at end of file).
+    pub(crate) fn read_at(&mut self, fd: RawFd, buf: &mut [u8], offset: u64) -> Result<usize, i32> {
+        let mut done = 0usize;
+        let mut retries = 0;
+        while done < buf.len() {
+            let rest = &mut buf[done..];
+            let len = rest.len().min(i32::MAX as usize) as u32;
+            let result = self.perform_one(Op::Read {
+                fd,
+                buf: rest.as_mut_ptr(),
+                len,
+                offset: offset + done as u64,
+            });
+            match result {
+                0 => break,
+                n if n > 0 => {
+                    assert!(n as u32 <= len, "kernel read more than asked");
+                    done += n as usize;
+                }
+                n if is_retryable(-n) && retries < RETRY_LIMIT => retries += 1,
+                n => return Err(-n),
+            }
+        }
+        Ok(done)
+    }
+
+    /// Writes all of `buf` at `offset`, continuing short writes.
+    pub(crate) fn write_at(
+        &mut self,
+        fd: RawFd,
+        buf: &[u8],
+        offset: u64,
+    ) -> Result<(), WriteFailure> {
+        let mut done = 0usize;
+        let mut retries = 0;
+        while done < buf.len() {
+            let rest = &buf[done..];
+            let len = rest.len().min(i32::MAX as usize) as u32;
+            let result = self.perform_one(Op::Write {
+                fd,
+                buf: rest.as_ptr(),
+                len,
+                offset: offset + done as u64,
+            });
+            match result {
+                0 => return Err(WriteFailure::NoProgress),
+                n if n > 0 => {
+                    assert!(n as u32 <= len, "kernel wrote more than asked");
+                    done += n as usize;
+                }
+                n if is_retryable(-n) && retries < RETRY_LIMIT => retries += 1,
+                n => return Err(WriteFailure::Errno(-n)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes independent `(offset, bytes)` pieces of `fd` in one batch (one kernel entry
+    /// on the ring), completing any short or interrupted piece afterwards.
+    pub(crate) fn write_batch(
+        &mut self,
+        fd: RawFd,
+        pieces: &[(u64, &[u8])],
+    ) -> Result<(), WriteFailure> {
+        self.flush(fd, pieces, None)
+            .map_err(|failure| match failure {
+                FlushFailure::Write(write) => write,
+                FlushFailure::Sync(errno) => WriteFailure::Errno(errno),
+            })
+    }
+
+    /// The write-behind flush: writes `pieces` of `fd` and, with `sync`, makes them durable
+    /// — all in one submission when the batch fits the ring. Returns the first failure;
+    /// a write failure takes precedence over the sync that depended on it.
+    ///
+    /// * `SyncPlan::Linked`: writes and a `SyncAfterWrites` in one batch (plus the
+    ///   independent directory sync alongside, so both syncs overlap).
+    /// * `SyncPlan::Separate`: the writes as one batch, then the sync(s) as another.
+    pub(crate) fn flush(
+        &mut self,
+        fd: RawFd,
+        pieces: &[(u64, &[u8])],
+        sync: Option<SyncRequest>,
+    ) -> Result<(), FlushFailure> {
+        let linked = matches!(
+            sync,
+            Some(SyncRequest {
+                plan: SyncPlan::Linked,
+                ..
+            })
+        ) && pieces.len() + 2 <= MAX_BATCH;
+        let mut ops = [Op::Sync {
+            fd,
+            data_only: true,
+        }; MAX_BATCH];
+        let mut results = [0i32; MAX_BATCH];
+        if linked {
+            let request = sync.expect("linked implies a sync request");
+            let mut count = 0;
+            for (offset, bytes) in pieces {
+                ops[count] = write_op(fd, *offset, bytes);
+                count += 1;
+            }
+            let file_sync = count;
+            count += push_syncs(&mut ops[count..], fd, request, true);
+            // SAFETY: every buffer is borrowed from `pieces`, which outlives this call.
+            unsafe { self.perform(&ops[..count], &mut results[..count]) }
+                .map_err(|errno| FlushFailure::Write(WriteFailure::Errno(errno)))?;
+            self.finish_writes(fd, pieces, &results[..pieces.len()])
+                .map_err(FlushFailure::from)?;
+            // A failed directory sync is ignored, as os_unix.c does: some filesystems
+            // cannot sync a directory.
+            let sync_result = results[file_sync];
+            if sync_result >= 0 {
+                return Ok(());
+            }
+            if sync_result != -libc::ECANCELED && !is_retryable(-sync_result) {
+                return Err(FlushFailure::Sync(-sync_result));
+            }
+            // Cancelled because a write was short (now completed) or interrupted: sync again.
+            return self.sync(fd, request.data_only).map_err(FlushFailure::Sync);
+        }
+        for chunk in pieces.chunks(MAX_BATCH) {
+            for (slot, (offset, bytes)) in ops.iter_mut().zip(chunk) {
+                *slot = write_op(fd, *offset, bytes);
+            }
+            let count = chunk.len();
+            // SAFETY: every buffer is borrowed from `pieces`, which outlives this call.
+            unsafe { self.perform(&ops[..count], &mut results[..count]) }
+                .map_err(|errno| FlushFailure::Write(WriteFailure::Errno(errno)))?;
+            self.finish_writes(fd, chunk, &results[..count])
+                .map_err(FlushFailure::from)?;
+        }
+        if let Some(request) = sync {
+            let count = push_syncs(&mut ops, fd, request, false);
+            // SAFETY: sync ops carry no buffers.
+            unsafe { self.perform(&ops[..count], &mut results[..count]) }
+                .map_err(FlushFailure::Sync)?;
+            match results[0] {
+                result if result >= 0 => {}
+                result if is_retryable(-result) => self
+                    .sync(fd, request.data_only)
+                    .map_err(FlushFailure::Sync)?,
+                result => return Err(FlushFailure::Sync(-result)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks a batch's write results, finishing short or interrupted pieces one by one.
+    fn finish_writes(
+        &mut self,
+        fd: RawFd,
+        pieces: &[(u64, &[u8])],
+        results: &[i32],
+    ) -> Result<(), WriteFailure> {
+        let mut first_failure = None;
+        for ((offset, bytes), &result) in pieces.iter().zip(results) {
+            if result == bytes.len() as i32 {
+                continue;
+            }
+            let outcome = if result == 0 && !bytes.is_empty() {
+                Err(WriteFailure::NoProgress)
+            } else if result < 0 && !is_retryable(-result) && result != -libc::ECANCELED {
+                Err(WriteFailure::Errno(-result))
+            } else {
+                let written = result.max(0) as usize;
+                self.write_at(fd, &bytes[written..], offset + written as u64)
+            };
+            if let Err(failure) = outcome {
+                first_failure.get_or_insert(failure);
+            }
+        }
+        first_failure.map_or(Ok(()), Err)
+    }
+
+    /// Opens `directory` and syncs it (journal creation, xDelete with dirSync). A
+    /// directory that cannot be opened is `Failure::CantOpen`, which os_unix.c does not
+    /// treat as an error of the sync: the caller decides.
+    pub(crate) fn sync_directory(
+        &mut self,
+        directory: &str,
+        data_only: bool,
+    ) -> Result<(), Failure> {
+        let dir_fd = crate::sys::open_directory(directory).map_err(Failure::CantOpen)?;
+        let result = self.sync(dir_fd, data_only).map_err(Failure::DirFsync);
+        crate::sys::close(dir_fd);
+        result
+    }
+
+    pub(crate) fn sync(&mut self, fd: RawFd, data_only: bool) -> Result<(), i32> {
+        self.simple(Op::Sync { fd, data_only })
+    }
+
+    pub(crate) fn truncate(&mut self, fd: RawFd, len: u64) -> Result<(), i32> {
+        self.simple(Op::Truncate { fd, len })
+    }
+
+    fn simple(&mut self, op: Op) -> Result<(), i32> {
+        let mut retries = 0;
+        loop {
+            match self.perform_one(op) {
+                n if n >= 0 => return Ok(()),
+                n if is_retryable(-n) && retries < RETRY_LIMIT => retries += 1,
+                n => return Err(-n),
+            }
+        }
+    }
+}
