@@ -150,7 +150,7 @@ pub struct Options {
     /// URI `uring_sqpoll` overrides it), and wait for its completions by spinning on the
     /// completion queue for up to `SQPOLL_SPIN_US` before entering the kernel: a batch
     /// that completes meanwhile costs no system call at all. Off by default: the poller
-    /// and the spinning waiter each keep a CPU busy (measured in docs/BENCH_SPEED.md).
+    /// and the spinning waiter each keep a CPU busy (docs/DESIGN.md, "SQPOLL is opt-in").
     pub sqpoll: bool,
 }
 

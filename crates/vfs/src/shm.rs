@@ -22,7 +22,7 @@
 //! No connection may observe a WAL-index header that names frames not yet written to the
 //! `-wal` file. Any queued writes of this process must therefore be submitted and completed
 //! before xShmBarrier, before xShmLock changes a lock, and before xSync or a database-lock
-//! change returns (docs/ARCHITECTURE.md, "Flush points").
+//! change returns (docs/ARCHITECTURE.md, "Write-behind and its flush points").
 
 use std::ffi::CString;
 use std::os::fd::RawFd;

@@ -148,7 +148,7 @@ impl AlignedBuffer {
     /// calloc's fresh zero pages, so it `memset` the whole buffer. For the 2 MiB
     /// write-behind arena, of which a commit typically uses a few pages, that was ~0.9 ms
     /// of page faults and zeroing at the first write of every process (callgrind: 2.1 M
-    /// instructions in `memset`, session 5). Anonymous pages are zero and page-aligned,
+    /// instructions in `memset`). Anonymous pages are zero and page-aligned,
     /// and untouched ones cost nothing.
     pub(crate) fn with_capacity(capacity: usize) -> AlignedBuffer {
         assert!(capacity > 0);

@@ -89,7 +89,7 @@ pub(crate) fn chain_completed(ops: &[Op], results: &[i32], sync_index: usize, fd
 /// errno) and the `pread` calls made. The path for reads that go by syscall anyway: SQLite's
 /// reads are mostly single pages from the page cache, where the generic batch path cost
 /// ~250 instructions per read more than `unix`, 10–15 % of a large-blob read (callgrind;
-/// docs/BENCH_BLOBS.md).
+/// docs/DESIGN.md, "A lone read is one `pread`").
 #[inline]
 pub(crate) fn pread_fully(fd: RawFd, buf: &mut [u8], offset: u64) -> (Result<usize, i32>, u64) {
     if buf.len() <= i32::MAX as usize {
