@@ -79,7 +79,7 @@ fn direct_io_alignment(fd: RawFd) -> usize {
     let mut stx: libc::statx = unsafe { std::mem::zeroed() };
     // SAFETY: the empty path with AT_EMPTY_PATH refers to `fd`; `stx` is writable.
     let rc = unsafe {
-        libc::statx(
+        crate::sys::calls::statx(
             fd,
             c"".as_ptr(),
             libc::AT_EMPTY_PATH,
@@ -133,8 +133,8 @@ impl DirectFile {
             .map_err(DirectOpenError::Open)?;
         let align_bytes = direct_io_alignment(fd);
         if align_bytes > BUFFER_ALIGN_BYTES || !align_bytes.is_power_of_two() {
-            // SAFETY: we own the fd and nothing has locked through it.
-            unsafe { libc::close(fd) };
+            // We own the fd and nothing has locked through it.
+            crate::sys::close(fd);
             return Err(DirectOpenError::Alignment(align_bytes));
         }
         Ok(DirectFile {

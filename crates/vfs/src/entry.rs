@@ -12,6 +12,7 @@ use crate::error::Failure;
 use crate::ffi::*;
 use crate::file::control::{ControlReply, FileControl};
 use crate::file::File;
+use crate::sys::calls;
 use crate::trace::{self, Call};
 use crate::vfs::VfsState;
 
@@ -543,6 +544,61 @@ pub(crate) unsafe extern "C" fn x_delete(
         }
         code
     }
+}
+
+/// xSetSystemCall: replaces a system call of the table (`sys/calls.rs`) by name; a null
+/// name restores every default, a null function restores that call's. A call the `unix`
+/// VFS makes for the path operations delegated to it (`access`, `getcwd`, `stat`,
+/// `lstat`, `readlink`) is replaced in `unix`'s table too, so those operations see it.
+pub(crate) unsafe extern "C" fn x_set_system_call(
+    vfs: *mut sqlite3_vfs,
+    name: *const c_char,
+    function: sqlite3_syscall_ptr,
+) -> c_int {
+    // SAFETY: SQLite passes our VFS and a NUL-terminated name or null.
+    unsafe {
+        let state = state_of(vfs);
+        guard(Some(state), "xSetSystemCall", || {
+            let name = (!name.is_null()).then(|| std::ffi::CStr::from_ptr(name));
+            if calls::set(name, function).is_err() {
+                return Ok(SQLITE_NOTFOUND);
+            }
+            let delegated = name.is_none_or(|name| calls::PATH_OPERATION_CALLS.contains(&name));
+            let parent = state.parent;
+            if let (true, Some(set_parent)) = (delegated, (*parent).x_set_system_call) {
+                if (*parent).i_version >= 3 {
+                    set_parent(
+                        parent,
+                        name.map_or(std::ptr::null(), |n| n.as_ptr()),
+                        function,
+                    );
+                }
+            }
+            Ok(SQLITE_OK)
+        })
+    }
+}
+
+/// xGetSystemCall: what the named call does now (null for an unknown name).
+pub(crate) unsafe extern "C" fn x_get_system_call(
+    _vfs: *mut sqlite3_vfs,
+    name: *const c_char,
+) -> sqlite3_syscall_ptr {
+    if name.is_null() {
+        return None;
+    }
+    // SAFETY: SQLite passes a NUL-terminated name.
+    calls::get(unsafe { std::ffi::CStr::from_ptr(name) })
+}
+
+/// xNextSystemCall: the name after `name` (the first for null) that calls something.
+pub(crate) unsafe extern "C" fn x_next_system_call(
+    _vfs: *mut sqlite3_vfs,
+    name: *const c_char,
+) -> *const c_char {
+    // SAFETY: SQLite passes a NUL-terminated name or null.
+    let name = (!name.is_null()).then(|| unsafe { std::ffi::CStr::from_ptr(name) });
+    calls::next(name).map_or(std::ptr::null(), |next| next.as_ptr())
 }
 
 /// Path operations are not file I/O: they go to the `unix` VFS, so names, symlink

@@ -35,6 +35,7 @@ use crate::ffi::{
     SQLITE_LOCK_EXCLUSIVE, SQLITE_LOCK_NONE, SQLITE_LOCK_PENDING, SQLITE_LOCK_RESERVED,
     SQLITE_LOCK_SHARED,
 };
+use crate::sys::calls;
 
 pub(crate) const PENDING_BYTE: i64 = 0x4000_0000;
 pub(crate) const RESERVED_BYTE: i64 = PENDING_BYTE + 1;
@@ -73,7 +74,7 @@ pub(crate) fn set_lock(fd: RawFd, kind: LockType, start: i64, len: i64) -> Resul
     let lock = flock(kind, start, len);
     loop {
         // SAFETY: `lock` is a valid flock for the duration of the call.
-        if unsafe { libc::fcntl(fd, libc::F_OFD_SETLK, &lock) } == 0 {
+        if unsafe { calls::fcntl_ptr(fd, libc::F_OFD_SETLK, &lock as *const _ as *mut _) } == 0 {
             return Ok(());
         }
         let errno = std::io::Error::last_os_error()
@@ -95,7 +96,14 @@ pub(crate) fn conflicting_lock(
 ) -> Result<Option<LockType>, i32> {
     let mut lock = flock(kind, start, len);
     // SAFETY: `lock` is a valid, writable flock for the duration of the call.
-    if unsafe { libc::fcntl(fd, libc::F_OFD_GETLK, &mut lock) } != 0 {
+    if unsafe {
+        calls::fcntl_ptr(
+            fd,
+            libc::F_OFD_GETLK,
+            (&mut lock as *mut libc::flock).cast(),
+        )
+    } != 0
+    {
         return Err(std::io::Error::last_os_error()
             .raw_os_error()
             .unwrap_or(libc::EIO));
@@ -242,7 +250,7 @@ fn file_key(fd: RawFd) -> Option<FileKey> {
     // SAFETY: stat is plain data written by fstat.
     let mut stat: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: `stat` is writable for the call.
-    if unsafe { libc::fstat(fd, &mut stat) } != 0 {
+    if unsafe { calls::fstat(fd, &mut stat) } != 0 {
         return None;
     }
     Some(FileKey {
@@ -299,8 +307,8 @@ pub(crate) fn close_preserving_process_locks(fd: RawFd) {
     // is nothing to preserve. Otherwise /proc/locks tells whose locks they are; reading
     // it costs five system calls and a walk of every lock on the machine.
     if parked.is_empty() && matches!(conflicting_lock(fd, LockType::Write, 0, 0), Ok(None)) {
-        // SAFETY: the caller hands over ownership of `fd`.
-        unsafe { libc::close(fd) };
+        // The caller hands over ownership of `fd`.
+        crate::sys::close(fd);
         return;
     }
     PROC_LOCKS_SCANS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -314,15 +322,13 @@ pub(crate) fn close_preserving_process_locks(fd: RawFd) {
         if still_locked(&p.file) {
             return true;
         }
-        // SAFETY: a parked descriptor is owned by the parking list alone.
-        unsafe { libc::close(p.fd) };
+        // A parked descriptor is owned by the parking list alone.
+        crate::sys::close(p.fd);
         false
     });
     match file_key(fd) {
         Some(file) if still_locked(&file) => parked.push(Parked { fd, file }),
-        // SAFETY: the caller hands over ownership of `fd`.
-        _ => unsafe {
-            libc::close(fd);
-        },
+        // The caller hands over ownership of `fd`.
+        _ => crate::sys::close(fd),
     }
 }

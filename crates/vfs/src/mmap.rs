@@ -152,7 +152,7 @@ impl MemoryMap {
         }
         // SAFETY: a fresh read-only shared mapping of our own fd; we keep `base` until unmap.
         let base = unsafe {
-            libc::mmap(
+            crate::sys::calls::mmap(
                 std::ptr::null_mut(),
                 want as usize,
                 libc::PROT_READ,
@@ -175,7 +175,7 @@ impl MemoryMap {
         if !self.base.is_null() {
             // SAFETY: base/mapped_bytes describe a mapping we created and no fetched page
             // remains (callers check fetch_count).
-            unsafe { libc::munmap(self.base.cast(), self.mapped_bytes) };
+            unsafe { crate::sys::calls::munmap(self.base.cast(), self.mapped_bytes) };
         }
         self.base = std::ptr::null_mut();
         self.size_bytes = 0;

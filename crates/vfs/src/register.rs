@@ -168,7 +168,7 @@ fn register_impl(
         c_name,
     }));
     let vfs: *mut sqlite3_vfs = Box::leak(Box::new(sqlite3_vfs {
-        i_version: 2,
+        i_version: 3,
         sz_os_file: std::mem::size_of::<entry::RawFile>() as c_int,
         mx_pathname: MAX_PATHNAME_BYTES,
         p_next: std::ptr::null_mut(),
@@ -187,9 +187,9 @@ fn register_impl(
         x_current_time: Some(entry::x_current_time),
         x_get_last_error: Some(entry::x_get_last_error),
         x_current_time_int64: Some(entry::x_current_time_int64),
-        x_set_system_call: None,
-        x_get_system_call: None,
-        x_next_system_call: None,
+        x_set_system_call: Some(entry::x_set_system_call),
+        x_get_system_call: Some(entry::x_get_system_call),
+        x_next_system_call: Some(entry::x_next_system_call),
     }));
     // SAFETY: `vfs` is fully initialised and leaked, so it outlives the registration.
     let code = unsafe { api.vfs_register(vfs, options.make_default) };

@@ -33,6 +33,7 @@ use crate::ffi::{
 };
 use crate::io::Submitter;
 use crate::lock::{conflicting_lock, set_lock, LockType};
+use crate::sys::calls;
 
 /// Offset of the first lock slot in the `-shm` file (os_unix.c UNIX_SHM_BASE:
 /// `(22 + SQLITE_SHM_NLOCK) * 4`, just past the two copies of the WAL-index header and
@@ -76,10 +77,10 @@ impl Shm {
         let open = |flags: i32| {
             // SAFETY: `path` is NUL-terminated; open does not retain it.
             unsafe {
-                libc::open(
+                calls::open(
                     path.as_ptr(),
                     flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-                    mode,
+                    mode as libc::c_int,
                 )
             }
         };
@@ -100,8 +101,8 @@ impl Shm {
         // open (os_unix.c robustFchown).
         // SAFETY: plain syscalls on our own fd.
         unsafe {
-            if libc::geteuid() == 0 {
-                let _ = libc::fchown(fd, db_stat.st_uid, db_stat.st_gid);
+            if calls::geteuid() == 0 {
+                let _ = calls::fchown(fd, db_stat.st_uid, db_stat.st_gid);
             }
         }
         let mut shm = Shm {
@@ -133,7 +134,7 @@ impl Shm {
                 // Truncate to 3 bytes rather than 0, as os_unix.c does, so a legitimate
                 // truncation is recognisable when debugging.
                 // SAFETY: plain syscall on our own fd.
-                if unsafe { libc::ftruncate(self.fd, 3) } != 0 {
+                if unsafe { calls::ftruncate(self.fd, 3) } != 0 {
                     return Err(Failure::ShmOpen(last_errno()));
                 }
             }
@@ -180,7 +181,7 @@ impl Shm {
                 let offset = (self.regions.len() * region_size_bytes) as i64;
                 // SAFETY: a new shared mapping of our own fd; kept until `unmap`.
                 let base = unsafe {
-                    libc::mmap(
+                    calls::mmap(
                         std::ptr::null_mut(),
                         region_size_bytes,
                         protection,
@@ -283,14 +284,14 @@ impl Shm {
         self.unmap_regions();
         if delete {
             // SAFETY: `path` is NUL-terminated.
-            unsafe { libc::unlink(self.path.as_ptr()) };
+            unsafe { calls::unlink(self.path.as_ptr()) };
         }
     }
 
     fn unmap_regions(&mut self) {
         for base in self.regions.drain(..) {
             // SAFETY: each region is a mapping of region_size_bytes that we created.
-            unsafe { libc::munmap(base.cast(), self.region_size_bytes) };
+            unsafe { calls::munmap(base.cast(), self.region_size_bytes) };
         }
     }
 }

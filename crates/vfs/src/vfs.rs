@@ -53,7 +53,7 @@ impl VfsState {
         write_behind::flush(write_behind::Caller::Writer(None))?;
         let c_path = CString::new(path).map_err(|_| Failure::Delete(libc::EINVAL))?;
         // SAFETY: `c_path` is NUL-terminated.
-        if unsafe { libc::unlink(c_path.as_ptr()) } != 0 {
+        if unsafe { crate::sys::calls::unlink(c_path.as_ptr()) } != 0 {
             let errno = crate::sys::last_errno();
             return Err(if errno == libc::ENOENT {
                 Failure::DeleteNoent
@@ -68,8 +68,7 @@ impl VfsState {
                 file_stats: &scratch,
                 vfs_stats: &self.stats,
             };
-            let directory = crate::sys::directory_of(path);
-            match io.sync_directory(directory, self.sync_mode == SyncMode::Fdatasync) {
+            match io.sync_directory_of(path, self.sync_mode == SyncMode::Fdatasync) {
                 // os_unix.c: a directory that cannot be opened is not an error.
                 Ok(()) | Err(Failure::CantOpen(_)) => {}
                 Err(failure) => return Err(failure),

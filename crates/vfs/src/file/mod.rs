@@ -183,8 +183,8 @@ impl Drop for File {
             if self.carries_locks {
                 crate::lock::close_preserving_process_locks(self.fd);
             } else {
-                // SAFETY: we own the fd; nobody locks journals, WALs or temp files.
-                unsafe { libc::close(self.fd) };
+                // Nobody locks journals, WALs or temp files.
+                crate::sys::close(self.fd);
             }
             self.fd = -1;
         }

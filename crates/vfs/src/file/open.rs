@@ -11,7 +11,7 @@ use crate::io::{EngineKind, FileRole};
 use crate::lock::DbLock;
 use crate::mmap::MemoryMap;
 use crate::stats::SharedStats;
-use crate::sys::{fstat, is_memory_backed, open_above_stdio, stat_path};
+use crate::sys::{calls, fstat, is_memory_backed, open_above_stdio, stat_path};
 use crate::vfs::VfsState;
 
 use super::{File, NEXT_FILE_ID};
@@ -92,7 +92,7 @@ fn temp_directory() -> String {
             let is_dir =
                 stat_path(dir).is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
             // SAFETY: `c_dir` is NUL-terminated.
-            is_dir && unsafe { libc::access(c_dir.as_ptr(), libc::W_OK | libc::X_OK) } == 0
+            is_dir && unsafe { calls::access(c_dir.as_ptr(), libc::W_OK | libc::X_OK) } == 0
         })
         .unwrap_or_else(|| ".".to_string())
 }
@@ -249,7 +249,7 @@ impl File {
             Ok(fd) => fd,
             Err(errno) => {
                 // SAFETY: `c_path` is NUL-terminated.
-                let exists = unsafe { libc::access(c_path.as_ptr(), libc::F_OK) } == 0;
+                let exists = unsafe { calls::access(c_path.as_ptr(), libc::F_OK) } == 0;
                 if is_new_journal && errno == libc::EACCES && !exists {
                     return Err(Failure::ReadonlyDirectory(errno));
                 } else if errno != libc::EISDIR && is_readwrite {
@@ -268,7 +268,7 @@ impl File {
             if let Ok(st) = fstat(fd) {
                 if st.st_size == 0 && st.st_mode & 0o777 != mode {
                     // SAFETY: plain syscall on our fd.
-                    unsafe { libc::fchmod(fd, mode) };
+                    unsafe { calls::fchmod(fd, mode) };
                 }
             }
         }
@@ -276,9 +276,10 @@ impl File {
             // As root, a new journal or WAL must stay usable by the database's owner.
             // SAFETY: plain syscalls on our fd.
             unsafe {
-                if libc::geteuid() == 0 && flags & (SQLITE_OPEN_WAL | SQLITE_OPEN_MAIN_JOURNAL) != 0
+                if calls::geteuid() == 0
+                    && flags & (SQLITE_OPEN_WAL | SQLITE_OPEN_MAIN_JOURNAL) != 0
                 {
-                    let _ = libc::fchown(fd, uid, gid);
+                    let _ = calls::fchown(fd, uid, gid);
                 }
             }
         }
@@ -307,7 +308,7 @@ impl File {
         if is_delete && unnamed_fd.is_none() {
             // Unlinking now means even a crash cannot leave the file behind.
             // SAFETY: `c_path` is NUL-terminated.
-            unsafe { libc::unlink(c_path.as_ptr()) };
+            unsafe { calls::unlink(c_path.as_ptr()) };
         }
         let file = File {
             vfs,

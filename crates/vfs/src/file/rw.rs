@@ -9,7 +9,7 @@ use crate::config::SyncMode;
 use crate::error::Failure;
 use crate::io::{Submitter, SyncRequest};
 use crate::stats::IoStats;
-use crate::sys::{directory_of, fstat, open_directory};
+use crate::sys::{fstat, open_directory_of};
 use crate::write_behind;
 
 use super::{flush_queue, round_up, File};
@@ -225,7 +225,7 @@ impl File {
         // The directory sync is independent of the file's: both are submitted together
         // and both complete before xSync returns, as os_unix.c's two sequential calls do.
         let directory_fd = match (&self.path, self.dir_sync_pending) {
-            (Some(path), true) => open_directory(directory_of(path)).ok(),
+            (Some(path), true) => open_directory_of(path).ok(),
             _ => None,
         };
         let request = SyncRequest {

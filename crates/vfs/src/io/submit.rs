@@ -306,15 +306,11 @@ impl Submitter<'_> {
         first_failure.map_or(Ok(()), Err)
     }
 
-    /// Opens `directory` and syncs it (journal creation, xDelete with dirSync). A
+    /// Opens the directory holding `file` and syncs it (xDelete with dirSync). A
     /// directory that cannot be opened is `Failure::CantOpen`, which os_unix.c does not
     /// treat as an error of the sync: the caller decides.
-    pub(crate) fn sync_directory(
-        &mut self,
-        directory: &str,
-        data_only: bool,
-    ) -> Result<(), Failure> {
-        let dir_fd = crate::sys::open_directory(directory).map_err(Failure::CantOpen)?;
+    pub(crate) fn sync_directory_of(&mut self, file: &str, data_only: bool) -> Result<(), Failure> {
+        let dir_fd = crate::sys::open_directory_of(file).map_err(Failure::CantOpen)?;
         let result = self.sync(dir_fd, data_only).map_err(Failure::DirFsync);
         crate::sys::close(dir_fd);
         result

@@ -1,10 +1,13 @@
-//! The plain-syscall backend: one blocking syscall per op, one kernel entry each.
+//! The plain-syscall backend: one blocking syscall per op, one kernel entry each, made
+//! through the system-call table (`sys::calls`), so a replaced call is honoured.
 //!
 //! Used as the `io_uring_sync` benchmark target (the same VFS code without the ring, to
 //! separate the effect of the ring from the effect of batching) and, when the user opts
 //! in, as the fallback where io_uring is unavailable.
 
 use std::os::fd::RawFd;
+
+use crate::sys::calls;
 
 use super::op::{is_retryable, Engine, Op, RETRY_LIMIT};
 
@@ -29,9 +32,9 @@ impl Engine for SyscallEngine {
                     // SAFETY: plain syscalls without pointers.
                     result_of(unsafe {
                         if data_only {
-                            libc::fdatasync(fd)
+                            calls::fdatasync(fd)
                         } else {
-                            libc::fsync(fd)
+                            calls::fsync(fd)
                         }
                     } as isize)
                 } else {
@@ -49,22 +52,24 @@ impl Engine for SyscallEngine {
                         buf,
                         len,
                         offset,
-                    } => result_of(libc::pread(fd, buf.cast(), len as usize, offset as i64)),
+                    } => result_of(calls::pread(fd, buf.cast(), len as usize, offset as i64)),
                     Op::Write {
                         fd,
                         buf,
                         len,
                         offset,
-                    } => result_of(libc::pwrite(fd, buf.cast(), len as usize, offset as i64)),
+                    } => result_of(calls::pwrite(fd, buf.cast(), len as usize, offset as i64)),
                     Op::Sync {
                         fd,
                         data_only: true,
-                    } => result_of(libc::fdatasync(fd) as isize),
+                    } => result_of(calls::fdatasync(fd) as isize),
                     Op::Sync {
                         fd,
                         data_only: false,
-                    } => result_of(libc::fsync(fd) as isize),
-                    Op::Truncate { fd, len } => result_of(libc::ftruncate(fd, len as i64) as isize),
+                    } => result_of(calls::fsync(fd) as isize),
+                    Op::Truncate { fd, len } => {
+                        result_of(calls::ftruncate(fd, len as i64) as isize)
+                    }
                     Op::SyncAfterWrites { .. } => unreachable!("handled above"),
                 }
             };
@@ -95,7 +100,7 @@ pub(crate) fn pread_fully(fd: RawFd, buf: &mut [u8], offset: u64) -> (Result<usi
     if buf.len() <= i32::MAX as usize {
         // SAFETY: `buf` is an exclusive borrow of `buf.len()` bytes for the whole call;
         // pread does not retain the pointer.
-        let n = unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), offset as i64) };
+        let n = unsafe { calls::pread(fd, buf.as_mut_ptr().cast(), buf.len(), offset as i64) };
         if n >= 0 && n as usize == buf.len() {
             return (Ok(buf.len()), 1);
         }
@@ -131,7 +136,7 @@ fn pread_loop(fd: RawFd, buf: &mut [u8], offset: u64, done: usize) -> (Result<us
         // SAFETY: `rest` is an exclusive borrow of `len` or more bytes for the whole
         // call; pread does not retain the pointer.
         let n = unsafe {
-            libc::pread(
+            calls::pread(
                 fd,
                 rest.as_mut_ptr().cast(),
                 len,

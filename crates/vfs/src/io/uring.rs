@@ -140,7 +140,8 @@ pub(crate) unsafe fn perform_routed(
     ops: &[Op],
     results: &mut [i32],
 ) -> Result<u64, i32> {
-    if routing.all_by_syscall(ops) {
+    // A replaced read/write/sync call must see every op: the ring would bypass it.
+    if routing.all_by_syscall(ops) || crate::sys::calls::io_replaced() {
         // SAFETY: forwarded caller contract.
         return unsafe { SyscallEngine.perform(ops, results) };
     }
@@ -424,7 +425,7 @@ impl Ring {
 
     fn truncate_by_syscall(fd: RawFd, len: u64) -> i32 {
         // SAFETY: ftruncate takes no pointers.
-        if unsafe { libc::ftruncate(fd, len as i64) } == 0 {
+        if unsafe { crate::sys::calls::ftruncate(fd, len as i64) } == 0 {
             0
         } else {
             -std::io::Error::last_os_error()

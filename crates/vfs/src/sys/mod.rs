@@ -1,7 +1,10 @@
 //! System-call helpers every layer uses: descriptors opened the way os_unix.c opens
 //! them, `stat` wrappers, the filesystem a descriptor lives on, directory names, and the
-//! page-aligned buffer of O_DIRECT I/O and the write-behind arena. A leaf: it names no
-//! other module of the crate.
+//! page-aligned buffer of O_DIRECT I/O and the write-behind arena. Every system call on a
+//! file goes through [`calls`], the table tests can replace calls in. A leaf: it names no
+//! other module of the crate but `ffi`.
+
+pub mod calls;
 
 use std::ffi::{c_int, CStr, CString};
 use std::os::fd::RawFd;
@@ -28,7 +31,7 @@ pub(crate) fn open_above_stdio(
 ) -> Result<RawFd, i32> {
     let fd = loop {
         // SAFETY: `path` is NUL-terminated; open does not retain it.
-        let fd = unsafe { libc::open(path.as_ptr(), os_flags, mode as libc::c_uint) };
+        let fd = unsafe { calls::open(path.as_ptr(), os_flags, mode as c_int) };
         if fd >= 0 {
             break fd;
         }
@@ -43,10 +46,10 @@ pub(crate) fn open_above_stdio(
     // SAFETY: plain fcntl/close/open on the descriptor we just opened and own; the plug
     // is deliberately left open for the life of the process, as os_unix.c leaves it.
     unsafe {
-        let moved = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, MINIMUM_FILE_DESCRIPTOR);
+        let moved = calls::fcntl_int(fd, libc::F_DUPFD_CLOEXEC, MINIMUM_FILE_DESCRIPTOR);
         let errno = last_errno();
-        libc::close(fd);
-        libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
+        calls::close(fd);
+        calls::open(c"/dev/null".as_ptr(), libc::O_RDONLY, 0);
         if moved < 0 {
             return Err(errno);
         }
@@ -60,7 +63,7 @@ pub(crate) fn stat_path(path: &str) -> Option<libc::stat> {
     // SAFETY: stat is plain data written by stat(2); `path` is NUL-terminated.
     unsafe {
         let mut stat: libc::stat = std::mem::zeroed();
-        (libc::stat(path.as_ptr(), &mut stat) == 0).then_some(stat)
+        (calls::stat(path.as_ptr(), &mut stat) == 0).then_some(stat)
     }
 }
 
@@ -69,7 +72,7 @@ pub(crate) fn fstat(fd: RawFd) -> Result<libc::stat, i32> {
     // SAFETY: stat is plain data written by fstat(2).
     unsafe {
         let mut stat: libc::stat = std::mem::zeroed();
-        if libc::fstat(fd, &mut stat) == 0 {
+        if calls::fstat(fd, &mut stat) == 0 {
             Ok(stat)
         } else {
             Err(last_errno())
@@ -84,28 +87,21 @@ pub(crate) fn is_memory_backed(fd: RawFd) -> bool {
     // SAFETY: statfs is plain data written by fstatfs.
     let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: `fs` is writable for the call.
-    if unsafe { libc::fstatfs(fd, &mut fs) } != 0 {
+    if unsafe { calls::fstatfs(fd, &mut fs) } != 0 {
         return false;
     }
     matches!(fs.f_type as i64, TMPFS_MAGIC | RAMFS_MAGIC)
 }
 
-/// The directory holding `path`, as os_unix.c osOpenDirectory computes it.
-pub(crate) fn directory_of(path: &str) -> &str {
-    match path.rfind('/') {
-        Some(0) => "/",
-        Some(index) => &path[..index],
-        None => ".",
-    }
-}
-
-/// Opens `directory` for syncing (os_unix.c osOpenDirectory); `Err(errno)` if it cannot
-/// be opened, which os_unix.c does not treat as an error of the sync.
-pub(crate) fn open_directory(directory: &str) -> Result<RawFd, i32> {
-    let c_dir = CString::new(directory).map_err(|_| libc::EINVAL)?;
-    // SAFETY: `c_dir` is NUL-terminated.
-    let fd = unsafe { libc::open(c_dir.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-    if fd < 0 {
+/// Opens the directory that holds `file`, for syncing it (os_unix.c openDirectory, the
+/// `openDirectory` entry of the table); `Err(errno)` if it cannot be opened, which
+/// os_unix.c does not treat as an error of the sync.
+pub(crate) fn open_directory_of(file: &str) -> Result<RawFd, i32> {
+    let c_file = CString::new(file).map_err(|_| libc::EINVAL)?;
+    let mut fd: c_int = -1;
+    // SAFETY: `c_file` is NUL-terminated and `fd` writable for the call.
+    let rc = unsafe { calls::open_directory(c_file.as_ptr(), &mut fd) };
+    if rc != crate::ffi::SQLITE_OK || fd < 0 {
         return Err(last_errno());
     }
     Ok(fd)
@@ -116,7 +112,7 @@ pub(crate) fn open_directory(directory: &str) -> Result<RawFd, i32> {
 /// `lock::close_preserving_process_locks` instead.
 pub(crate) fn close(fd: RawFd) {
     // SAFETY: the caller owns `fd` and drops it here; nothing uses it afterwards.
-    unsafe { libc::close(fd) };
+    unsafe { calls::close(fd) };
 }
 
 /// Alignment of every [`AlignedBuffer`]: a page, which satisfies any `stx_dio_mem_align`

@@ -1,0 +1,474 @@
+//! Every system call the VFS makes on files, behind one table of function pointers that
+//! tests — SQLite's own among them — can replace by name (`xSetSystemCall`,
+//! `xGetSystemCall`, `xNextSystemCall`), as os_unix.c's `aSyscall[]` can. A leaf.
+//!
+//! # The table
+//! The names and C signatures are os_unix.c's (`open` is `int(const char*, int, int)`,
+//! `openDirectory` is `int(const char *file, int *fd)` and opens the directory holding
+//! `file`, …), so a stand-in written for `unix` works here unchanged. Four names are this
+//! VFS's own, for calls os_unix.c does not make: `fsync`, `fdatasync`, `fstatfs`, `statx`.
+//! Names os_unix.c has but this VFS never calls (`pread64`, `pwrite64`, `fallocate`,
+//! `mkdir`, `rmdir`, `mremap`, `ioctl`) have no default, so `xGetSystemCall` returns null
+//! for them and `xNextSystemCall` skips them, as os_unix.c does for calls a build leaves
+//! out; they can still be set, to no effect. `getpagesize` is listed (SQLite's tests
+//! replace it), but this VFS maps the WAL index one region at a time and never asks.
+//!
+//! Overriding one call changes it for every VFS this library registered (the table is
+//! per process, like os_unix.c's). `xSetSystemCall(NULL)` restores every default.
+//!
+//! # What the overrides reach
+//! * **Reads and writes**: by default `pread`/`pwrite`. With `pread` (or `pwrite`)
+//!   replaced, the replacement is called; with only `read` (or `write`) replaced, a read
+//!   is `lseek` + `read` — what os_unix.c does in a build without `USE_PREAD` — so a
+//!   stand-in for `read` sees every read, as it would under `unix`.
+//! * **The ring**: ring operations are not system calls. While any of `read`, `pread`,
+//!   `write`, `pwrite`, `ftruncate`, `fsync`, `fdatasync` is replaced, every batch of
+//!   every file goes by syscall through this table, whatever its routing, so the
+//!   replacement is honoured on every path (the read fast path and write-behind flushes
+//!   included). Faults inside the ring itself are the fault engine's job
+//!   (`register_with_faults`).
+//! * **Path operations** (`xAccess`, `xFullPathname`) are delegated to the `unix` VFS:
+//!   replacing `access`, `getcwd`, `stat`, `lstat` or `readlink` here replaces it in
+//!   `unix`'s table too (`entry.rs`), so they see the stand-in.
+//! * Not in the table: anonymous memory (the write-behind arena and read-ahead buffers,
+//!   `mmap` with no file), the ring's own system calls, `/proc` reads, `lseek` of the
+//!   emulated `read`/`write`, `getrandom` for a temporary file's name.
+
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+
+/// A function pointer of no particular type: what `sqlite3_syscall_ptr` holds.
+pub type SyscallPtr = unsafe extern "C" fn();
+
+type Open = unsafe extern "C" fn(*const c_char, c_int, c_int) -> c_int;
+type Close = unsafe extern "C" fn(c_int) -> c_int;
+type Access = unsafe extern "C" fn(*const c_char, c_int) -> c_int;
+type Getcwd = unsafe extern "C" fn(*mut c_char, libc::size_t) -> *mut c_char;
+type Stat = unsafe extern "C" fn(*const c_char, *mut libc::stat) -> c_int;
+type Fstat = unsafe extern "C" fn(c_int, *mut libc::stat) -> c_int;
+type Ftruncate = unsafe extern "C" fn(c_int, libc::off_t) -> c_int;
+type Fcntl = unsafe extern "C" fn(c_int, c_int, ...) -> c_int;
+type Read = unsafe extern "C" fn(c_int, *mut c_void, libc::size_t) -> libc::ssize_t;
+type Pread = unsafe extern "C" fn(c_int, *mut c_void, libc::size_t, libc::off_t) -> libc::ssize_t;
+type Write = unsafe extern "C" fn(c_int, *const c_void, libc::size_t) -> libc::ssize_t;
+type Pwrite =
+    unsafe extern "C" fn(c_int, *const c_void, libc::size_t, libc::off_t) -> libc::ssize_t;
+type Fchmod = unsafe extern "C" fn(c_int, libc::mode_t) -> c_int;
+type Unlink = unsafe extern "C" fn(*const c_char) -> c_int;
+type OpenDirectory = unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int;
+type Fchown = unsafe extern "C" fn(c_int, libc::uid_t, libc::gid_t) -> c_int;
+type Geteuid = unsafe extern "C" fn() -> libc::uid_t;
+type Mmap = unsafe extern "C" fn(
+    *mut c_void,
+    libc::size_t,
+    c_int,
+    c_int,
+    c_int,
+    libc::off_t,
+) -> *mut c_void;
+type Munmap = unsafe extern "C" fn(*mut c_void, libc::size_t) -> c_int;
+type Getpagesize = unsafe extern "C" fn() -> c_int;
+type Readlink = unsafe extern "C" fn(*const c_char, *mut c_char, libc::size_t) -> libc::ssize_t;
+type Fsync = unsafe extern "C" fn(c_int) -> c_int;
+type Fstatfs = unsafe extern "C" fn(c_int, *mut libc::statfs) -> c_int;
+type Statx =
+    unsafe extern "C" fn(c_int, *const c_char, c_int, libc::c_uint, *mut libc::statx) -> c_int;
+
+/// os_unix.c's `posixOpen`: `open` with a plain `int` mode, so callers and stand-ins share
+/// one non-variadic signature.
+unsafe extern "C" fn default_open(path: *const c_char, flags: c_int, mode: c_int) -> c_int {
+    // SAFETY: forwarded caller contract (a NUL-terminated path).
+    unsafe { libc::open(path, flags, mode as libc::c_uint) }
+}
+
+/// os_unix.c's `openDirectory`: opens, through the table's `open`, the directory that
+/// holds `file`, for syncing it. SQLITE_OK and the descriptor in `*fd`, or
+/// SQLITE_CANTOPEN with `*fd` = -1 and errno set.
+unsafe extern "C" fn default_open_directory(file: *const c_char, fd: *mut c_int) -> c_int {
+    // SAFETY: the caller passes a NUL-terminated path and a writable int.
+    unsafe {
+        *fd = -1;
+        let file = CStr::from_ptr(file).to_bytes();
+        let directory: &[u8] = match file.iter().rposition(|&b| b == b'/') {
+            Some(0) => b"/",
+            Some(end) => &file[..end],
+            None => b".",
+        };
+        let Ok(directory) = std::ffi::CString::new(directory) else {
+            return crate::ffi::SQLITE_CANTOPEN;
+        };
+        loop {
+            let opened = open(directory.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC, 0);
+            if opened >= 0 {
+                *fd = opened;
+                return crate::ffi::SQLITE_OK;
+            }
+            if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                return crate::ffi::SQLITE_CANTOPEN;
+            }
+        }
+    }
+}
+
+unsafe extern "C" fn default_getpagesize() -> c_int {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as c_int }
+}
+
+/// One system call: its name, its default, and what replaced it (null: the default).
+struct Entry {
+    name: &'static CStr,
+    default: Option<SyscallPtr>,
+    current: AtomicPtr<()>,
+}
+
+macro_rules! erase {
+    ($f:expr, $ty:ty) => {
+        // SAFETY: only changes the static type of a function pointer; every call site
+        // restores exactly `$ty` before calling (the typed wrappers below).
+        Some(unsafe { std::mem::transmute::<$ty, SyscallPtr>($f) })
+    };
+}
+
+const fn entry(name: &'static CStr, default: Option<SyscallPtr>) -> Entry {
+    Entry {
+        name,
+        default,
+        current: AtomicPtr::new(std::ptr::null_mut()),
+    }
+}
+
+// Indices into TABLE, in os_unix.c's order, then this VFS's own.
+const OPEN: usize = 0;
+const CLOSE: usize = 1;
+const ACCESS: usize = 2;
+const STAT: usize = 4;
+const FSTAT: usize = 5;
+const FTRUNCATE: usize = 6;
+const FCNTL: usize = 7;
+const READ: usize = 8;
+const PREAD: usize = 9;
+const WRITE: usize = 11;
+const PWRITE: usize = 12;
+const FCHMOD: usize = 14;
+const UNLINK: usize = 16;
+const OPEN_DIRECTORY: usize = 17;
+const FCHOWN: usize = 20;
+const GETEUID: usize = 21;
+const MMAP: usize = 22;
+const MUNMAP: usize = 23;
+const FSYNC: usize = 29;
+const FDATASYNC: usize = 30;
+const FSTATFS: usize = 31;
+const STATX: usize = 32;
+
+static TABLE: [Entry; 33] = [
+    entry(c"open", erase!(default_open, Open)),
+    entry(c"close", erase!(libc::close, Close)),
+    entry(c"access", erase!(libc::access, Access)),
+    entry(c"getcwd", erase!(libc::getcwd, Getcwd)),
+    entry(c"stat", erase!(libc::stat, Stat)),
+    entry(c"fstat", erase!(libc::fstat, Fstat)),
+    entry(c"ftruncate", erase!(libc::ftruncate, Ftruncate)),
+    entry(c"fcntl", erase!(libc::fcntl, Fcntl)),
+    entry(c"read", erase!(libc::read, Read)),
+    entry(c"pread", erase!(libc::pread, Pread)),
+    entry(c"pread64", None),
+    entry(c"write", erase!(libc::write, Write)),
+    entry(c"pwrite", erase!(libc::pwrite, Pwrite)),
+    entry(c"pwrite64", None),
+    entry(c"fchmod", erase!(libc::fchmod, Fchmod)),
+    entry(c"fallocate", None),
+    entry(c"unlink", erase!(libc::unlink, Unlink)),
+    entry(
+        c"openDirectory",
+        erase!(default_open_directory, OpenDirectory),
+    ),
+    entry(c"mkdir", None),
+    entry(c"rmdir", None),
+    entry(c"fchown", erase!(libc::fchown, Fchown)),
+    entry(c"geteuid", erase!(libc::geteuid, Geteuid)),
+    entry(c"mmap", erase!(libc::mmap, Mmap)),
+    entry(c"munmap", erase!(libc::munmap, Munmap)),
+    entry(c"mremap", None),
+    entry(c"getpagesize", erase!(default_getpagesize, Getpagesize)),
+    entry(c"readlink", erase!(libc::readlink, Readlink)),
+    entry(c"lstat", erase!(libc::lstat, Stat)),
+    entry(c"ioctl", None),
+    entry(c"fsync", erase!(libc::fsync, Fsync)),
+    entry(c"fdatasync", erase!(libc::fdatasync, Fsync)),
+    entry(c"fstatfs", erase!(libc::fstatfs, Fstatfs)),
+    entry(c"statx", erase!(libc::statx, Statx)),
+];
+
+/// Names whose replacement must also reach the `unix` VFS, which performs the path
+/// operations this VFS delegates to it.
+pub const PATH_OPERATION_CALLS: [&CStr; 5] = [c"access", c"getcwd", c"stat", c"lstat", c"readlink"];
+
+/// Entries whose replacement sends every I/O batch by syscall (see the module docs).
+const IO_CALLS: [usize; 7] = [READ, PREAD, WRITE, PWRITE, FTRUNCATE, FSYNC, FDATASYNC];
+
+/// Bit `i` set: `IO_CALLS[i]` is replaced.
+static IO_REPLACED: AtomicU32 = AtomicU32::new(0);
+
+/// Whether any I/O call is replaced: then batches go by syscall through the table.
+#[inline]
+pub(crate) fn io_replaced() -> bool {
+    IO_REPLACED.load(Ordering::Relaxed) != 0
+}
+
+fn index_of(name: &CStr) -> Option<usize> {
+    TABLE.iter().position(|entry| entry.name == name)
+}
+
+fn publish_io_replaced() {
+    let mut bits = 0;
+    for (bit, &index) in IO_CALLS.iter().enumerate() {
+        if !TABLE[index].current.load(Ordering::Acquire).is_null() {
+            bits |= 1 << bit;
+        }
+    }
+    IO_REPLACED.store(bits, Ordering::Release);
+}
+
+/// Why `set` refused.
+#[derive(Debug, PartialEq, Eq)]
+pub struct UnknownSystemCall;
+
+/// xSetSystemCall: replaces `name` with `function` (`None`: back to its default); with
+/// no name, restores every default.
+pub fn set(name: Option<&CStr>, function: Option<SyscallPtr>) -> Result<(), UnknownSystemCall> {
+    match name {
+        None => {
+            for entry in &TABLE {
+                entry.current.store(std::ptr::null_mut(), Ordering::Release);
+            }
+        }
+        Some(name) => {
+            let index = index_of(name).ok_or(UnknownSystemCall)?;
+            let pointer = function.map_or(std::ptr::null_mut(), |f| f as *mut ());
+            TABLE[index].current.store(pointer, Ordering::Release);
+        }
+    }
+    publish_io_replaced();
+    Ok(())
+}
+
+/// xGetSystemCall: what `name` calls now (null for an unknown name, or one without a
+/// default that was never replaced).
+pub fn get(name: &CStr) -> Option<SyscallPtr> {
+    index_of(name).and_then(current)
+}
+
+/// xNextSystemCall: the name after `name` (the first with `None`) that calls something.
+pub fn next(name: Option<&CStr>) -> Option<&'static CStr> {
+    let start = match name {
+        None => 0,
+        Some(name) => index_of(name).map_or(TABLE.len(), |i| i + 1),
+    };
+    (start..TABLE.len())
+        .find(|&i| current(i).is_some())
+        .map(|i| TABLE[i].name)
+}
+
+fn current(index: usize) -> Option<SyscallPtr> {
+    let pointer = TABLE[index].current.load(Ordering::Acquire);
+    if pointer.is_null() {
+        TABLE[index].default
+    } else {
+        // SAFETY: only `set` stores here, and only a SyscallPtr cast to a data pointer;
+        // the round trip restores it.
+        Some(unsafe { std::mem::transmute::<*mut (), SyscallPtr>(pointer) })
+    }
+}
+
+/// The entry's current function as `F`.
+///
+/// # Safety
+/// `F` must be the entry's C signature (the one in the table above).
+#[inline]
+unsafe fn function<F: Copy>(index: usize) -> F {
+    debug_assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<SyscallPtr>());
+    let function = current(index).expect("called entries have a default");
+    // SAFETY: caller contract: `F` is this entry's function-pointer type.
+    unsafe { std::mem::transmute_copy::<SyscallPtr, F>(&function) }
+}
+
+// ─── Typed calls ───────────────────────────────────────────────────────────────────────
+// Each has its C function's contract; the safety comment of the caller states it.
+
+pub(crate) unsafe fn open(path: *const c_char, flags: c_int, mode: c_int) -> c_int {
+    unsafe { function::<Open>(OPEN)(path, flags, mode) }
+}
+pub(crate) unsafe fn close(fd: c_int) -> c_int {
+    unsafe { function::<Close>(CLOSE)(fd) }
+}
+pub(crate) unsafe fn access(path: *const c_char, mode: c_int) -> c_int {
+    unsafe { function::<Access>(ACCESS)(path, mode) }
+}
+pub(crate) unsafe fn stat(path: *const c_char, out: *mut libc::stat) -> c_int {
+    unsafe { function::<Stat>(STAT)(path, out) }
+}
+pub(crate) unsafe fn fstat(fd: c_int, out: *mut libc::stat) -> c_int {
+    unsafe { function::<Fstat>(FSTAT)(fd, out) }
+}
+pub(crate) unsafe fn ftruncate(fd: c_int, len: libc::off_t) -> c_int {
+    unsafe { function::<Ftruncate>(FTRUNCATE)(fd, len) }
+}
+/// fcntl with a pointer argument (locks).
+pub(crate) unsafe fn fcntl_ptr(fd: c_int, cmd: c_int, arg: *mut c_void) -> c_int {
+    unsafe { function::<Fcntl>(FCNTL)(fd, cmd, arg) }
+}
+/// fcntl with an int argument (F_DUPFD_CLOEXEC).
+pub(crate) unsafe fn fcntl_int(fd: c_int, cmd: c_int, arg: c_int) -> c_int {
+    unsafe { function::<Fcntl>(FCNTL)(fd, cmd, arg) }
+}
+/// Reads at `offset`: `pread`, or `lseek` + `read` when only `read` is replaced.
+pub(crate) unsafe fn pread(
+    fd: c_int,
+    buf: *mut c_void,
+    len: libc::size_t,
+    offset: libc::off_t,
+) -> libc::ssize_t {
+    unsafe {
+        if !TABLE[READ].current.load(Ordering::Relaxed).is_null()
+            && TABLE[PREAD].current.load(Ordering::Relaxed).is_null()
+        {
+            if libc::lseek(fd, offset, libc::SEEK_SET) != offset {
+                return -1;
+            }
+            return function::<Read>(READ)(fd, buf, len);
+        }
+        function::<Pread>(PREAD)(fd, buf, len, offset)
+    }
+}
+/// Writes at `offset`: `pwrite`, or `lseek` + `write` when only `write` is replaced.
+pub(crate) unsafe fn pwrite(
+    fd: c_int,
+    buf: *const c_void,
+    len: libc::size_t,
+    offset: libc::off_t,
+) -> libc::ssize_t {
+    unsafe {
+        if !TABLE[WRITE].current.load(Ordering::Relaxed).is_null()
+            && TABLE[PWRITE].current.load(Ordering::Relaxed).is_null()
+        {
+            if libc::lseek(fd, offset, libc::SEEK_SET) != offset {
+                return -1;
+            }
+            return function::<Write>(WRITE)(fd, buf, len);
+        }
+        function::<Pwrite>(PWRITE)(fd, buf, len, offset)
+    }
+}
+pub(crate) unsafe fn fchmod(fd: c_int, mode: libc::mode_t) -> c_int {
+    unsafe { function::<Fchmod>(FCHMOD)(fd, mode) }
+}
+pub(crate) unsafe fn unlink(path: *const c_char) -> c_int {
+    unsafe { function::<Unlink>(UNLINK)(path) }
+}
+/// Opens the directory holding `file` (os_unix.c `openDirectory`): SQLITE_OK and the
+/// descriptor, or SQLITE_CANTOPEN.
+pub(crate) unsafe fn open_directory(file: *const c_char, fd: *mut c_int) -> c_int {
+    unsafe { function::<OpenDirectory>(OPEN_DIRECTORY)(file, fd) }
+}
+pub(crate) unsafe fn fchown(fd: c_int, uid: libc::uid_t, gid: libc::gid_t) -> c_int {
+    unsafe { function::<Fchown>(FCHOWN)(fd, uid, gid) }
+}
+pub(crate) fn geteuid() -> libc::uid_t {
+    // SAFETY: geteuid (or a stand-in with its signature) has no preconditions.
+    unsafe { function::<Geteuid>(GETEUID)() }
+}
+pub(crate) unsafe fn mmap(
+    addr: *mut c_void,
+    len: libc::size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    offset: libc::off_t,
+) -> *mut c_void {
+    unsafe { function::<Mmap>(MMAP)(addr, len, prot, flags, fd, offset) }
+}
+pub(crate) unsafe fn munmap(addr: *mut c_void, len: libc::size_t) -> c_int {
+    unsafe { function::<Munmap>(MUNMAP)(addr, len) }
+}
+pub(crate) unsafe fn fsync(fd: c_int) -> c_int {
+    unsafe { function::<Fsync>(FSYNC)(fd) }
+}
+pub(crate) unsafe fn fdatasync(fd: c_int) -> c_int {
+    unsafe { function::<Fsync>(FDATASYNC)(fd) }
+}
+pub(crate) unsafe fn fstatfs(fd: c_int, out: *mut libc::statfs) -> c_int {
+    unsafe { function::<Fstatfs>(FSTATFS)(fd, out) }
+}
+pub(crate) unsafe fn statx(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mask: libc::c_uint,
+    out: *mut libc::statx,
+) -> c_int {
+    unsafe { function::<Statx>(STATX)(dirfd, path, flags, mask, out) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // The table is per process: these tests only touch names the rest of the unit tests
+    // never call (`mkdir`, `ioctl`, `getpagesize` through `get`).
+
+    #[test]
+    fn names_defaults_and_listing_follow_os_unix() {
+        assert_eq!(TABLE[OPEN].name, c"open");
+        assert_eq!(TABLE[OPEN_DIRECTORY].name, c"openDirectory");
+        assert_eq!(TABLE[STATX].name, c"statx");
+        for delegated in PATH_OPERATION_CALLS {
+            assert!(get(delegated).is_some(), "{delegated:?} has a default");
+        }
+        assert!(get(c"nosuchcall").is_none());
+        assert!(get(c"pread64").is_none(), "never called: no default");
+        assert!(get(c"open").is_some());
+        let mut listed = Vec::new();
+        let mut name = next(None);
+        while let Some(current) = name {
+            listed.push(current.to_str().unwrap());
+            name = next(Some(current));
+        }
+        for absent in [
+            "pread64",
+            "pwrite64",
+            "fallocate",
+            "mkdir",
+            "rmdir",
+            "mremap",
+            "ioctl",
+        ] {
+            assert!(!listed.contains(&absent), "{absent} listed: {listed:?}");
+        }
+        assert_eq!(listed.first(), Some(&"open"));
+        assert!(listed.contains(&"openDirectory") && listed.contains(&"fsync"));
+        assert_eq!(next(Some(c"nosuchcall")), None);
+        assert_eq!(set(Some(c"nosuchcall"), None), Err(UnknownSystemCall));
+    }
+
+    #[test]
+    fn a_replacement_is_returned_and_reset() {
+        unsafe extern "C" fn stand_in() {}
+        assert!(get(c"mkdir").is_none());
+        set(Some(c"mkdir"), Some(stand_in)).unwrap();
+        assert_eq!(
+            get(c"mkdir").map(|f| f as *const ()),
+            Some(stand_in as *const ())
+        );
+        assert!(!io_replaced(), "mkdir is not an I/O call");
+        set(Some(c"mkdir"), None).unwrap();
+        assert!(get(c"mkdir").is_none());
+        // A call with a default: replaced, then back to the default.
+        let default = get(c"ioctl");
+        assert!(default.is_none());
+        set(Some(c"ioctl"), Some(stand_in)).unwrap();
+        set(None, None).unwrap();
+        assert!(get(c"ioctl").is_none());
+    }
+}

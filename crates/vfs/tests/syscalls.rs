@@ -1,0 +1,818 @@
+//! The system-call table (`xSetSystemCall`, `xGetSystemCall`, `xNextSystemCall`): each
+//! call replaced by a failing stand-in — EIO, ENOSPC, EINTR, EACCES, short transfers, a
+//! 64 KiB page size — under `unix` and under `io_uring`, and the SQLite result codes and
+//! the data compared. This is how SQLite's own fault tests drive a VFS; it needs no root,
+//! no mount and no chattr (errors.rs keeps one real-filesystem test of each kind).
+//!
+//! Replacements are per process (both VFSes' tables are), so the tests of this binary
+//! run one at a time.
+
+mod common;
+
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use common::{extended_code, integrity_ok, open, register, rows};
+use rusqlite::ffi;
+
+// ─── The stand-ins ─────────────────────────────────────────────────────────────────────
+
+/// Which calls fail and how: one plan at a time (the tests are serial).
+struct Plan {
+    /// Calls whose file's path ends with this fail (all files when empty).
+    suffix: Mutex<String>,
+    /// The errno of a failure; 0: calls go through (short transfers may still apply).
+    errno: AtomicI32,
+    /// Matching calls to let through before failing.
+    skip: AtomicI64,
+    /// Matching calls to fail after that (then they pass again); negative: all.
+    count: AtomicI64,
+    /// Reads and writes transfer at most half of what they are asked (and ≥ 1 byte).
+    short: AtomicBool,
+    /// Matching calls seen.
+    seen: AtomicU64,
+    /// When > 0, writes fail only where they would end past this offset of their file:
+    /// a disk with that much room (ENOSPC), whatever the number of calls.
+    room_bytes: AtomicI64,
+}
+
+static PLAN: Plan = Plan {
+    suffix: Mutex::new(String::new()),
+    errno: AtomicI32::new(0),
+    skip: AtomicI64::new(0),
+    count: AtomicI64::new(-1),
+    short: AtomicBool::new(false),
+    seen: AtomicU64::new(0),
+    room_bytes: AtomicI64::new(0),
+};
+
+fn set_plan(suffix: &str, errno: i32, skip: i64, count: i64, short: bool) {
+    *PLAN.suffix.lock().unwrap() = suffix.to_string();
+    PLAN.errno.store(errno, Ordering::SeqCst);
+    PLAN.skip.store(skip, Ordering::SeqCst);
+    PLAN.count.store(count, Ordering::SeqCst);
+    PLAN.short.store(short, Ordering::SeqCst);
+    PLAN.seen.store(0, Ordering::SeqCst);
+    PLAN.room_bytes.store(0, Ordering::SeqCst);
+}
+
+/// A disk with `room_bytes` per file: every write ending past it fails with ENOSPC.
+fn set_disk_room(room_bytes: i64) {
+    set_plan("", libc::ENOSPC, 0, -1, false);
+    PLAN.room_bytes.store(room_bytes, Ordering::SeqCst);
+}
+
+/// Whether a write of `len` bytes at `offset` of `path` fails now (errno set).
+fn write_fails(path: &str, offset: i64, len: usize) -> bool {
+    let room_bytes = PLAN.room_bytes.load(Ordering::SeqCst);
+    if room_bytes > 0 && offset + len as i64 <= room_bytes {
+        return false;
+    }
+    fails(path).is_some()
+}
+
+fn path_of_fd(fd: c_int) -> String {
+    std::fs::read_link(format!("/proc/self/fd/{fd}"))
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Whether a call on `path` fails now, and with which errno (set as errno too).
+fn fails(path: &str) -> Option<c_int> {
+    let matches = {
+        let suffix = PLAN.suffix.lock().unwrap();
+        suffix.is_empty() || path.ends_with(suffix.as_str())
+    };
+    if !matches {
+        return None;
+    }
+    PLAN.seen.fetch_add(1, Ordering::SeqCst);
+    let errno = PLAN.errno.load(Ordering::SeqCst);
+    if errno == 0 {
+        return None;
+    }
+    if PLAN.skip.fetch_sub(1, Ordering::SeqCst) > 0 {
+        return None;
+    }
+    let count = PLAN.count.load(Ordering::SeqCst);
+    if count == 0 {
+        return None;
+    }
+    if count > 0 {
+        PLAN.count.fetch_sub(1, Ordering::SeqCst);
+    }
+    // SAFETY: errno is thread-local; writing it is what a failing libc call does.
+    unsafe { *libc::__errno_location() = errno };
+    Some(errno)
+}
+
+fn shortened(path: &str, len: usize) -> usize {
+    let suffix_matches = {
+        let suffix = PLAN.suffix.lock().unwrap();
+        suffix.is_empty() || path.ends_with(suffix.as_str())
+    };
+    if PLAN.short.load(Ordering::SeqCst) && suffix_matches && len > 1 {
+        len / 2
+    } else {
+        len
+    }
+}
+
+unsafe extern "C" fn st_open(path: *const c_char, flags: c_int, mode: c_int) -> c_int {
+    // SAFETY: SQLite and the VFS pass a NUL-terminated path.
+    let name = unsafe { CStr::from_ptr(path) }
+        .to_string_lossy()
+        .into_owned();
+    let writing = flags & (libc::O_RDWR | libc::O_WRONLY) != 0;
+    // EACCES is a refusal to write: a read-only open of the same file still works, as
+    // with a file the user may only read.
+    if PLAN.errno.load(Ordering::SeqCst) == libc::EACCES && !writing {
+        // SAFETY: forwarded arguments.
+        return unsafe { libc::open(path, flags, mode as libc::c_uint) };
+    }
+    if fails(&name).is_some() {
+        return -1;
+    }
+    // SAFETY: forwarded arguments.
+    unsafe { libc::open(path, flags, mode as libc::c_uint) }
+}
+
+unsafe extern "C" fn st_pread(
+    fd: c_int,
+    buf: *mut c_void,
+    len: libc::size_t,
+    offset: libc::off_t,
+) -> libc::ssize_t {
+    let path = path_of_fd(fd);
+    if fails(&path).is_some() {
+        return -1;
+    }
+    // SAFETY: forwarded arguments, with a length no larger than the caller's.
+    unsafe { libc::pread(fd, buf, shortened(&path, len), offset) }
+}
+
+unsafe extern "C" fn st_read(fd: c_int, buf: *mut c_void, len: libc::size_t) -> libc::ssize_t {
+    let path = path_of_fd(fd);
+    if fails(&path).is_some() {
+        return -1;
+    }
+    // SAFETY: forwarded arguments, with a length no larger than the caller's.
+    unsafe { libc::read(fd, buf, shortened(&path, len)) }
+}
+
+unsafe extern "C" fn st_pwrite(
+    fd: c_int,
+    buf: *const c_void,
+    len: libc::size_t,
+    offset: libc::off_t,
+) -> libc::ssize_t {
+    let path = path_of_fd(fd);
+    if write_fails(&path, offset, len) {
+        return -1;
+    }
+    // SAFETY: forwarded arguments, with a length no larger than the caller's.
+    unsafe { libc::pwrite(fd, buf, shortened(&path, len), offset) }
+}
+
+unsafe extern "C" fn st_write(fd: c_int, buf: *const c_void, len: libc::size_t) -> libc::ssize_t {
+    let path = path_of_fd(fd);
+    // SAFETY: lseek on a descriptor the caller passed; SEEK_CUR only reads the offset.
+    let offset = unsafe { libc::lseek(fd, 0, libc::SEEK_CUR) };
+    if write_fails(&path, offset, len) {
+        return -1;
+    }
+    // SAFETY: forwarded arguments, with a length no larger than the caller's.
+    unsafe { libc::write(fd, buf, shortened(&path, len)) }
+}
+
+unsafe extern "C" fn st_ftruncate(fd: c_int, len: libc::off_t) -> c_int {
+    if fails(&path_of_fd(fd)).is_some() {
+        return -1;
+    }
+    // SAFETY: forwarded arguments.
+    unsafe { libc::ftruncate(fd, len) }
+}
+
+unsafe extern "C" fn st_unlink(path: *const c_char) -> c_int {
+    // SAFETY: a NUL-terminated path.
+    if fails(&unsafe { CStr::from_ptr(path) }.to_string_lossy()).is_some() {
+        return -1;
+    }
+    // SAFETY: forwarded argument.
+    unsafe { libc::unlink(path) }
+}
+
+unsafe extern "C" fn st_open_directory(file: *const c_char, fd: *mut c_int) -> c_int {
+    // SAFETY: SQLite's contract for openDirectory: a NUL-terminated path, a writable int.
+    unsafe {
+        *fd = -1;
+        if fails(&CStr::from_ptr(file).to_string_lossy()).is_some() {
+            return ffi::SQLITE_CANTOPEN;
+        }
+        let file = CStr::from_ptr(file).to_string_lossy().into_owned();
+        let directory = Path::new(&file).parent().unwrap_or(Path::new("."));
+        let c_dir = std::ffi::CString::new(directory.to_string_lossy().as_bytes()).unwrap();
+        *fd = libc::open(c_dir.as_ptr(), libc::O_RDONLY);
+        if *fd < 0 {
+            ffi::SQLITE_CANTOPEN
+        } else {
+            ffi::SQLITE_OK
+        }
+    }
+}
+
+unsafe extern "C" fn st_getcwd(buf: *mut c_char, size: libc::size_t) -> *mut c_char {
+    if fails("getcwd").is_some() {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: forwarded arguments.
+    unsafe { libc::getcwd(buf, size) }
+}
+
+unsafe extern "C" fn st_getpagesize() -> c_int {
+    65536
+}
+
+// ─── Installing them ───────────────────────────────────────────────────────────────────
+
+type Stand = unsafe extern "C" fn();
+
+fn erase<F: Copy>(function: F) -> Stand {
+    assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<Stand>());
+    // SAFETY: `F` is a function-pointer type (size checked); the VFS calls it back with
+    // the signature its name has, which each stand-in above has.
+    unsafe { std::mem::transmute_copy(&function) }
+}
+
+fn vfs(name: &str) -> *mut ffi::sqlite3_vfs {
+    let name = std::ffi::CString::new(name).unwrap();
+    // SAFETY: a NUL-terminated name; the result is SQLite's registered VFS or null.
+    let vfs = unsafe { ffi::sqlite3_vfs_find(name.as_ptr()) };
+    assert!(!vfs.is_null());
+    vfs
+}
+
+/// xSetSystemCall on `vfs_name`; the SQLite result code.
+fn set_call(vfs_name: &str, call: Option<&CStr>, function: Option<Stand>) -> c_int {
+    let vfs = vfs(vfs_name);
+    // SAFETY: `vfs` is a registered VFS of version 3 (checked by the tests that need it).
+    unsafe {
+        assert!((*vfs).iVersion >= 3, "{vfs_name} has no xSetSystemCall");
+        let set = (*vfs).xSetSystemCall.expect("xSetSystemCall");
+        set(vfs, call.map_or(std::ptr::null(), CStr::as_ptr), function)
+    }
+}
+
+fn get_call(vfs_name: &str, call: &CStr) -> Option<Stand> {
+    let vfs = vfs(vfs_name);
+    // SAFETY: as in `set_call`.
+    unsafe { (*vfs).xGetSystemCall.expect("xGetSystemCall")(vfs, call.as_ptr()) }
+}
+
+fn next_call(vfs_name: &str, call: Option<&CStr>) -> Option<String> {
+    let vfs = vfs(vfs_name);
+    // SAFETY: as in `set_call`; the result is null or a static NUL-terminated name.
+    unsafe {
+        let next = (*vfs).xNextSystemCall.expect("xNextSystemCall")(
+            vfs,
+            call.map_or(std::ptr::null(), CStr::as_ptr),
+        );
+        (!next.is_null()).then(|| CStr::from_ptr(next).to_string_lossy().into_owned())
+    }
+}
+
+fn install(vfs_name: &str, calls: &[(&CStr, Stand)]) {
+    for (call, function) in calls {
+        assert_eq!(
+            set_call(vfs_name, Some(call), Some(*function)),
+            ffi::SQLITE_OK
+        );
+    }
+}
+
+fn reset_all() {
+    set_plan("", 0, 0, -1, false);
+    for name in ["unix", "io_uring"] {
+        assert_eq!(set_call(name, None, None), ffi::SQLITE_OK);
+    }
+}
+
+/// Serialises the tests and resets every replacement when a test ends, even on failure.
+struct Serial(#[allow(dead_code)] std::sync::MutexGuard<'static, ()>);
+
+impl Drop for Serial {
+    fn drop(&mut self) {
+        reset_all();
+    }
+}
+
+fn serial() -> Serial {
+    let guard = common::one_at_a_time();
+    register();
+    reset_all();
+    Serial(guard)
+}
+
+fn read_calls() -> Vec<(&'static CStr, Stand)> {
+    vec![
+        (
+            c"pread",
+            erase(st_pread as unsafe extern "C" fn(_, _, _, _) -> _),
+        ),
+        (
+            c"read",
+            erase(st_read as unsafe extern "C" fn(_, _, _) -> _),
+        ),
+    ]
+}
+
+fn write_calls() -> Vec<(&'static CStr, Stand)> {
+    vec![
+        (
+            c"pwrite",
+            erase(st_pwrite as unsafe extern "C" fn(_, _, _, _) -> _),
+        ),
+        (
+            c"write",
+            erase(st_write as unsafe extern "C" fn(_, _, _) -> _),
+        ),
+    ]
+}
+
+// ─── Scenarios, each run under both VFSes ─────────────────────────────────────────────
+
+/// What a scenario saw: the SQLite result codes of its steps, then the database's rows
+/// and integrity after the replacements are gone.
+#[derive(Debug, PartialEq, Eq)]
+struct Outcome {
+    codes: Vec<i32>,
+    /// Row count and a digest of every row.
+    rows: (usize, u64),
+}
+
+fn code_of<T>(result: rusqlite::Result<T>) -> i32 {
+    match result {
+        Ok(_) => 0,
+        Err(error) => extended_code(&error),
+    }
+}
+
+const SEED_SQL: &str = "CREATE TABLE t(k INTEGER PRIMARY KEY, v BLOB);
+     WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i<200)
+     INSERT INTO t SELECT i, CAST(printf('%0300d', i) AS BLOB) FROM n;";
+
+/// Runs `scenario` on a fresh database under `vfs_name` with `calls` installed there, and
+/// returns its outcome; the database is seeded (`setup`) before anything is replaced.
+fn run(
+    vfs_name: &str,
+    setup: &str,
+    calls: &[(&CStr, Stand)],
+    plan: impl Fn(),
+    scenario: impl Fn(&Path) -> Vec<i32>,
+) -> Outcome {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let path = dir.path().join("test.db");
+    open(&path, vfs_name).execute_batch(setup).unwrap();
+    plan();
+    install(vfs_name, calls);
+    let codes = scenario(&path);
+    reset_all();
+    let conn = open(&path, vfs_name);
+    integrity_ok(&conn);
+    let all = rows(&conn, "SELECT k, v FROM t ORDER BY k");
+    Outcome {
+        codes,
+        rows: (all.len(), common::fnv(all.join("\n").as_bytes())),
+    }
+}
+
+/// The same scenario under `unix` and `io_uring`: equal outcomes, returned.
+fn compare(
+    setup: &str,
+    calls: &[(&CStr, Stand)],
+    plan: impl Fn(),
+    scenario: impl Fn(&Path, &str) -> Vec<i32>,
+) -> Outcome {
+    let unix = run("unix", setup, calls, &plan, |p| scenario(p, "unix"));
+    let ours = run("io_uring", setup, calls, &plan, |p| scenario(p, "io_uring"));
+    assert_eq!(ours, unix, "io_uring differs from unix");
+    ours
+}
+
+/// A transaction big enough to spill nothing but to rewrite many pages at commit.
+fn update_all(path: &Path, vfs_name: &str) -> Vec<i32> {
+    let conn = open(path, vfs_name);
+    vec![code_of(conn.execute_batch(
+        "BEGIN; UPDATE t SET v = CAST(printf('%0300d', k * 7) AS BLOB) WHERE k % 2 = 0; COMMIT;",
+    ))]
+}
+
+#[test]
+fn failed_database_writes_give_unix_codes_and_roll_back() {
+    let _serial = serial();
+    for (errno, code) in [
+        (libc::EIO, ffi::SQLITE_IOERR_WRITE),
+        (libc::ENOSPC, ffi::SQLITE_FULL),
+    ] {
+        let outcome = compare(
+            SEED_SQL,
+            &write_calls(),
+            || set_plan("test.db", errno, 0, -1, false),
+            update_all,
+        );
+        assert_eq!(outcome.codes, vec![code], "errno {errno}");
+        assert_eq!(outcome.rows.0, 200);
+    }
+}
+
+#[test]
+fn failed_journal_and_wal_writes_give_unix_codes() {
+    let _serial = serial();
+    for (setup, suffix) in [
+        (
+            format!("PRAGMA journal_mode=DELETE; {SEED_SQL}"),
+            "test.db-journal",
+        ),
+        (
+            format!("PRAGMA journal_mode=WAL; {SEED_SQL}"),
+            "test.db-wal",
+        ),
+    ] {
+        for errno in [libc::EIO, libc::ENOSPC] {
+            let outcome = compare(
+                &setup,
+                &write_calls(),
+                || set_plan(suffix, errno, 0, -1, false),
+                update_all,
+            );
+            assert_ne!(outcome.codes, vec![0], "{suffix} errno {errno}");
+        }
+    }
+}
+
+#[test]
+fn failed_reads_give_unix_codes() {
+    let _serial = serial();
+    for errno in [libc::EIO, libc::EACCES] {
+        let outcome = compare(
+            SEED_SQL,
+            &read_calls(),
+            || set_plan("test.db", errno, 0, -1, false),
+            |path, vfs_name| {
+                let opened = rusqlite::Connection::open_with_flags_and_vfs(
+                    path,
+                    rusqlite::OpenFlags::default(),
+                    vfs_name,
+                );
+                match opened {
+                    Err(error) => vec![extended_code(&error)],
+                    Ok(conn) => vec![
+                        0,
+                        code_of(
+                            conn.query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0)),
+                        ),
+                    ],
+                }
+            },
+        );
+        assert_ne!(outcome.codes, vec![0], "errno {errno}");
+    }
+}
+
+#[test]
+fn short_reads_and_writes_complete_like_unix() {
+    let _serial = serial();
+    let mut calls = read_calls();
+    calls.extend(write_calls());
+    for setup in [
+        format!("PRAGMA journal_mode=DELETE; {SEED_SQL}"),
+        format!("PRAGMA journal_mode=WAL; {SEED_SQL}"),
+    ] {
+        let outcome = compare(
+            &setup,
+            &calls,
+            || set_plan("", 0, 0, -1, true),
+            |path, vfs| {
+                let mut codes = update_all(path, vfs);
+                let conn = open(path, vfs);
+                codes.push(code_of(conn.query_row(
+                    "SELECT sum(length(v)) FROM t",
+                    [],
+                    |r| r.get::<_, i64>(0),
+                )));
+                codes
+            },
+        );
+        assert_eq!(outcome.codes, vec![0, 0]);
+    }
+}
+
+#[test]
+fn interrupted_opens_are_retried_like_unix() {
+    let _serial = serial();
+    let calls = [(
+        c"open",
+        erase(st_open as unsafe extern "C" fn(_, _, _) -> _),
+    )];
+    for setup in [
+        format!("PRAGMA journal_mode=DELETE; {SEED_SQL}"),
+        format!("PRAGMA journal_mode=WAL; {SEED_SQL}"),
+    ] {
+        // The first three opens of every kind of file are interrupted.
+        let outcome = compare(
+            &setup,
+            &calls,
+            || set_plan("", libc::EINTR, 0, 3, false),
+            update_all,
+        );
+        assert_eq!(outcome.codes, vec![0]);
+    }
+}
+
+/// A database the user may not write is opened read-only, reads work, writes are
+/// SQLITE_READONLY (errors.rs has the same with chattr +i on a real file).
+#[test]
+fn a_database_that_cannot_be_opened_for_writing_is_read_only_like_unix() {
+    let _serial = serial();
+    let calls = [(
+        c"open",
+        erase(st_open as unsafe extern "C" fn(_, _, _) -> _),
+    )];
+    let outcome = compare(
+        SEED_SQL,
+        &calls,
+        || set_plan("test.db", libc::EACCES, 0, -1, false),
+        |path, vfs_name| {
+            let conn = open(path, vfs_name);
+            vec![
+                code_of(conn.query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0))),
+                code_of(conn.execute("DELETE FROM t", [])),
+            ]
+        },
+    );
+    assert_eq!(outcome.codes, vec![0, ffi::SQLITE_READONLY]);
+    assert_eq!(outcome.rows.0, 200);
+}
+
+/// A disk that fills up: SQLITE_FULL and nothing committed is lost (errors.rs fills a
+/// real 512 KiB tmpfs).
+#[test]
+fn a_full_disk_is_sqlite_full_and_loses_nothing_like_unix() {
+    let _serial = serial();
+    let outcome = compare(
+        SEED_SQL,
+        &write_calls(),
+        // Room for the seed and a few more rows in every file.
+        || set_disk_room(200 << 10),
+        |path, vfs_name| {
+            let conn = open(path, vfs_name);
+            let mut codes = Vec::new();
+            for _ in 0..20 {
+                let code = code_of(conn.execute("INSERT INTO t(v) VALUES (zeroblob(20000))", []));
+                codes.push(code);
+                if code != 0 {
+                    break;
+                }
+            }
+            codes
+        },
+    );
+    assert_eq!(outcome.codes.last(), Some(&ffi::SQLITE_FULL), "{outcome:?}");
+}
+
+#[test]
+fn failed_truncates_and_deletes_give_unix_codes() {
+    let _serial = serial();
+    let truncate = [(
+        c"ftruncate",
+        erase(st_ftruncate as unsafe extern "C" fn(_, _) -> _),
+    )];
+    let outcome = compare(
+        &format!("PRAGMA journal_mode=TRUNCATE; {SEED_SQL}"),
+        &truncate,
+        || set_plan("test.db-journal", libc::EIO, 0, -1, false),
+        |path, vfs_name| {
+            let conn = open(path, vfs_name);
+            conn.execute_batch("PRAGMA journal_mode=TRUNCATE").unwrap();
+            vec![code_of(conn.execute("DELETE FROM t WHERE k < 50", []))]
+        },
+    );
+    assert_eq!(outcome.codes, vec![ffi::SQLITE_IOERR_TRUNCATE]);
+    let unlink = [(c"unlink", erase(st_unlink as unsafe extern "C" fn(_) -> _))];
+    let outcome = compare(
+        SEED_SQL,
+        &unlink,
+        || set_plan("test.db-journal", libc::EACCES, 0, -1, false),
+        |path, vfs_name| {
+            let conn = open(path, vfs_name);
+            vec![code_of(conn.execute("DELETE FROM t WHERE k < 50", []))]
+        },
+    );
+    assert_eq!(outcome.codes, vec![ffi::SQLITE_IOERR_DELETE]);
+}
+
+/// A directory that cannot be opened for syncing is not an error (os_unix.c); the
+/// journal is still written, synced and deleted.
+#[test]
+fn an_unopenable_directory_is_not_an_error_like_unix() {
+    let _serial = serial();
+    let calls = [(
+        c"openDirectory",
+        erase(st_open_directory as unsafe extern "C" fn(_, _) -> _),
+    )];
+    let outcome = compare(
+        SEED_SQL,
+        &calls,
+        || set_plan("", libc::EACCES, 0, -1, false),
+        update_all,
+    );
+    assert_eq!(outcome.codes, vec![0]);
+    assert!(PLAN.seen.load(Ordering::SeqCst) == 0, "reset after the run");
+}
+
+#[test]
+fn a_64k_page_size_changes_nothing_visible() {
+    let _serial = serial();
+    let calls = [(
+        c"getpagesize",
+        erase(st_getpagesize as unsafe extern "C" fn() -> _),
+    )];
+    let outcome = compare(
+        &format!("PRAGMA journal_mode=WAL; {SEED_SQL}"),
+        &calls,
+        || set_plan("", 0, 0, -1, false),
+        |path, vfs_name| {
+            let mut codes = update_all(path, vfs_name);
+            let conn = open(path, vfs_name);
+            codes.push(code_of(
+                conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)"),
+            ));
+            codes
+        },
+    );
+    assert_eq!(outcome.codes, vec![0, 0]);
+}
+
+/// `xFullPathname` is delegated to `unix`: a replaced `getcwd` reaches it there, so a
+/// relative name fails to open under both VFSes.
+#[test]
+fn path_operations_see_replaced_calls() {
+    let _serial = serial();
+    let calls = [(
+        c"getcwd",
+        erase(st_getcwd as unsafe extern "C" fn(_, _) -> _),
+    )];
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let previous = std::env::current_dir().unwrap();
+    std::env::set_current_dir(dir.path()).unwrap();
+    let mut codes = Vec::new();
+    for vfs_name in ["unix", "io_uring"] {
+        set_plan("getcwd", libc::ERANGE, 0, -1, false);
+        install(vfs_name, &calls);
+        let opened = rusqlite::Connection::open_with_flags_and_vfs(
+            "relative.db",
+            rusqlite::OpenFlags::default(),
+            vfs_name,
+        );
+        codes.push(code_of(opened.map(drop)) & 0xff);
+        reset_all();
+    }
+    std::env::set_current_dir(previous).unwrap();
+    assert_eq!(codes, vec![ffi::SQLITE_CANTOPEN, ffi::SQLITE_CANTOPEN]);
+}
+
+/// A replaced read or write is honoured even where the routing would use the ring, on
+/// the read fast path, and by write-behind flushes: the stand-in sees the I/O, and its
+/// failure surfaces.
+#[test]
+fn replaced_calls_reach_every_routing() {
+    let _serial = serial();
+    let mut calls = read_calls();
+    calls.extend(write_calls());
+    for uri in [
+        "",
+        "?uring_reads=ring&uring_writes=ring&uring_syncs=ring",
+        "?uring_backend=syscall",
+        "?uring_write_behind=off",
+    ] {
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let path = dir.path().join("test.db");
+        let uri_path = format!("file:{}{uri}", path.display());
+        let open_uri = || {
+            rusqlite::Connection::open_with_flags_and_vfs(
+                &uri_path,
+                rusqlite::OpenFlags::default() | rusqlite::OpenFlags::SQLITE_OPEN_URI,
+                "io_uring",
+            )
+            .unwrap()
+        };
+        open_uri().execute_batch(SEED_SQL).unwrap();
+        install("io_uring", &calls);
+        set_plan("test.db", 0, 0, -1, false);
+        let conn = open_uri();
+        assert_eq!(rows(&conn, "SELECT count(*) FROM t"), vec!["200"]);
+        let reads = PLAN.seen.load(Ordering::SeqCst);
+        assert!(reads > 0, "{uri}: no read reached the stand-in");
+        conn.execute_batch("UPDATE t SET v = randomblob(300) WHERE k < 100")
+            .unwrap();
+        assert!(
+            PLAN.seen.load(Ordering::SeqCst) > reads,
+            "{uri}: no write reached the stand-in"
+        );
+        // Writes alone fail now (a failed read is another code, tested above).
+        reset_all();
+        install("io_uring", &write_calls());
+        set_plan("test.db", libc::EIO, 0, -1, false);
+        let error = conn
+            .execute_batch("UPDATE t SET v = randomblob(300) WHERE k >= 100")
+            .unwrap_err();
+        assert_eq!(
+            extended_code(&error),
+            ffi::SQLITE_IOERR_WRITE,
+            "{uri}: {error}"
+        );
+        drop(conn);
+        reset_all();
+        integrity_ok(&open_uri());
+    }
+}
+
+#[test]
+fn the_table_answers_like_os_unix() {
+    let _serial = serial();
+    // Known names, an unknown one, and resetting.
+    assert_eq!(set_call("io_uring", Some(c"open"), None), ffi::SQLITE_OK);
+    assert_eq!(
+        set_call("io_uring", Some(c"nosuchcall"), None),
+        ffi::SQLITE_NOTFOUND
+    );
+    assert_eq!(set_call("io_uring", Some(c""), None), ffi::SQLITE_NOTFOUND);
+    assert!(get_call("io_uring", c"open").is_some());
+    assert!(get_call("io_uring", c"nosuchcall").is_none());
+    let stand = erase(st_open as unsafe extern "C" fn(_, _, _) -> _);
+    let default = get_call("io_uring", c"open").unwrap();
+    install("io_uring", &[(c"open", stand)]);
+    assert_eq!(
+        get_call("io_uring", c"open").map(|f| f as *const ()),
+        Some(stand as *const ())
+    );
+    assert_eq!(set_call("io_uring", Some(c"open"), None), ffi::SQLITE_OK);
+    assert_eq!(
+        get_call("io_uring", c"open").map(|f| f as *const ()),
+        Some(default as *const ())
+    );
+    // xNextSystemCall lists exactly the names that exist, and os_unix.c's names we call.
+    let mut listed = Vec::new();
+    let mut name = next_call("io_uring", None);
+    while let Some(current) = name {
+        let c_name = std::ffi::CString::new(current.clone()).unwrap();
+        assert!(
+            get_call("io_uring", &c_name).is_some(),
+            "{current} listed but null"
+        );
+        name = next_call("io_uring", Some(&c_name));
+        listed.push(current);
+    }
+    for expected in [
+        "open",
+        "close",
+        "access",
+        "getcwd",
+        "stat",
+        "fstat",
+        "ftruncate",
+        "fcntl",
+        "read",
+        "pread",
+        "write",
+        "pwrite",
+        "fchmod",
+        "unlink",
+        "openDirectory",
+        "fchown",
+        "geteuid",
+        "mmap",
+        "munmap",
+        "getpagesize",
+        "readlink",
+        "lstat",
+    ] {
+        assert!(
+            listed.iter().any(|n| n == expected),
+            "{expected} not in {listed:?}"
+        );
+    }
+    // A replacement of a path-operation call reaches unix; others stay ours.
+    let getcwd = erase(st_getcwd as unsafe extern "C" fn(_, _) -> _);
+    install("io_uring", &[(c"getcwd", getcwd), (c"open", stand)]);
+    assert_eq!(
+        get_call("unix", c"getcwd").map(|f| f as *const ()),
+        Some(getcwd as *const ())
+    );
+    assert_ne!(
+        get_call("unix", c"open").map(|f| f as *const ()),
+        Some(stand as *const ())
+    );
+}
