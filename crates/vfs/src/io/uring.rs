@@ -355,7 +355,7 @@ impl Ring {
             iov_len: len,
         };
         // SAFETY: the region is never freed or moved while the process runs (the
-        // registered-buffer rule in io/mod.rs, and `publish_fixed_region`'s contract), so
+        // registered-buffer rule in io/fixed.rs, and `publish_fixed_region`'s contract), so
         // it outlives this ring's registration.
         self.fixed_buffers = match unsafe { self.ring.submitter().register_buffers(&[iovec]) } {
             Ok(()) => FixedBuffers::Registered { start, len },
