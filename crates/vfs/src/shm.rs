@@ -74,29 +74,23 @@ impl Shm {
         let path =
             CString::new(format!("{db_path}-shm")).map_err(|_| Failure::CantOpen(libc::EINVAL))?;
         let mode = db_stat.st_mode & 0o777;
-        let open = |flags: i32| {
-            // SAFETY: `path` is NUL-terminated; open does not retain it.
-            unsafe {
-                calls::open(
-                    path.as_ptr(),
-                    flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-                    mode as libc::c_int,
-                )
-            }
-        };
+        // os_unix.c unixOpenSharedMemory opens it through robust_open with the database's
+        // bits: created with them and, when the umask took some away, fchmod'ed to them.
+        let open =
+            |flags: i32| crate::sys::open_with_created_mode(&path, flags | libc::O_NOFOLLOW, mode);
         let mut readonly = false;
-        let mut fd = if readonly_shm {
-            -1
+        let read_write = if readonly_shm {
+            Err(libc::EACCES)
         } else {
             open(libc::O_RDWR | libc::O_CREAT)
         };
-        if fd < 0 {
-            fd = open(libc::O_RDONLY);
-            if fd < 0 {
-                return Err(Failure::CantOpen(last_errno()));
+        let fd = match read_write {
+            Ok(fd) => fd,
+            Err(_) => {
+                readonly = true;
+                open(libc::O_RDONLY).map_err(Failure::CantOpen)?
             }
-            readonly = true;
-        }
+        };
         // Running as root must not leave a -shm file other users of the database cannot
         // open (os_unix.c robustFchown).
         // SAFETY: plain syscalls on our own fd.

@@ -23,7 +23,9 @@
 //! * returning from any `xWrite` inside a checkpoint (`SQLITE_FCNTL_CKPT_START` …
 //!   `CKPT_DONE`) — SQLite ignores CKPT_DONE's result and then publishes `nBackfill`;
 //! * the queue filling up (`ARENA_BYTES` or `MAX_PIECES`), or a write overlapping a
-//!   queued range (the kernel may reorder writes inside one batch).
+//!   queued range (the kernel may reorder writes inside one batch);
+//! * a normal process exit (`flush_at_exit`), where `unix` would leave in the files what
+//!   SQLite wrote (pages a transaction spilled before committing, for one).
 //!
 //! # Failed flushes
 //! A failed queued write belongs to the file that wrote it, whichever call flushed it:
@@ -312,8 +314,10 @@ pub(crate) fn write(
         // a static, nothing assigns `arena` again (its capacity is never 0 after this),
         // and a fork keeps it (`forget_after_fork` only clears it).
         unsafe { publish_fixed_region(queue.arena.as_ptr(), queue.arena.capacity()) };
-        // From now on the queue can hold writes a forked child must not issue again.
+        // From now on the queue can hold writes a forked child must not issue again, and
+        // writes a normal exit must not lose.
         register_child_hook(forget_after_fork);
+        register_exit_flush();
     }
     if queue.owner.is_none() {
         queue.owner = Some(Owner {
@@ -385,14 +389,78 @@ pub(crate) fn sync(writer: &Writer<'_>, request: SyncRequest) -> Result<(), Flus
 fn forget_after_fork() {
     // A parent thread that does not exist in the child may have held the lock; then the
     // queue stays as it is and every flush in the child blocks — SQLite's documentation
-    // already forbids using a connection across fork() in that situation.
+    // already forbids using a connection across fork() in that situation — and the exit
+    // handler leaves it alone.
     if let Ok(mut queue) = QUEUE.try_lock() {
         queue.owner = None;
         queue.pieces.clear();
         queue.arena.clear();
         queue.unreported = None;
         QUEUE_IN_USE.store(false, std::sync::atomic::Ordering::Release);
+    } else {
+        PARENTS_QUEUE.store(true, std::sync::atomic::Ordering::Release);
     }
+}
+
+/// Set in a forked child whose copy of the queue was locked at `fork()`: what it holds
+/// is the parent's, and this process never writes it.
+static PARENTS_QUEUE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// How long the exit handler waits for a queue another thread holds, in 1 ms steps.
+const EXIT_LOCK_ATTEMPTS: u32 = 1000;
+
+/// Registers [`flush_at_exit`] with `atexit`, once per process (at the first queued
+/// write): std never drops statics, so nothing else would write the queue at a normal
+/// exit.
+fn register_exit_flush() {
+    static REGISTERED: std::sync::Once = std::sync::Once::new();
+    REGISTERED.call_once(|| {
+        // SAFETY: an `extern "C"` function that never unwinds (it catches panics) and
+        // lives as long as the program text (in the extension, glibc ties it to the
+        // library's handle through __cxa_atexit).
+        unsafe { libc::atexit(flush_at_exit) };
+    });
+}
+
+/// At a normal process exit (`exit()`, a return from `main`, an interpreter ending)
+/// without the connections closed: the queued writes reach the kernel, as they would
+/// have under `unix`, which wrote them at `xWrite` (a transaction's spilled pages or
+/// frames: SQLite had not committed them, but `unix` leaves them in the files).
+///
+/// Never blocks for long and never panics: it waits up to [`EXIT_LOCK_ATTEMPTS`] ms for
+/// a queue another thread holds (a flush in progress finishes in that time; a thread
+/// stuck while holding it loses its queue, as a crash would), leaves a forked child's copy
+/// of its parent's queue alone, and writes by plain `pwrite`, whatever the file's
+/// routing: the thread's ring is a thread-local, which may be gone by now (glibc runs
+/// the main thread's TLS destructors before `atexit` handlers).
+extern "C" fn flush_at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        for _ in 0..EXIT_LOCK_ATTEMPTS {
+            if PARENTS_QUEUE.load(std::sync::atomic::Ordering::Acquire)
+                || !QUEUE_IN_USE.load(std::sync::atomic::Ordering::Acquire)
+            {
+                return;
+            }
+            let guard = match QUEUE.try_lock() {
+                Ok(guard) => guard,
+                Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    continue;
+                }
+            };
+            let mut queue = QueueGuard(guard);
+            // A failure not yet reported means lost data: nothing may follow it.
+            if queue.unreported.is_some() {
+                return;
+            }
+            if let Some(owner) = queue.owner.as_mut() {
+                owner.engine = EngineKind::Syscall;
+            }
+            let _ = queue.flush_for(Caller::Quiet);
+            return;
+        }
+    });
 }
 
 /// xClose of a file: its queued writes must reach the kernel before its fd is closed. A

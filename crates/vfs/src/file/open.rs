@@ -11,7 +11,9 @@ use crate::io::{EngineKind, FileRole};
 use crate::lock::DbLock;
 use crate::mmap::MemoryMap;
 use crate::stats::SharedStats;
-use crate::sys::{calls, fstat, is_memory_backed, open_above_stdio, stat_path};
+use crate::sys::{
+    calls, give_created_mode, is_memory_backed, open_above_stdio, stat_path, DEFAULT_FILE_MODE,
+};
 use crate::vfs::VfsState;
 
 use super::{File, NEXT_FILE_ID};
@@ -59,8 +61,6 @@ impl FileOptions {
     }
 }
 
-/// os_unix.c SQLITE_DEFAULT_FILE_PERMISSIONS.
-const DEFAULT_FILE_MODE: libc::mode_t = 0o644;
 /// Permissions of DELETEONCLOSE files (os_unix.c findCreateFileMode).
 const PRIVATE_FILE_MODE: libc::mode_t = 0o600;
 
@@ -263,15 +263,7 @@ impl File {
                 }
             }
         };
-        if mode != 0 {
-            // os_unix.c robust_open: a new file gets exactly `mode`, whatever the umask.
-            if let Ok(st) = fstat(fd) {
-                if st.st_size == 0 && st.st_mode & 0o777 != mode {
-                    // SAFETY: plain syscall on our fd.
-                    unsafe { calls::fchmod(fd, mode) };
-                }
-            }
-        }
+        give_created_mode(fd, mode);
         if let Some((uid, gid)) = owner {
             // As root, a new journal or WAL must stay usable by the database's owner.
             // SAFETY: plain syscalls on our fd.

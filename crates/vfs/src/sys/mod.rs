@@ -57,6 +57,40 @@ pub(crate) fn open_above_stdio(
     }
 }
 
+/// os_unix.c SQLITE_DEFAULT_FILE_PERMISSIONS.
+pub(crate) const DEFAULT_FILE_MODE: libc::mode_t = 0o644;
+
+/// os_unix.c robust_open: a file opened with a nonzero `mode` (a journal, WAL or `-shm`
+/// gets its database's bits, a delete-on-close file 0600) is given exactly `mode` if it is
+/// still empty, whatever the umask took away when it was created. `mode` 0 (the default
+/// permissions) leaves the umask's result.
+pub(crate) fn give_created_mode(fd: RawFd, mode: libc::mode_t) {
+    if mode == 0 {
+        return;
+    }
+    if let Ok(st) = fstat(fd) {
+        if st.st_size == 0 && st.st_mode & 0o777 != mode {
+            // SAFETY: plain syscall on our fd. Failure (not the owner) is ignored, as
+            // os_unix.c ignores it.
+            unsafe { calls::fchmod(fd, mode) };
+        }
+    }
+}
+
+/// open(2) of a file `unix` opens through robust_open with a `mode`: created with `mode`
+/// (or [`DEFAULT_FILE_MODE`] when it is 0), above the stdio descriptors, then given
+/// exactly `mode` ([`give_created_mode`]).
+pub(crate) fn open_with_created_mode(
+    path: &CStr,
+    os_flags: c_int,
+    mode: libc::mode_t,
+) -> Result<RawFd, i32> {
+    let create_mode = if mode == 0 { DEFAULT_FILE_MODE } else { mode };
+    let fd = open_above_stdio(path, os_flags | libc::O_CLOEXEC, create_mode)?;
+    give_created_mode(fd, mode);
+    Ok(fd)
+}
+
 /// stat(2) of `path`; `None` if it cannot be stat()ed.
 pub(crate) fn stat_path(path: &str) -> Option<libc::stat> {
     let path = CString::new(path).ok()?;
