@@ -39,6 +39,8 @@ const INSTALL: &str =
 const PYTHON: &str = "/usr/bin/python3";
 /// Transactions the writer runs when nothing stops it.
 const TRANSACTIONS: usize = 3000;
+/// Seeds the writer's choice of transaction kinds and sizes (a failure replays).
+const WRITER_SEED: &str = "7";
 /// The transaction inside which the writer is killed: a large one (every 150th), after
 /// its writes — pages spilled into the WAL, more queued — and before its COMMIT.
 const KILL_WRITER_IN: usize = 1200;
@@ -405,7 +407,7 @@ fn round_trip(vfs: &str, scenario: Scenario) {
             vfs,
             &[
                 &TRANSACTIONS.to_string(),
-                "7",
+                WRITER_SEED,
                 ack.to_str().unwrap(),
                 dir.path().to_str().unwrap(),
                 &scenario.pause_at(),
