@@ -430,8 +430,8 @@ impl QueueState {
                 self.pieces.len()
             ));
         }
-        if self.pieces.capacity() != MAX_PIECES {
-            return Some("the pieces were reallocated".into());
+        if self.pieces.capacity() < MAX_PIECES {
+            return Some("the pieces lost their reserved capacity".into());
         }
         let align = self.owner.as_ref().map_or(1, |o| o.align_bytes);
         let mut arena_end = 0;
@@ -716,7 +716,10 @@ pub(crate) fn release(queue: Arc<Queue>) {
     if Arc::strong_count(&queue) > 2 {
         return;
     }
-    let keep = matches!(queue.key, QueueKey::Database(_)) && queue.lock().unreported.is_some();
+    // With no other file, `in_use` means an unreported failure (the closing file's own
+    // writes were flushed): read without the queue's lock, which a thread flushing may
+    // hold, so no open or close of another database waits for that flush.
+    let keep = matches!(queue.key, QueueKey::Database(_)) && queue.in_use.load(Ordering::Acquire);
     if !keep {
         queues.remove(&queue.key);
     }
@@ -740,7 +743,7 @@ pub(crate) fn flush_for_delete(path: &str) -> Result<(), FlushFailure> {
 
 fn release_if_unused(queue: Arc<Queue>) {
     let mut queues = queues();
-    if Arc::strong_count(&queue) == 2 && queue.lock().unreported.is_none() {
+    if Arc::strong_count(&queue) == 2 && !queue.in_use.load(Ordering::Acquire) {
         queues.remove(&queue.key);
     }
 }
