@@ -48,9 +48,10 @@ impl VfsState {
     /// xDelete: unlink, then sync the directory when SQLite asks (journal deletion is a
     /// commit point in DELETE mode).
     pub(crate) fn delete(&self, path: &str, sync_dir: bool) -> Result<(), Failure> {
-        // A queued write that failed unreported (e.g. at a journal's xClose) must stop the
-        // journal from being deleted: it is what repairs the database.
-        write_behind::flush(write_behind::Caller::Writer(None))?;
+        // A queued write of this file's database that failed unreported (e.g. at a
+        // journal's xClose) must stop the journal from being deleted: it is what repairs
+        // the database. Other databases' queues are not touched.
+        write_behind::flush_for_delete(path)?;
         let c_path = CString::new(path).map_err(|_| Failure::Delete(libc::EINVAL))?;
         // SAFETY: `c_path` is NUL-terminated.
         if unsafe { crate::sys::calls::unlink(c_path.as_ptr()) } != 0 {

@@ -1,17 +1,28 @@
-//! Write-behind: `xWrite` copies into one process-wide queue; the queue reaches the kernel
-//! in a single submission (adjacent pieces coalesced into one write, a following sync
-//! linked to them) at the next flush point.
+//! Write-behind: `xWrite` copies into the queue of the file's database; the queue reaches
+//! the kernel in a single submission (adjacent pieces coalesced into one write, a
+//! following sync linked to them) at the next flush point.
+//!
+//! # Queues: one per database
+//! A main database, its rollback journal and its WAL share one [`Queue`] (keyed by the
+//! database's path: the journal and WAL are named by SQLite as that path plus `-journal`
+//! or `-wal`), because SQLite orders writes *between* them (journal before database).
+//! Every other file — a super-journal, a temporary or transient file — has a queue of
+//! its own: nothing else is ordered against it through the queue. A file finds its queue
+//! once, at xOpen ([`queue_for_database`], [`private_queue`]); no call looks it up again.
+//! Different databases never flush, wait for, or fail because of each other's queues.
+//! What must still cross databases is ordered by SQLite's own calls: see
+//! docs/ARCHITECTURE.md, "Write-behind and its flush points".
 //!
 //! # Flush points (docs/ARCHITECTURE.md has the reasoning for each)
-//! The queue holds writes of **one file at a time** and is submitted, and every
+//! A queue holds writes of **one file at a time** and is submitted, and every
 //! completion reaped, before:
-//! * a write to any *other* file — so writes reach the kernel in the order SQLite issued
-//!   them across files (journal before database), which is what keeps
-//!   `synchronous=OFF` databases intact after a process crash, as they are under `unix`;
-//! * any other VFS method on any file (`xRead`, `xSync`, `xTruncate`, `xFileSize`,
-//!   `xLock`/`xUnlock`, `xFileControl`, `xShm*`, `xFetch`, `xClose`, `xDelete`) — so a
-//!   read sees the data, a lock change or WAL-index change never publishes unwritten
-//!   data, and a sync covers it;
+//! * a write to any *other* file of its database — so writes reach the kernel in the
+//!   order SQLite issued them across files (journal before database), which is what
+//!   keeps `synchronous=OFF` databases intact after a process crash, as under `unix`;
+//! * any other VFS method on a file of its database (`xRead`, `xSync`, `xTruncate`,
+//!   `xFileSize`, `xLock`/`xUnlock`, `xFileControl`, `xShm*`, `xFetch`, `xClose`), and
+//!   `xDelete` of one of its files — so a read sees the data, a lock change or WAL-index
+//!   change never publishes unwritten data, and a sync covers it;
 //! * returning from the `xWrite` of a WAL *commit frame* — SQLite publishes the new
 //!   WAL-index header right after it without another reportable VFS call, so the frames
 //!   must be in the kernel, and their errors returned, by then;
@@ -32,44 +43,170 @@
 //! * it is returned by that file's next I/O call (xRead, xWrite, xSync, xTruncate,
 //!   xFileSize, …), which SQLite handles as the failed write it is (pager error state,
 //!   rollback from the journal);
-//! * until then, every write, sync or delete of any *other* file fails too, so nothing can
-//!   be ordered after the lost data (a database write after a failed journal write, a
-//!   journal deletion after a failed database write);
+//! * until then, every write, sync or delete of any *other file of the same database*
+//!   fails too, so nothing can be ordered after the lost data (a database write after a
+//!   failed journal write, a journal deletion after a failed database write); other
+//!   databases never see it;
 //! * calls whose errors SQLite reads as something else — xLock/xUnlock and xShmLock
 //!   (contention), xShmBarrier and xClose (no result) — flush but never report it.
 //!
+//! # Memory
+//! A queue's bytes live in an arena slot of [`ARENA_BYTES`], carved from one region of
+//! [`ARENA_SLOTS`] slots reserved once (an anonymous `MAP_NORESERVE` mapping: untouched
+//! pages cost nothing) and published once as the rings' fixed-buffer region (the
+//! registered-buffer rule of `io/fixed.rs`: it is never freed or remapped). A queue
+//! takes a slot with its first queued write and gives it back (a bit in a free mask)
+//! whenever it is empty again, so resident memory follows the number of databases with
+//! writes queued *at the same moment*, not the number open. When every slot is taken, a
+//! write goes straight through (as with `uring_write_behind=off`).
+//!
 //! # Buffer lifetime
-//! Queued bytes live in the queue's own arena, never in SQLite's buffers, and a flush
-//! waits for every completion before it returns (the buffer-lifetime rule of `io/op.rs`), so nothing
-//! outlives the mutex-held flush. The arena is allocated once and never freed, which is
-//! what lets rings register it (the registered-buffer rule of `io/fixed.rs`).
+//! Queued bytes live in the arena, never in SQLite's buffers, and a flush waits for every
+//! completion before it returns (the buffer-lifetime rule of `io/op.rs`), so a slot is
+//! back in the free mask only when no I/O names it.
 
+use std::collections::BTreeMap;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::io::fixed::publish_fixed_region;
 use crate::io::fork::register_child_hook;
 use crate::io::{EngineKind, FlushFailure, Submitter, SyncRequest, MAX_BATCH};
 use crate::stats::SharedStats;
-use crate::sys::AlignedBuffer;
 
-/// Bytes one queue may hold before it is flushed.
+/// Bytes one queue may hold before it is flushed: one arena slot.
 const ARENA_BYTES: usize = 2 << 20;
+/// Arena slots in the region: at most this many queues hold writes at the same moment
+/// (a bit each in [`FREE_SLOTS`]). 128 MiB of address space, resident only as used.
+const ARENA_SLOTS: usize = 64;
 /// Writes bigger than this bypass the queue (after flushing it): copying them buys nothing.
 const DIRECT_WRITE_BYTES: usize = ARENA_BYTES / 4;
 /// Distinct pieces per flush: with a directory sync and the linked sync it still fits one
 /// batch, so a commit is one submission.
 const MAX_PIECES: usize = MAX_BATCH - 2;
 
+/// Start of the arena region, or 0 before it exists (or when it could not be mapped:
+/// then every write goes straight through).
+static REGION_START: AtomicUsize = AtomicUsize::new(0);
+/// Set once the region was asked for, whatever the outcome.
+static REGION: std::sync::Once = std::sync::Once::new();
+/// Bit `i` set: slot `i` is free. Acquire on taking a slot, Release on returning it: the
+/// next holder's copies into it happen after the previous holder's last use.
+static FREE_SLOTS: AtomicU64 = AtomicU64::new(u64::MAX);
+
+const _: () = assert!(ARENA_SLOTS == u64::BITS as usize);
+
+/// Maps the region once and publishes it to the rings.
+fn region_start() -> Option<usize> {
+    REGION.call_once(|| {
+        // SAFETY: an anonymous private mapping at an address the kernel chooses; no
+        // existing memory is touched. MAP_NORESERVE: pages cost nothing until written.
+        let start = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                ARENA_SLOTS * ARENA_BYTES,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if start == libc::MAP_FAILED {
+            return;
+        }
+        // SAFETY: the mapping is never unmapped, remapped or madvised away: nothing in
+        // the crate names REGION_START's memory but the slots below, which only copy
+        // into it (a fork keeps it; the child's rings register its copy).
+        unsafe { publish_fixed_region(start as *const u8, ARENA_BYTES, ARENA_SLOTS) };
+        REGION_START.store(start as usize, Ordering::Release);
+    });
+    match REGION_START.load(Ordering::Acquire) {
+        0 => None,
+        start => Some(start),
+    }
+}
+
+/// One slot of the region, held by one queue (or by a flush that took it out of its
+/// queue) and returned to [`FREE_SLOTS`] when dropped.
+struct Arena {
+    index: usize,
+    start: *mut u8,
+}
+
+// SAFETY: the slot's memory belongs to whoever holds the `Arena` (the free mask hands
+// each slot to one holder at a time), and it is only touched through `&`/`&mut Arena`.
+unsafe impl Send for Arena {}
+
+impl Arena {
+    /// A free slot, or `None` when all are taken (or there is no region).
+    fn take() -> Option<Arena> {
+        let region = region_start()?;
+        let mut free = FREE_SLOTS.load(Ordering::Relaxed);
+        loop {
+            if free == 0 {
+                return None;
+            }
+            let index = free.trailing_zeros() as usize;
+            match FREE_SLOTS.compare_exchange_weak(
+                free,
+                free & !(1 << index),
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    return Some(Arena {
+                        index,
+                        start: (region + index * ARENA_BYTES) as *mut u8,
+                    })
+                }
+                Err(now) => free = now,
+            }
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: the slot is ARENA_BYTES of the mapping, which lives for the process;
+        // anonymous memory is zero-filled, so initialised; we hold the slot exclusively.
+        unsafe { std::slice::from_raw_parts(self.start, ARENA_BYTES) }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as `bytes`, and `&mut self` makes this the only reference.
+        unsafe { std::slice::from_raw_parts_mut(self.start, ARENA_BYTES) }
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        let bit = 1u64 << self.index;
+        let before = FREE_SLOTS.fetch_or(bit, Ordering::Release);
+        if before & bit != 0 {
+            // Two holders of one slot: one of them may have I/O naming it.
+            fatal("write-behind arena slot returned twice");
+        }
+    }
+}
+
+/// A broken invariant with I/O possibly in flight: unwinding would return to SQLite,
+/// which may free or reuse memory the kernel still uses. Stop the process instead.
+#[cold]
+fn fatal(what: &str) -> ! {
+    eprintln!("sqlite-uring: {what}; aborting");
+    std::process::abort()
+}
+
 /// The file whose writes are queued.
 struct Owner {
     file_id: u64,
     fd: RawFd,
+    align_bytes: usize,
     engine: EngineKind,
     file_stats: Arc<SharedStats>,
     vfs_stats: &'static SharedStats,
 }
 
+#[derive(Clone, Copy)]
 struct Piece {
     offset: u64,
     arena_start: usize,
@@ -79,77 +216,130 @@ struct Piece {
 /// A flush failure not yet returned to the file whose write failed.
 struct Unreported {
     file_id: u64,
-    /// The file was closed: the next write/sync/delete anywhere takes the failure.
+    /// The file was closed: the next write/sync/delete of the database takes it.
     owner_closed: bool,
     failure: FlushFailure,
 }
 
-struct WriteQueue {
+struct QueueState {
+    /// Held exactly while pieces are queued.
+    arena: Option<Arena>,
+    /// Bytes of the arena in use (pieces and alignment padding).
+    arena_len: usize,
     owner: Option<Owner>,
-    /// Page-aligned, so pieces of an O_DIRECT file (padded to its alignment) can be
-    /// written from it directly.
-    arena: AlignedBuffer,
+    /// Capacity `MAX_PIECES`, reserved when the queue is made: never grows.
     pieces: Vec<Piece>,
     unreported: Option<Unreported>,
 }
 
-/// What a flush point does with a failure (see the module docs).
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Caller {
-    /// A read-like call of this file: fails only with this file's own failure.
-    Reader(u64),
-    /// A write, sync, truncate or delete (of this file, or `None` for xDelete): fails with
-    /// any pending failure, since it would be ordered after the lost data.
-    Writer(Option<u64>),
-    /// Lock, barrier or close calls: flush, report nothing.
-    Quiet,
+/// What a queue is found by.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum QueueKey {
+    /// A main database's path: its files share the queue.
+    Database(String),
+    /// A file with a queue of its own, by file id.
+    Private(u64),
 }
 
-/// Whether the queue holds writes or an unreported failure: published under the queue's
-/// lock whenever a guard is dropped, so a flush point can skip the lock when there is
-/// nothing to do. Acquire/Release: a caller that must see queued data is ordered after the
-/// xWrite that queued it (same thread, or SQLite's own locking in between), which makes
-/// the store visible to its load.
-static QUEUE_IN_USE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// The write-behind queue of one database (or of one file that is ordered against
+/// nothing else).
+pub(crate) struct Queue {
+    key: QueueKey,
+    /// Whether the queue holds writes or an unreported failure: published under the
+    /// queue's lock whenever a guard is dropped, so a flush point can skip the lock when
+    /// there is nothing to do. Acquire/Release: a caller that must see queued data is
+    /// ordered after the xWrite that queued it (same thread, or SQLite's own locking in
+    /// between), which makes the store visible to its load.
+    in_use: AtomicBool,
+    state: Mutex<QueueState>,
+}
 
-static QUEUE: Mutex<WriteQueue> = Mutex::new(WriteQueue {
-    owner: None,
-    arena: AlignedBuffer::empty(),
-    pieces: Vec::new(),
-    unreported: None,
-});
+/// Every queue a file uses, by key. Taken at xOpen, xClose and xDelete, never per I/O.
+/// A database's entry outlives its files only while it holds an unreported failure.
+static QUEUES: Mutex<BTreeMap<QueueKey, Arc<Queue>>> = Mutex::new(BTreeMap::new());
 
-/// The locked queue; dropping the guard republishes [`QUEUE_IN_USE`].
-struct QueueGuard(MutexGuard<'static, WriteQueue>);
+fn queues() -> MutexGuard<'static, BTreeMap<QueueKey, Arc<Queue>>> {
+    QUEUES
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
-impl std::ops::Deref for QueueGuard {
-    type Target = WriteQueue;
-    fn deref(&self) -> &WriteQueue {
-        &self.0
+/// The database a file named `path` belongs to, as far as write order goes: a journal's
+/// or WAL's database (SQLite names them `<database>-journal`, `<database>-wal`), else
+/// `path` itself.
+pub(crate) fn database_of(path: &str) -> &str {
+    path.strip_suffix("-journal")
+        .or_else(|| path.strip_suffix("-wal"))
+        .unwrap_or(path)
+}
+
+fn queue_for(key: QueueKey) -> Arc<Queue> {
+    let mut queues = queues();
+    if queues.is_empty() {
+        // From now on a queue can hold writes a forked child must not issue again, and
+        // writes a normal exit must not lose.
+        register_child_hook(forget_after_fork);
+        register_exit_flush();
+    }
+    queues
+        .entry(key.clone())
+        .or_insert_with(|| {
+            Arc::new(Queue {
+                key,
+                in_use: AtomicBool::new(false),
+                state: Mutex::new(QueueState {
+                    arena: None,
+                    arena_len: 0,
+                    owner: None,
+                    pieces: Vec::with_capacity(MAX_PIECES),
+                    unreported: None,
+                }),
+            })
+        })
+        .clone()
+}
+
+/// The queue a main database, its journal and its WAL share (`database` from
+/// [`database_of`]).
+pub(crate) fn queue_for_database(database: &str) -> Arc<Queue> {
+    queue_for(QueueKey::Database(database.to_string()))
+}
+
+/// A queue for one file alone (temporary files, super-journals).
+pub(crate) fn private_queue(file_id: u64) -> Arc<Queue> {
+    queue_for(QueueKey::Private(file_id))
+}
+
+/// The locked queue; dropping the guard returns an empty queue's arena slot, checks the
+/// invariants (debug builds) and republishes `in_use`.
+struct QueueGuard<'a> {
+    state: MutexGuard<'a, QueueState>,
+    in_use: &'a AtomicBool,
+}
+
+impl std::ops::Deref for QueueGuard<'_> {
+    type Target = QueueState;
+    fn deref(&self) -> &QueueState {
+        &self.state
     }
 }
 
-impl std::ops::DerefMut for QueueGuard {
-    fn deref_mut(&mut self) -> &mut WriteQueue {
-        &mut self.0
+impl std::ops::DerefMut for QueueGuard<'_> {
+    fn deref_mut(&mut self) -> &mut QueueState {
+        &mut self.state
     }
 }
 
-impl Drop for QueueGuard {
+impl Drop for QueueGuard<'_> {
     fn drop(&mut self) {
-        let in_use = self.0.owner.is_some() || self.0.unreported.is_some();
-        QUEUE_IN_USE.store(in_use, std::sync::atomic::Ordering::Release);
+        if self.state.pieces.is_empty() {
+            self.state.arena = None;
+            self.state.arena_len = 0;
+        }
+        debug_assert_eq!(self.state.violation(), None);
+        let in_use = self.state.owner.is_some() || self.state.unreported.is_some();
+        self.in_use.store(in_use, Ordering::Release);
     }
-}
-
-fn queue() -> QueueGuard {
-    // The queue's invariants hold between statements, so a panic elsewhere (caught at the
-    // FFI boundary) does not make it unusable.
-    QueueGuard(
-        QUEUE
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()),
-    )
 }
 
 /// What `xWrite` needs to know about its file.
@@ -160,12 +350,120 @@ pub(crate) struct Writer<'a> {
     /// alignment; 1 otherwise). The caller queues only writes whose offset and length
     /// are multiples of it too.
     pub(crate) align_bytes: usize,
+    /// The descriptor a write that cannot be queued goes through: `fd`, or the file's
+    /// buffered descriptor when `fd` is O_DIRECT (SQLite's buffers are not aligned).
+    pub(crate) fallback_fd: RawFd,
     pub(crate) engine: &'a EngineKind,
     pub(crate) file_stats: &'a Arc<SharedStats>,
     pub(crate) vfs_stats: &'static SharedStats,
 }
 
-impl WriteQueue {
+impl Writer<'_> {
+    fn submitter(&self) -> Submitter<'_> {
+        Submitter {
+            engine: self.engine,
+            file_stats: self.file_stats,
+            vfs_stats: self.vfs_stats,
+        }
+    }
+
+    /// Writes `data` at once through the fallback descriptor.
+    fn write_through(&self, offset: u64, data: &[u8]) -> Result<(), FlushFailure> {
+        self.submitter()
+            .write_at(self.fallback_fd, data, offset)
+            .map_err(FlushFailure::Write)
+    }
+}
+
+/// What a flush point does with a failure (see the module docs).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Caller {
+    /// A read-like call of this file: fails only with this file's own failure.
+    Reader(u64),
+    /// A write, sync, truncate or delete (of this file, or `None` for xDelete): fails with
+    /// any pending failure of its database, since it would be ordered after the lost data.
+    Writer(Option<u64>),
+    /// Lock, barrier or close calls: flush, report nothing.
+    Quiet,
+}
+
+/// A queue's submission, taken out of it: the slot and the pieces' slices into it.
+struct Batch {
+    arena: Arena,
+    count: usize,
+    pieces: [(u64, usize, usize); MAX_PIECES],
+    owner: Owner,
+}
+
+impl Batch {
+    fn submit(&self, sync: Option<SyncRequest>) -> Result<(), FlushFailure> {
+        let bytes = self.arena.bytes();
+        let mut slices: [(u64, &[u8]); MAX_PIECES] = [(0, &[]); MAX_PIECES];
+        for (slot, &(offset, start, len)) in slices.iter_mut().zip(&self.pieces[..self.count]) {
+            *slot = (offset, &bytes[start..start + len]);
+        }
+        let mut io = Submitter {
+            engine: &self.owner.engine,
+            file_stats: &self.owner.file_stats,
+            vfs_stats: self.owner.vfs_stats,
+        };
+        io.flush(self.owner.fd, &slices[..self.count], sync)
+    }
+}
+
+impl QueueState {
+    /// Why the queue is inconsistent, or `None`. Checked after every change in debug
+    /// builds (the guard's drop) and by the tests.
+    fn violation(&self) -> Option<String> {
+        if self.owner.is_some() == self.pieces.is_empty() {
+            return Some("an owner without pieces, or pieces without an owner".into());
+        }
+        if self.pieces.is_empty() != self.arena.is_none() {
+            return Some("an arena slot held without pieces, or pieces without one".into());
+        }
+        if self.arena.is_none() && self.arena_len != 0 {
+            return Some(format!(
+                "{} arena bytes used without a slot",
+                self.arena_len
+            ));
+        }
+        if self.arena_len > ARENA_BYTES || self.pieces.len() > MAX_PIECES {
+            return Some(format!(
+                "{} bytes, {} pieces: over the limits",
+                self.arena_len,
+                self.pieces.len()
+            ));
+        }
+        if self.pieces.capacity() < MAX_PIECES {
+            return Some("the pieces lost their reserved capacity".into());
+        }
+        let align = self.owner.as_ref().map_or(1, |o| o.align_bytes);
+        let mut arena_end = 0;
+        for (index, piece) in self.pieces.iter().enumerate() {
+            if piece.len == 0 || piece.arena_start < arena_end {
+                return Some(format!("piece {index} is empty or out of arena order"));
+            }
+            arena_end = piece.arena_start + piece.len;
+            if arena_end > self.arena_len {
+                return Some(format!("piece {index} ends past the arena's used bytes"));
+            }
+            if piece.arena_start % align != 0
+                || piece.offset % align as u64 != 0
+                || piece.len % align != 0
+            {
+                return Some(format!("piece {index} is not aligned to {align}"));
+            }
+            let end = piece.offset + piece.len as u64;
+            if let Some(other) = self.pieces[..index]
+                .iter()
+                .position(|p| piece.offset < p.offset + p.len as u64 && p.offset < end)
+            {
+                return Some(format!("pieces {other} and {index} overlap in the file"));
+            }
+        }
+        None
+    }
+
     fn overlaps(&self, offset: u64, len: usize) -> bool {
         let end = offset + len as u64;
         self.pieces
@@ -173,34 +471,38 @@ impl WriteQueue {
             .any(|p| offset < p.offset + p.len as u64 && p.offset < end)
     }
 
+    /// Takes everything queued out of the queue, leaving it empty; `None` when it is.
+    fn take_batch(&mut self) -> Option<Batch> {
+        let owner = self.owner.take()?;
+        let Some(arena) = self.arena.take() else {
+            fatal("write-behind queue has pieces but no arena slot");
+        };
+        let mut batch = Batch {
+            arena,
+            count: self.pieces.len(),
+            pieces: [(0, 0, 0); MAX_PIECES],
+            owner,
+        };
+        for (slot, piece) in batch.pieces.iter_mut().zip(&self.pieces) {
+            *slot = (piece.offset, piece.arena_start, piece.len);
+        }
+        self.pieces.clear();
+        self.arena_len = 0;
+        Some(batch)
+    }
+
     /// Submits the queue (and `sync`, if given, for the owner) and empties it.
     fn flush(&mut self, sync: Option<SyncRequest>) -> Result<(), FlushFailure> {
-        let Some(owner) = self.owner.as_ref() else {
-            assert!(self.pieces.is_empty());
+        let Some(batch) = self.take_batch() else {
             return Ok(());
         };
-        let mut slices: [(u64, &[u8]); MAX_PIECES] = [(0, &[]); MAX_PIECES];
-        assert!(self.pieces.len() <= MAX_PIECES);
-        for (slot, piece) in slices.iter_mut().zip(&self.pieces) {
-            *slot = (
-                piece.offset,
-                &self.arena.as_slice()[piece.arena_start..piece.arena_start + piece.len],
-            );
-        }
-        let mut io = Submitter {
-            engine: &owner.engine,
-            file_stats: &owner.file_stats,
-            vfs_stats: owner.vfs_stats,
-        };
-        let result = io.flush(owner.fd, &slices[..self.pieces.len()], sync);
-        self.pieces.clear();
-        self.arena.clear();
-        self.owner = None;
+        let result = batch.submit(sync);
+        // Keep the slot: the caller may queue again under the same lock; the guard
+        // returns it if the queue stays empty.
+        self.arena = Some(batch.arena);
         result
     }
-}
 
-impl WriteQueue {
     /// The failure, if any, that `caller` must return before doing anything.
     fn pending_failure_for(&mut self, caller: Caller) -> Result<(), FlushFailure> {
         let Some(unreported) = self.unreported.as_ref() else {
@@ -249,168 +551,251 @@ impl WriteQueue {
             }
         }
     }
-}
 
-/// The flush point at the start of every VFS method but xWrite and xSync. Inlined: the
-/// common case, an empty queue, is one load at the call site (every xRead passes here).
-#[inline]
-pub(crate) fn flush(caller: Caller) -> Result<(), FlushFailure> {
-    if !QUEUE_IN_USE.load(std::sync::atomic::Ordering::Acquire) {
-        return Ok(());
-    }
-    flush_in_use(caller)
-}
-
-#[cold]
-fn flush_in_use(caller: Caller) -> Result<(), FlushFailure> {
-    let mut queue = queue();
-    queue.pending_failure_for(caller)?;
-    queue.flush_for(caller)
-}
-
-/// xWrite. `flush_now`: the write must reach the kernel before xWrite returns.
-pub(crate) fn write(
-    writer: &Writer<'_>,
-    offset: u64,
-    data: &[u8],
-    flush_now: bool,
-) -> Result<(), FlushFailure> {
-    let mut queue = queue();
-    let caller = Caller::Writer(Some(writer.file_id));
-    queue.pending_failure_for(caller)?;
-    // One file's writes may go through two descriptors (O_DIRECT and buffered): a queue
-    // holds one descriptor's.
-    let other_owner = queue
-        .owner
-        .as_ref()
-        .is_some_and(|o| o.file_id != writer.file_id || o.fd != writer.fd);
-    assert!(writer.align_bytes.is_power_of_two());
-    if other_owner
-        || queue.arena.len().next_multiple_of(writer.align_bytes) + data.len() > ARENA_BYTES
-        || queue.pieces.len() == MAX_PIECES
-        || queue.overlaps(offset, data.len())
-    {
-        queue.flush_for(caller)?;
-    }
-    if data.len() > DIRECT_WRITE_BYTES {
-        // An O_DIRECT write needs an aligned source; SQLite's buffers are not.
-        assert_eq!(
-            writer.align_bytes, 1,
-            "only small aligned writes may be queued for O_DIRECT"
-        );
-        let mut io = Submitter {
-            engine: writer.engine,
-            file_stats: writer.file_stats,
-            vfs_stats: writer.vfs_stats,
-        };
-        return io
-            .write_at(writer.fd, data, offset)
-            .map_err(FlushFailure::Write);
-    }
-    if queue.arena.capacity() == 0 {
-        queue.arena = AlignedBuffer::with_capacity(ARENA_BYTES);
-        queue.pieces.reserve_exact(MAX_PIECES);
-        // SAFETY: the arena is allocated here once and never freed or replaced: QUEUE is
-        // a static, nothing assigns `arena` again (its capacity is never 0 after this),
-        // and a fork keeps it (`forget_after_fork` only clears it).
-        unsafe { publish_fixed_region(queue.arena.as_ptr(), queue.arena.capacity()) };
-        // From now on the queue can hold writes a forked child must not issue again, and
-        // writes a normal exit must not lose.
-        register_child_hook(forget_after_fork);
-        register_exit_flush();
-    }
-    if queue.owner.is_none() {
-        queue.owner = Some(Owner {
-            file_id: writer.file_id,
-            fd: writer.fd,
-            engine: writer.engine.clone(),
-            file_stats: writer.file_stats.clone(),
-            vfs_stats: writer.vfs_stats,
-        });
-    }
-    queue.arena.pad_to(writer.align_bytes);
-    let arena_start = queue.arena.len();
-    queue.arena.extend_from_slice(data);
-    match queue.pieces.last_mut() {
-        // Coalesce: the new bytes continue the last piece on disk and in the arena.
-        Some(last)
-            if last.offset + last.len as u64 == offset
-                && last.arena_start + last.len == arena_start =>
-        {
-            last.len += data.len()
+    /// Copies `data` into the arena as a piece (coalesced with the last one when it
+    /// continues it on disk and in the arena). The caller made room.
+    fn push(&mut self, writer: &Writer<'_>, offset: u64, data: &[u8]) {
+        let arena_start = self.arena_len.next_multiple_of(writer.align_bytes);
+        let end = arena_start + data.len();
+        let arena = self.arena.as_mut().expect("a slot is taken before pushing");
+        arena.bytes_mut()[arena_start..end].copy_from_slice(data);
+        self.arena_len = end;
+        if self.owner.is_none() {
+            self.owner = Some(Owner {
+                file_id: writer.file_id,
+                fd: writer.fd,
+                align_bytes: writer.align_bytes,
+                engine: writer.engine.clone(),
+                file_stats: writer.file_stats.clone(),
+                vfs_stats: writer.vfs_stats,
+            });
         }
-        _ => queue.pieces.push(Piece {
-            offset,
-            arena_start,
-            len: data.len(),
-        }),
+        match self.pieces.last_mut() {
+            // Coalesce: the new bytes continue the last piece on disk and in the arena.
+            Some(last)
+                if last.offset + last.len as u64 == offset
+                    && last.arena_start + last.len == arena_start =>
+            {
+                last.len += data.len()
+            }
+            _ => self.pieces.push(Piece {
+                offset,
+                arena_start,
+                len: data.len(),
+            }),
+        }
     }
-    if flush_now {
-        queue.flush_for(caller)?;
-    }
-    Ok(())
 }
 
-/// xSync of `writer`'s file: its queued writes and the sync (and the directory sync, if
-/// due) in one submission. Another file's queued writes are flushed first.
-pub(crate) fn sync(writer: &Writer<'_>, request: SyncRequest) -> Result<(), FlushFailure> {
-    let mut queue = queue();
-    let caller = Caller::Writer(Some(writer.file_id));
-    queue.pending_failure_for(caller)?;
-    let owns_queue = queue
-        .owner
-        .as_ref()
-        .is_some_and(|o| o.file_id == writer.file_id);
-    if owns_queue && !writer.engine.syncs_by_syscall() {
-        // Ring-routed syncs go in the writes' own submission (linked), which needs the
-        // queue's arena, so the lock is held until they complete.
-        return queue.flush(Some(request));
+impl Queue {
+    fn lock(&self) -> QueueGuard<'_> {
+        // The queue's invariants hold between statements, so a panic elsewhere (caught at
+        // the FFI boundary) does not make it unusable.
+        QueueGuard {
+            state: self
+                .state
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+            in_use: &self.in_use,
+        }
     }
-    // Otherwise the fsync waits without the lock: held, it made every other thread's
-    // writes wait for this file's fsync (two threads committing to two databases took
-    // 1.08× `unix`'s time, examples/parallel_writers.rs), and the sync needs nothing
-    // queued.
-    if owns_queue {
-        queue.flush(None)?;
-    } else {
-        queue.flush_for(caller)?;
+
+    /// The flush point at the start of every VFS method but xWrite and xSync. Inlined:
+    /// the common case, an empty queue, is one load at the call site (every xRead passes
+    /// here).
+    #[inline]
+    pub(crate) fn flush(&self, caller: Caller) -> Result<(), FlushFailure> {
+        if !self.in_use.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.flush_in_use(caller)
     }
-    drop(queue);
-    let mut io = Submitter {
-        engine: writer.engine,
-        file_stats: writer.file_stats,
-        vfs_stats: writer.vfs_stats,
+
+    #[cold]
+    fn flush_in_use(&self, caller: Caller) -> Result<(), FlushFailure> {
+        let mut queue = self.lock();
+        queue.pending_failure_for(caller)?;
+        queue.flush_for(caller)
+    }
+
+    /// xWrite. `flush_now`: the write must reach the kernel before xWrite returns.
+    pub(crate) fn write(
+        &self,
+        writer: &Writer<'_>,
+        offset: u64,
+        data: &[u8],
+        flush_now: bool,
+    ) -> Result<(), FlushFailure> {
+        let mut queue = self.lock();
+        let caller = Caller::Writer(Some(writer.file_id));
+        queue.pending_failure_for(caller)?;
+        // One file's writes may go through two descriptors (O_DIRECT and buffered): a
+        // queue holds one descriptor's.
+        let other_owner = queue
+            .owner
+            .as_ref()
+            .is_some_and(|o| o.file_id != writer.file_id || o.fd != writer.fd);
+        assert!(writer.align_bytes.is_power_of_two());
+        if other_owner
+            || queue.arena_len.next_multiple_of(writer.align_bytes) + data.len() > ARENA_BYTES
+            || queue.pieces.len() == MAX_PIECES
+            || queue.overlaps(offset, data.len())
+        {
+            queue.flush_for(caller)?;
+        }
+        if data.len() > DIRECT_WRITE_BYTES {
+            // The queue holds at most this file's writes to other ranges now: order
+            // between files is kept.
+            return writer.write_through(offset, data);
+        }
+        if queue.arena.is_none() {
+            match Arena::take() {
+                Some(arena) => queue.arena = Some(arena),
+                // Every slot holds another database's writes: this one goes straight
+                // through, as with write-behind off (the queue is empty, so order is kept).
+                None => return writer.write_through(offset, data),
+            }
+        }
+        queue.push(writer, offset, data);
+        if flush_now {
+            queue.flush_for(caller)?;
+        }
+        Ok(())
+    }
+
+    /// xSync of `writer`'s file: its queued writes and the sync (and the directory sync,
+    /// if due) in one submission. Another file's queued writes are flushed first.
+    pub(crate) fn sync(
+        &self,
+        writer: &Writer<'_>,
+        request: SyncRequest,
+    ) -> Result<(), FlushFailure> {
+        let mut queue = self.lock();
+        let caller = Caller::Writer(Some(writer.file_id));
+        queue.pending_failure_for(caller)?;
+        let owns_queue = queue
+            .owner
+            .as_ref()
+            .is_some_and(|o| o.file_id == writer.file_id);
+        if owns_queue && !writer.engine.syncs_by_syscall() {
+            // Ring-routed syncs go in the writes' own submission (linked). The batch,
+            // with its arena slot, is taken out of the queue and submitted without the
+            // lock, so the fsync does not hold up other threads' writes to this
+            // database; the slot returns to the free mask once every completion is in.
+            let batch = queue.take_batch().expect("the queue has an owner");
+            drop(queue);
+            return batch.submit(Some(request));
+        }
+        // Otherwise the fsync waits without the lock: held, it made every other thread's
+        // writes wait for this file's fsync, and the sync needs nothing queued.
+        if owns_queue {
+            queue.flush(None)?;
+        } else {
+            queue.flush_for(caller)?;
+        }
+        drop(queue);
+        writer.submitter().flush(writer.fd, &[], Some(request))
+    }
+
+    /// xClose of a file: its queued writes must reach the kernel before its fd is
+    /// closed. A failure of this file's writes, now or earlier, goes to the next
+    /// write/sync/delete of the database.
+    pub(crate) fn flush_before_close(&self, file_id: u64) {
+        let mut queue = self.lock();
+        if queue.owner.as_ref().is_some_and(|o| o.file_id == file_id) {
+            let _ = queue.flush_for(Caller::Quiet);
+        }
+        if let Some(unreported) = queue.unreported.as_mut().filter(|u| u.file_id == file_id) {
+            unreported.owner_closed = true;
+        }
+    }
+}
+
+/// After xClose: forgets `queue` when no file uses it any more (`queue` was the closing
+/// file's handle) and it holds no failure still to report; a private queue always.
+pub(crate) fn release(queue: Arc<Queue>) {
+    let mut queues = queues();
+    // The map's handle and this one: no other file has the queue, and none can get it
+    // while the map is locked.
+    if Arc::strong_count(&queue) > 2 {
+        return;
+    }
+    // With no other file, `in_use` means an unreported failure (the closing file's own
+    // writes were flushed): read without the queue's lock, which a thread flushing may
+    // hold, so no open or close of another database waits for that flush.
+    let keep = matches!(queue.key, QueueKey::Database(_)) && queue.in_use.load(Ordering::Acquire);
+    if !keep {
+        queues.remove(&queue.key);
+    }
+}
+
+/// xDelete of `path`: flushes the queue of the database the file belongs to, which fails
+/// the delete with that database's unreported failure (a journal is not deleted after a
+/// lost database write). Other databases' queues are not touched.
+pub(crate) fn flush_for_delete(path: &str) -> Result<(), FlushFailure> {
+    let key = QueueKey::Database(database_of(path).to_string());
+    let Some(queue) = queues().get(&key).cloned() else {
+        return Ok(());
     };
-    io.flush(writer.fd, &[], Some(request))
+    let result = queue.flush(Caller::Writer(None));
+    if result.is_err() {
+        // The failure may have been the last thing the entry was kept for.
+        release_if_unused(queue);
+    }
+    result
 }
 
-/// In a child after `fork()` (registered with `io::fork`): the queued writes are the
-/// parent's, and the parent will submit them; the child must not write them a second time.
-fn forget_after_fork() {
-    // A parent thread that does not exist in the child may have held the lock; then the
-    // queue stays as it is and every flush in the child blocks — SQLite's documentation
-    // already forbids using a connection across fork() in that situation — and the exit
-    // handler leaves it alone.
-    if let Ok(mut queue) = QUEUE.try_lock() {
-        queue.owner = None;
-        queue.pieces.clear();
-        queue.arena.clear();
-        queue.unreported = None;
-        QUEUE_IN_USE.store(false, std::sync::atomic::Ordering::Release);
-    } else {
-        PARENTS_QUEUE.store(true, std::sync::atomic::Ordering::Release);
+fn release_if_unused(queue: Arc<Queue>) {
+    let mut queues = queues();
+    if Arc::strong_count(&queue) == 2 && !queue.in_use.load(Ordering::Acquire) {
+        queues.remove(&queue.key);
     }
 }
 
-/// Set in a forked child whose copy of the queue was locked at `fork()`: what it holds
-/// is the parent's, and this process never writes it.
-static PARENTS_QUEUE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Runs `visit` on every queue that can be locked without waiting: the map and each
+/// queue are only `try_lock`ed, so this is safe where a lock may be held forever (a
+/// forked child, whose other threads are gone) or must not be waited for (an exit
+/// handler).
+///
+/// Returns whether every queue (and the map) could be locked.
+fn for_each_queue(mut visit: impl FnMut(&mut QueueGuard<'_>)) -> bool {
+    let Ok(queues) = QUEUES.try_lock() else {
+        return false;
+    };
+    let mut all = true;
+    for queue in queues.values() {
+        match queue.state.try_lock() {
+            Ok(state) => {
+                let mut guard = QueueGuard {
+                    state,
+                    in_use: &queue.in_use,
+                };
+                visit(&mut guard);
+            }
+            Err(_) => all = false,
+        }
+    }
+    all
+}
 
-/// How long the exit handler waits for a queue another thread holds, in 1 ms steps.
+/// Flushes every queue of the process that is not locked (a failure stays with its
+/// owner file, as any quiet flush's).
+#[cfg(test)]
+pub(crate) fn flush_every_queue() {
+    for_each_queue(|queue| {
+        let _ = queue.flush_for(Caller::Quiet);
+    });
+}
+
+/// Set in a forked child when a queue (or the map of queues) was locked at `fork()`: what
+/// it holds may be the parent's, so this process's exit writes nothing.
+static PARENTS_QUEUES: AtomicBool = AtomicBool::new(false);
+
+/// How long the exit handler waits for queues other threads hold, in 1 ms steps.
 const EXIT_LOCK_ATTEMPTS: u32 = 1000;
 
-/// Registers [`flush_at_exit`] with `atexit`, once per process (at the first queued
-/// write): std never drops statics, so nothing else would write the queue at a normal
+/// Registers [`flush_at_exit`] with `atexit`, once per process (when the first queue is
+/// made): std never drops statics, so nothing else would write the queues at a normal
 /// exit.
 fn register_exit_flush() {
     static REGISTERED: std::sync::Once = std::sync::Once::new();
@@ -423,55 +808,55 @@ fn register_exit_flush() {
 }
 
 /// At a normal process exit (`exit()`, a return from `main`, an interpreter ending)
-/// without the connections closed: the queued writes reach the kernel, as they would
+/// without the connections closed: every queue's writes reach the kernel, as they would
 /// have under `unix`, which wrote them at `xWrite` (a transaction's spilled pages or
 /// frames: SQLite had not committed them, but `unix` leaves them in the files).
 ///
-/// Never blocks for long and never panics: it waits up to [`EXIT_LOCK_ATTEMPTS`] ms for
-/// a queue another thread holds (a flush in progress finishes in that time; a thread
-/// stuck while holding it loses its queue, as a crash would), leaves a forked child's copy
-/// of its parent's queue alone, and writes by plain `pwrite`, whatever the file's
-/// routing: the thread's ring is a thread-local, which may be gone by now (glibc runs
-/// the main thread's TLS destructors before `atexit` handlers).
+/// Never blocks for long and never panics: it retries queues other threads hold every
+/// 1 ms for at most [`EXIT_LOCK_ATTEMPTS`] (a flush in progress finishes in that time; a
+/// thread stuck while holding one loses that queue, as a crash would), writes nothing of
+/// a queue whose failure is unreported (nothing may follow lost data) nor in a forked
+/// child that may hold its parent's queue, and writes by plain `pwrite`, whatever the
+/// file's routing: the thread's ring is a thread-local, which may be gone by now (glibc
+/// runs the main thread's TLS destructors before `atexit` handlers).
 extern "C" fn flush_at_exit() {
     let _ = std::panic::catch_unwind(|| {
         for _ in 0..EXIT_LOCK_ATTEMPTS {
-            if PARENTS_QUEUE.load(std::sync::atomic::Ordering::Acquire)
-                || !QUEUE_IN_USE.load(std::sync::atomic::Ordering::Acquire)
-            {
+            if PARENTS_QUEUES.load(Ordering::Acquire) {
                 return;
             }
-            let guard = match QUEUE.try_lock() {
-                Ok(guard) => guard,
-                Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => {
-                    std::thread::sleep(std::time::Duration::from_millis(1));
-                    continue;
+            let all_visited = for_each_queue(|queue| {
+                if queue.unreported.is_some() {
+                    return;
                 }
-            };
-            let mut queue = QueueGuard(guard);
-            // A failure not yet reported means lost data: nothing may follow it.
-            if queue.unreported.is_some() {
+                if let Some(owner) = queue.owner.as_mut() {
+                    owner.engine = EngineKind::Syscall;
+                }
+                let _ = queue.flush_for(Caller::Quiet);
+            });
+            if all_visited {
                 return;
             }
-            if let Some(owner) = queue.owner.as_mut() {
-                owner.engine = EngineKind::Syscall;
-            }
-            let _ = queue.flush_for(Caller::Quiet);
-            return;
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
     });
 }
 
-/// xClose of a file: its queued writes must reach the kernel before its fd is closed. A
-/// failure of this file's writes, now or earlier, goes to the next write/sync/delete.
-pub(crate) fn flush_before_close(file_id: u64) {
-    let mut queue = queue();
-    if queue.owner.as_ref().is_some_and(|o| o.file_id == file_id) {
-        let _ = queue.flush_for(Caller::Quiet);
-    }
-    if let Some(unreported) = queue.unreported.as_mut().filter(|u| u.file_id == file_id) {
-        unreported.owner_closed = true;
+/// In a child after `fork()` (registered with `io::fork`): the queued writes are the
+/// parent's, and the parent will submit them; the child must not write them a second
+/// time. A queue whose lock a parent thread held stays as it is, and every flush of it
+/// in the child blocks — SQLite's documentation already forbids using a connection
+/// across fork() in that situation.
+fn forget_after_fork() {
+    let all_visited = for_each_queue(|queue| {
+        queue.owner = None;
+        queue.pieces.clear();
+        queue.arena_len = 0;
+        queue.arena = None;
+        queue.unreported = None;
+    });
+    if !all_visited {
+        PARENTS_QUEUES.store(true, Ordering::Release);
     }
 }
 
@@ -480,21 +865,61 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::os::fd::AsRawFd;
+    use std::os::unix::fs::FileExt;
 
-    /// Serialises the tests of this module: they share the process-wide queue.
-    static SERIAL: Mutex<()> = Mutex::new(());
-
-    #[derive(Debug, Clone)]
-    struct Write {
-        file: usize,
-        offset: u64,
-        len: usize,
-        seed: u8,
+    fn vfs_stats() -> &'static SharedStats {
+        static VFS_STATS: std::sync::OnceLock<SharedStats> = std::sync::OnceLock::new();
+        VFS_STATS.get_or_init(SharedStats::default)
     }
 
-    fn write_strategy() -> impl Strategy<Value = Write> {
-        (
-            0..2usize,
+    /// File ids of this module's tests: far from the VFS's, distinct per call.
+    fn next_test_id() -> u64 {
+        static NEXT: AtomicU64 = AtomicU64::new(1 << 40);
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn engines() -> impl Strategy<Value = EngineKind> {
+        use crate::config::Submission::{Ring, Syscall};
+        use crate::io::routing::Routing;
+        prop_oneof![
+            Just(EngineKind::IoUring(Routing::ALL_RING)),
+            Just(EngineKind::IoUring(Routing::new(Syscall, Syscall, Syscall))),
+            Just(EngineKind::IoUring(Routing::new(Syscall, Ring, Syscall))),
+            Just(EngineKind::IoUring(Routing::new(Syscall, Syscall, Ring))),
+            Just(EngineKind::Syscall)
+        ]
+    }
+
+    /// One step of a random schedule over several databases' queues.
+    #[derive(Debug, Clone)]
+    enum Step {
+        Write {
+            database: usize,
+            file: usize,
+            offset: u64,
+            len: usize,
+            seed: u8,
+            flush_now: bool,
+        },
+        /// A read-like, quiet or writer flush point of one file.
+        Flush {
+            database: usize,
+            file: usize,
+            kind: u8,
+        },
+        Sync {
+            database: usize,
+            file: usize,
+        },
+    }
+
+    const DATABASES: usize = 3;
+    const FILES_PER_DATABASE: usize = 2;
+
+    fn step_strategy() -> impl Strategy<Value = Step> {
+        let write = (
+            0..DATABASES,
+            0..FILES_PER_DATABASE,
             prop_oneof![0..64u64, 4000..4200u64, 8188..8200u64, 0..(4u64 << 20)],
             prop_oneof![
                 1..8usize,
@@ -504,106 +929,292 @@ mod tests {
                 (DIRECT_WRITE_BYTES - 10)..(DIRECT_WRITE_BYTES + 10)
             ],
             any::<u8>(),
+            prop::bool::weighted(0.05),
         )
-            .prop_map(|(file, offset, len, seed)| Write {
-                file,
-                offset,
-                len,
-                seed,
-            })
+            .prop_map(
+                |(database, file, offset, len, seed, flush_now)| Step::Write {
+                    database,
+                    file,
+                    offset,
+                    len,
+                    seed,
+                    flush_now,
+                },
+            );
+        prop_oneof![
+            8 => write,
+            1 => (0..DATABASES, 0..FILES_PER_DATABASE, 0..3u8)
+                .prop_map(|(database, file, kind)| Step::Flush { database, file, kind }),
+            1 => (0..DATABASES, 0..FILES_PER_DATABASE)
+                .prop_map(|(database, file)| Step::Sync { database, file }),
+        ]
     }
 
-    fn bytes(write: &Write) -> Vec<u8> {
-        (0..write.len)
-            .map(|i| write.seed.wrapping_add((i % 251) as u8))
+    fn bytes(len: usize, seed: u8) -> Vec<u8> {
+        (0..len)
+            .map(|i| seed.wrapping_add((i % 251) as u8))
             .collect()
+    }
+
+    /// Slots held by `queues` (each queue that holds pieces holds exactly one, and no
+    /// two queues the same).
+    fn check_queues(queues: &[Arc<Queue>]) -> Result<(), String> {
+        let mut held = 0u64;
+        for queue in queues {
+            let state = queue.lock();
+            if let Some(violation) = state.violation() {
+                return Err(violation);
+            }
+            if let Some(arena) = state.arena.as_ref() {
+                if held & (1 << arena.index) != 0 {
+                    return Err(format!("slot {} held by two queues", arena.index));
+                }
+                if FREE_SLOTS.load(Ordering::Acquire) & (1 << arena.index) != 0 {
+                    return Err(format!("slot {} held and free", arena.index));
+                }
+                held |= 1 << arena.index;
+            }
+            let in_use = state.owner.is_some() || state.unreported.is_some();
+            drop(state);
+            if queue.in_use.load(Ordering::Acquire) != in_use {
+                return Err("in_use does not match the queue".into());
+            }
+        }
+        Ok(())
     }
 
     proptest! {
         #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
-        /// Writes through the queue (with a flush, or a read-side flush, at random points)
-        /// leave both files byte-identical to the same writes applied in order.
+        /// Random writes, flush points and syncs over several databases' queues (two
+        /// files each) leave every file byte-identical to the same writes applied in
+        /// order, the queues' invariants hold after every step, and a flush point of
+        /// one database never submits another database's writes.
         #[test]
-        fn queue_matches_in_order_writes(
-            writes in proptest::collection::vec(write_strategy(), 1..120),
-            flush_every in 1..40usize,
-            engine in prop_oneof![
-                Just(EngineKind::IoUring(crate::io::routing::Routing::ALL_RING)),
-                Just(EngineKind::IoUring(crate::io::routing::Routing::new(
-                    crate::config::Submission::Syscall,
-                    crate::config::Submission::Syscall,
-                    crate::config::Submission::Syscall,
-                ))),
-                Just(EngineKind::IoUring(crate::io::routing::Routing::new(
-                    crate::config::Submission::Syscall,
-                    crate::config::Submission::Ring,
-                    crate::config::Submission::Syscall,
-                ))),
-                Just(EngineKind::Syscall)
-            ],
+        fn queues_match_in_order_writes(
+            steps in proptest::collection::vec(step_strategy(), 1..150),
+            engine in engines(),
         ) {
-            let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
             let dir = tempfile::tempdir().unwrap();
-            let queued: Vec<std::fs::File> = (0..2).map(|i| std::fs::File::create(dir.path().join(format!("q{i}"))).unwrap()).collect();
-            let expected: Vec<std::fs::File> = (0..2).map(|i| std::fs::File::create(dir.path().join(format!("e{i}"))).unwrap()).collect();
-            let stats = Arc::new(SharedStats::default());
-            static VFS_STATS: std::sync::OnceLock<SharedStats> = std::sync::OnceLock::new();
-            let vfs_stats = VFS_STATS.get_or_init(SharedStats::default);
-            for (index, write) in writes.iter().enumerate() {
-                let data = bytes(write);
-                let writer = Writer {
-                    file_id: 1_000_000 + write.file as u64,
-                    fd: queued[write.file].as_raw_fd(),
-                    align_bytes: 1,
-                    engine: &engine,
-                    file_stats: &stats,
-                    vfs_stats,
-                };
-                super::write(&writer, write.offset, &data, false).unwrap();
-                use std::os::unix::fs::FileExt;
-                expected[write.file].write_all_at(&data, write.offset).unwrap();
-                if index % flush_every == 0 {
-                    flush(Caller::Quiet).unwrap();
+            let name = |d: usize, f: usize, kind: &str| dir.path().join(format!("{kind}{d}_{f}"));
+            let open = |path: std::path::PathBuf| {
+                std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path).unwrap()
+            };
+            let mut queued = Vec::new();
+            let mut expected = Vec::new();
+            let mut ids = Vec::new();
+            let mut stats = Vec::new();
+            for d in 0..DATABASES {
+                for f in 0..FILES_PER_DATABASE {
+                    queued.push(open(name(d, f, "q")));
+                    expected.push(open(name(d, f, "e")));
+                    ids.push(next_test_id());
+                    stats.push(Arc::new(SharedStats::default()));
                 }
             }
-            flush(Caller::Quiet).unwrap();
-            for i in 0..2 {
-                let got = std::fs::read(dir.path().join(format!("q{i}"))).unwrap();
-                let want = std::fs::read(dir.path().join(format!("e{i}"))).unwrap();
-                prop_assert!(got == want, "file {} differs ({} vs {} bytes)", i, got.len(), want.len());
+            let databases: Vec<Arc<Queue>> = (0..DATABASES)
+                .map(|d| queue_for_database(&format!("{}/db{d}", dir.path().display())))
+                .collect();
+            for step in &steps {
+                let (database, file) = match *step {
+                    Step::Write { database, file, .. }
+                    | Step::Flush { database, file, .. }
+                    | Step::Sync { database, file } => (database, file),
+                };
+                let index = database * FILES_PER_DATABASE + file;
+                let writer = Writer {
+                    file_id: ids[index],
+                    fd: queued[index].as_raw_fd(),
+                    align_bytes: 1,
+                    fallback_fd: queued[index].as_raw_fd(),
+                    engine: &engine,
+                    file_stats: &stats[index],
+                    vfs_stats: vfs_stats(),
+                };
+                let others_before: Vec<u64> = (0..stats.len())
+                    .filter(|i| i / FILES_PER_DATABASE != database)
+                    .map(|i| stats[i].snapshot().ops)
+                    .collect();
+                let queue = &databases[database];
+                match *step {
+                    Step::Write { offset, len, seed, flush_now, .. } => {
+                        let data = bytes(len, seed);
+                        queue.write(&writer, offset, &data, flush_now).unwrap();
+                        expected[index].write_all_at(&data, offset).unwrap();
+                    }
+                    Step::Flush { kind, .. } => queue
+                        .flush(match kind {
+                            0 => Caller::Reader(ids[index]),
+                            1 => Caller::Writer(Some(ids[index])),
+                            _ => Caller::Quiet,
+                        })
+                        .unwrap(),
+                    Step::Sync { .. } => queue
+                        .sync(&writer, SyncRequest {
+                            data_only: true,
+                            directory_fd: None,
+                            plan: crate::config::SyncPlan::Linked,
+                        })
+                        .unwrap(),
+                }
+                if let Err(violation) = check_queues(&databases) {
+                    prop_assert!(false, "after {:?}: {}", step, violation);
+                }
+                let others_after: Vec<u64> = (0..stats.len())
+                    .filter(|i| i / FILES_PER_DATABASE != database)
+                    .map(|i| stats[i].snapshot().ops)
+                    .collect();
+                prop_assert_eq!(others_before, others_after, "{:?} submitted another database's writes", step);
+            }
+            flush_every_queue();
+            for queue in &databases {
+                prop_assert!(!queue.in_use.load(Ordering::Acquire));
+            }
+            for index in 0..queued.len() {
+                let (d, f) = (index / FILES_PER_DATABASE, index % FILES_PER_DATABASE);
+                let got = std::fs::read(name(d, f, "q")).unwrap();
+                let want = std::fs::read(name(d, f, "e")).unwrap();
+                prop_assert!(got == want, "file {}_{} differs ({} vs {} bytes)", d, f, got.len(), want.len());
+            }
+            for queue in databases {
+                release(queue);
             }
         }
     }
 
     #[test]
+    fn journal_and_wal_share_their_databases_queue() {
+        assert_eq!(database_of("/d/x.db-journal"), "/d/x.db");
+        assert_eq!(database_of("/d/x.db-wal"), "/d/x.db");
+        assert_eq!(database_of("/d/x.db"), "/d/x.db");
+        assert_eq!(database_of("/d/x.db-mj0123ABCD"), "/d/x.db-mj0123ABCD");
+        let db = queue_for_database("/nonexistent/share.db");
+        let journal = queue_for_database(database_of("/nonexistent/share.db-journal"));
+        assert!(Arc::ptr_eq(&db, &journal));
+        let other = queue_for_database("/nonexistent/other.db");
+        assert!(!Arc::ptr_eq(&db, &other));
+        let private = private_queue(next_test_id());
+        assert!(!Arc::ptr_eq(&db, &private));
+        release(journal);
+        assert!(queues().contains_key(&db.key), "one file still has it");
+        let key = db.key.clone();
+        release(db);
+        assert!(!queues().contains_key(&key), "forgotten with its last file");
+        release(other);
+        release(private);
+    }
+
+    #[test]
     fn adjacent_writes_coalesce_into_one_op() {
-        let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
         let dir = tempfile::tempdir().unwrap();
         let file = std::fs::File::create(dir.path().join("c")).unwrap();
         let stats = Arc::new(SharedStats::default());
-        let vfs_stats: &'static SharedStats = Box::leak(Box::default());
+        let queue = private_queue(next_test_id());
         let writer = Writer {
-            file_id: 2_000_000,
+            file_id: next_test_id(),
             fd: file.as_raw_fd(),
             align_bytes: 1,
+            fallback_fd: file.as_raw_fd(),
             engine: &EngineKind::IoUring(crate::io::routing::Routing::ALL_RING),
             file_stats: &stats,
-            vfs_stats,
+            vfs_stats: vfs_stats(),
         };
         // A rollback-journal record: page number, page, checksum.
-        super::write(&writer, 512, &[1; 4], false).unwrap();
-        super::write(&writer, 516, &[2; 4096], false).unwrap();
-        super::write(&writer, 4612, &[3; 4], false).unwrap();
+        queue.write(&writer, 512, &[1; 4], false).unwrap();
+        queue.write(&writer, 516, &[2; 4096], false).unwrap();
+        queue.write(&writer, 4612, &[3; 4], false).unwrap();
         assert_eq!(
             stats.snapshot().ops,
             0,
             "nothing submitted before the flush point"
         );
-        flush(Caller::Quiet).unwrap();
+        queue.flush(Caller::Quiet).unwrap();
         let counted = stats.snapshot();
         assert_eq!((counted.ops, counted.kernel_entries), (1, 1), "{counted:?}");
         assert_eq!(std::fs::metadata(dir.path().join("c")).unwrap().len(), 4616);
+        release(queue);
+    }
+
+    /// A failed queued write of one database is reported by its own file and fails the
+    /// writes of its database's other files until then; another database's queue, in the
+    /// same process, neither flushes it nor sees the failure.
+    #[test]
+    fn a_failure_stays_with_its_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = std::fs::File::create(dir.path().join("good")).unwrap();
+        let journal = std::fs::File::create(dir.path().join("journal")).unwrap();
+        // Read-only: every write to it fails with EBADF.
+        let bad = std::fs::File::open(dir.path().join("good")).unwrap();
+        let stats = Arc::new(SharedStats::default());
+        let engine = EngineKind::Syscall;
+        let writer = |file: &std::fs::File| Writer {
+            file_id: 0,
+            fd: file.as_raw_fd(),
+            align_bytes: 1,
+            fallback_fd: file.as_raw_fd(),
+            engine: &engine,
+            file_stats: &stats,
+            vfs_stats: vfs_stats(),
+        };
+        let failing = queue_for_database(&format!("{}/failing.db", dir.path().display()));
+        let healthy = queue_for_database(&format!("{}/healthy.db", dir.path().display()));
+        let (bad_id, journal_id, good_id) = (next_test_id(), next_test_id(), next_test_id());
+        failing
+            .write(
+                &Writer {
+                    file_id: bad_id,
+                    ..writer(&bad)
+                },
+                0,
+                &[1; 100],
+                false,
+            )
+            .unwrap();
+        // A quiet flush point (a lock call) keeps the failure for its owner.
+        failing.flush(Caller::Quiet).unwrap();
+        healthy
+            .write(
+                &Writer {
+                    file_id: good_id,
+                    ..writer(&good)
+                },
+                0,
+                &[2; 100],
+                false,
+            )
+            .unwrap();
+        healthy.flush(Caller::Writer(Some(good_id))).unwrap();
+        assert!(!healthy.in_use.load(Ordering::Acquire));
+        // Another file of the failing database: its write is ordered after the loss.
+        let journal_write = failing.write(
+            &Writer {
+                file_id: journal_id,
+                ..writer(&journal)
+            },
+            0,
+            &[3; 10],
+            false,
+        );
+        assert_eq!(
+            journal_write,
+            Err(FlushFailure::Write(crate::io::WriteFailure::Errno(
+                libc::EBADF
+            )))
+        );
+        assert_eq!(
+            failing.flush(Caller::Reader(bad_id)),
+            Err(FlushFailure::Write(crate::io::WriteFailure::Errno(
+                libc::EBADF
+            ))),
+            "the owner reports its failure"
+        );
+        failing.flush(Caller::Writer(Some(journal_id))).unwrap();
+        assert_eq!(
+            std::fs::read(dir.path().join("good")).unwrap(),
+            vec![2; 100]
+        );
+        release(failing);
+        release(healthy);
     }
 
     /// Pieces queued for an O_DIRECT descriptor start at aligned arena offsets, with an
@@ -612,7 +1223,6 @@ mod tests {
     /// unaligned one sent to the O_DIRECT descriptor, fails with EINVAL.
     #[test]
     fn aligned_writers_get_aligned_pieces_on_an_o_direct_file() {
-        let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("direct");
         std::fs::write(&path, vec![0u8; 64 << 10]).unwrap();
@@ -621,15 +1231,16 @@ mod tests {
             .expect("O_DIRECT on the test filesystem");
         let buffered = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
         let stats = Arc::new(SharedStats::default());
-        let vfs_stats: &'static SharedStats = Box::leak(Box::default());
         let engine = EngineKind::IoUring(crate::io::routing::Routing::ALL_RING);
+        let queue = queue_for_database(path.to_str().unwrap());
         let aligned = Writer {
-            file_id: 3_000_000,
+            file_id: next_test_id(),
             fd: direct.fd,
             align_bytes: direct.align_bytes,
+            fallback_fd: buffered.as_raw_fd(),
             engine: &engine,
             file_stats: &stats,
-            vfs_stats,
+            vfs_stats: vfs_stats(),
         };
         let unaligned = Writer {
             fd: buffered.as_raw_fd(),
@@ -637,12 +1248,18 @@ mod tests {
             ..aligned
         };
         let page = 4096usize;
-        super::write(&aligned, 0, &[1; 4096], false).unwrap();
-        super::write(&aligned, 3 * page as u64, &[2; 4096], false).unwrap();
-        super::write(&unaligned, 100, &[3; 7], false).unwrap();
-        super::write(&aligned, page as u64, &[4; 4096], false).unwrap();
-        super::write(&aligned, 2 * page as u64, &[5; 4096], false).unwrap();
-        flush(Caller::Quiet).unwrap();
+        queue.write(&aligned, 0, &[1; 4096], false).unwrap();
+        queue
+            .write(&aligned, 3 * page as u64, &[2; 4096], false)
+            .unwrap();
+        queue.write(&unaligned, 100, &[3; 7], false).unwrap();
+        queue
+            .write(&aligned, page as u64, &[4; 4096], false)
+            .unwrap();
+        queue
+            .write(&aligned, 2 * page as u64, &[5; 4096], false)
+            .unwrap();
+        queue.flush(Caller::Quiet).unwrap();
         let mut want = vec![0u8; 64 << 10];
         want[..page].fill(1);
         want[100..107].fill(3);
@@ -653,6 +1270,7 @@ mod tests {
             std::fs::read(&path).unwrap() == want,
             "file content differs"
         );
+        release(queue);
         // SAFETY: the test owns the descriptor.
         unsafe { libc::close(direct.fd) };
     }

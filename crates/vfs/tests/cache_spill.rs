@@ -13,7 +13,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{one_at_a_time, Mode};
+use common::{process_state_lock, Mode};
 use rusqlite::{ffi, Connection};
 
 fn seed_prng() {
@@ -117,7 +117,7 @@ fn files_around_cache_flush(vfs: &str, uri: &str, mode: Mode) -> [Vec<(String, V
 /// when the call returns, as under `unix` (docs/ARCHITECTURE.md, "Pages written before a
 /// commit").
 fn cache_flush_against_unix(mode: Mode) {
-    let _serial = one_at_a_time();
+    let _serial = process_state_lock();
     common::register();
     let [unix_before, unix_after, unix_next] = files_around_cache_flush("unix", "", mode);
     assert!(
@@ -207,7 +207,7 @@ fn second_process_view(vfs: &str) -> (Vec<String>, Vec<Vec<u8>>) {
 
 #[test]
 fn a_second_process_checkpointing_meanwhile_sees_what_it_sees_under_unix() {
-    let _serial = one_at_a_time();
+    let _serial = process_state_lock();
     common::register();
     let (unix_seen, unix_bytes) = second_process_view("unix");
     let (ours_seen, ours_bytes) = second_process_view(common::VFS);

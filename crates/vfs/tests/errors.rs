@@ -14,7 +14,6 @@ const SQLITE_FULL: i32 = 13;
 
 #[test]
 fn missing_directory_is_cantopen() {
-    let _serial = common::one_at_a_time();
     register();
     let error = Connection::open_with_flags_and_vfs(
         "/nonexistent-dir/sub/x.db",
@@ -27,7 +26,6 @@ fn missing_directory_is_cantopen() {
 
 #[test]
 fn unknown_or_malformed_uri_parameters_are_rejected() {
-    let _serial = common::one_at_a_time();
     register();
     let dir = tempfile::tempdir().unwrap();
     for query in [
@@ -63,7 +61,6 @@ fn unknown_or_malformed_uri_parameters_are_rejected() {
 /// a read-only handle, reads work, writes fail with SQLITE_READONLY.
 #[test]
 fn read_only_file_opens_read_only() {
-    let _serial = common::one_at_a_time();
     register();
     // tmpfs has no immutable attribute: use the target directory (ext4 in CI).
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
@@ -98,7 +95,6 @@ fn read_only_file_opens_read_only() {
 #[test]
 fn moved_database_is_readonly_dbmoved_like_unix() {
     const SQLITE_READONLY_DBMOVED: i32 = SQLITE_READONLY | (4 << 8);
-    let _serial = common::one_at_a_time();
     register();
     for vfs in ["unix", "io_uring"] {
         let dir = tempfile::tempdir().unwrap();
@@ -139,7 +135,6 @@ fn moved_database_is_readonly_dbmoved_like_unix() {
 /// resolved first, by xFullPathname).
 #[test]
 fn symlinked_journal_is_refused_like_unix() {
-    let _serial = common::one_at_a_time();
     register();
     let mut codes = Vec::new();
     for vfs in ["unix", "io_uring"] {
@@ -171,7 +166,6 @@ fn symlinked_journal_is_refused_like_unix() {
 /// A tiny tmpfs fills up: SQLITE_FULL, and the database keeps its committed content.
 #[test]
 fn full_disk_is_sqlite_full_and_loses_nothing() {
-    let _serial = common::one_at_a_time();
     register();
     let mount = tempfile::tempdir().unwrap();
     let status = Command::new("mount")
@@ -229,7 +223,6 @@ fn run_child(test: &str, env: &[(&str, &str)]) -> std::process::Output {
 
 #[test]
 fn io_uring_unavailable_is_explained_and_fallback_is_opt_in() {
-    let _serial = common::one_at_a_time();
     if std::env::var(CHILD_ENV).is_ok() {
         // Child: io_uring_setup "fails" (SQLITE_URING_SIMULATE_UNAVAILABLE names the errno).
         let errno = std::env::var("SQLITE_URING_SIMULATE_UNAVAILABLE").unwrap();
@@ -300,7 +293,6 @@ fn io_uring_unavailable_is_explained_and_fallback_is_opt_in() {
 /// parent's queued writes a second time.
 #[test]
 fn fork_child_uses_its_own_ring() {
-    let _serial = common::one_at_a_time();
     if std::env::var(CHILD_ENV).is_err() {
         // Run in a fresh single-threaded process: fork() from the multi-threaded test
         // harness would copy only the forking thread.

@@ -79,7 +79,6 @@ fn count(conn: &Connection) -> i64 {
 
 #[test]
 fn fsync_error_fails_the_commit_and_keeps_old_data() {
-    let _serial = common::one_at_a_time();
     let plan = faulty_vfs("fault_fsync", Backend::IoUring);
     let dir = tempfile::tempdir().unwrap();
     let conn = seeded(dir.path(), "fault_fsync");
@@ -107,7 +106,6 @@ fn fsync_error_fails_the_commit_and_keeps_old_data() {
 
 #[test]
 fn enospc_on_journal_write_is_sqlite_full_and_keeps_old_data() {
-    let _serial = common::one_at_a_time();
     let plan = faulty_vfs("fault_enospc", Backend::IoUring);
     let dir = tempfile::tempdir().unwrap();
     let conn = seeded(dir.path(), "fault_enospc");
@@ -134,7 +132,6 @@ fn enospc_on_journal_write_is_sqlite_full_and_keeps_old_data() {
 
 #[test]
 fn short_and_interrupted_completions_are_finished_transparently() {
-    let _serial = common::one_at_a_time();
     for (backend, direct_io, syncs) in [
         (Backend::IoUring, false, Submission::Ring),
         (Backend::Syscall, false, Submission::Ring),
@@ -194,7 +191,6 @@ fn short_and_interrupted_completions_are_finished_transparently() {
 
 #[test]
 fn read_errors_map_like_unix() {
-    let _serial = common::one_at_a_time();
     let plan = faulty_vfs("fault_read", Backend::IoUring);
     let dir = tempfile::tempdir().unwrap();
     drop(seeded(dir.path(), "fault_read"));
@@ -219,7 +215,6 @@ fn read_errors_map_like_unix() {
 
 #[test]
 fn truncate_error_is_ioerr_truncate() {
-    let _serial = common::one_at_a_time();
     let plan = faulty_vfs("fault_truncate", Backend::IoUring);
     let dir = tempfile::tempdir().unwrap();
     let conn = seeded(dir.path(), "fault_truncate");
@@ -256,7 +251,6 @@ fn truncate_error_is_ioerr_truncate() {
 /// a sync must wait for, and be cancelled by, the ring writes before it.
 #[test]
 fn failing_any_queued_write_never_leaves_a_wrong_view() {
-    let _serial = common::one_at_a_time();
     let (ring, syscall) = (Submission::Ring, Submission::Syscall);
     for (journal_mode, suffix, op, direct_io, syncs) in [
         ("delete", "f.db-journal", OpKind::Write, false, ring),
@@ -343,7 +337,6 @@ fn failing_any_queued_write_never_leaves_a_wrong_view() {
 /// creation itself, and the journal's fsync needs a second commit).
 #[test]
 fn rollback_commit_syncs_in_unix_order_file_before_its_directory() {
-    let _serial = common::one_at_a_time();
     for (name, backend) in [
         ("order_syscall", Backend::Syscall),
         ("order_uring", Backend::IoUring),
@@ -385,7 +378,6 @@ fn rollback_commit_syncs_in_unix_order_file_before_its_directory() {
 /// mistaken for a record's checksum (both are 4 bytes after ≥ 512).
 #[test]
 fn journal_writes_coalesce_per_record_and_the_header_joins_the_first() {
-    let _serial = common::one_at_a_time();
     let plan = faulty_vfs_with(
         "journal_records",
         Backend::Syscall,
@@ -425,29 +417,34 @@ fn journal_writes_coalesce_per_record_and_the_header_joins_the_first() {
     integrity_ok(&conn);
 }
 
-/// An fsync waits for the disk without the write-behind queue's lock, which every
-/// thread's writes take: while one thread's commit is held at its journal's second fsync
-/// (the one that follows the queued header rewrite), another thread commits to another
-/// database. Held, the lock made commits on two databases take turns at the disk.
+/// A thread at fsync does not hold up another thread's commit to another database:
+/// while one thread's commit is held at its journal's second fsync (the one that follows
+/// the queued header rewrite), another thread commits to another database. With syncs by
+/// syscall the fsync waits without the queue's lock; with ring syncs (linked to the
+/// queued writes, as an O_DIRECT database's are) the batch is taken out of the queue and
+/// submitted without it; and the two databases' queues are separate anyway. With one
+/// process-wide queue whose lock a ring sync held, commits on two databases took turns
+/// at the disk.
 #[test]
 fn a_thread_at_fsync_does_not_hold_up_another_threads_commit() {
+    for syncs in [Submission::Syscall, Submission::Ring] {
+        commit_while_another_thread_is_at_fsync(syncs);
+    }
+}
+
+fn commit_while_another_thread_is_at_fsync(syncs: Submission) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::mpsc;
     use std::time::Duration;
 
-    let _serial = common::one_at_a_time();
-    let plan = faulty_vfs_with(
-        "sync_off_lock",
-        Backend::IoUring,
-        false,
-        Submission::Syscall,
-    );
+    let name = format!("sync_off_lock_{}", syncs.name());
+    let plan = faulty_vfs_with(&name, Backend::IoUring, false, syncs);
     let dir = tempfile::tempdir().unwrap();
     let (dir_a, dir_b) = (dir.path().join("a"), dir.path().join("b"));
     std::fs::create_dir_all(&dir_a).unwrap();
     std::fs::create_dir_all(&dir_b).unwrap();
-    let conn_a = seeded(&dir_a, "sync_off_lock");
-    let conn_b = seeded(&dir_b, "sync_off_lock");
+    let conn_a = seeded(&dir_a, &name);
+    let conn_b = seeded(&dir_b, &name);
 
     let (held_tx, held_rx) = mpsc::channel::<()>();
     let (release_tx, release_rx) = mpsc::channel::<()>();
@@ -485,5 +482,186 @@ fn a_thread_at_fsync_does_not_hold_up_another_threads_commit() {
     assert_eq!(rows(&conn_a, "SELECT v FROM t WHERE id = 1"), vec!["a"]);
     assert_eq!(rows(&conn_b, "SELECT v FROM t WHERE id = 1"), vec!["b"]);
     integrity_ok(&conn_a);
+    integrity_ok(&conn_b);
+}
+
+/// Opens `f.db` in `dir` (seeded) in WAL mode with a tiny page cache, and leaves a
+/// transaction open whose inserts spilled WAL frames that are still queued (write-behind
+/// submits non-commit frames only at the database's next flush point).
+fn open_with_queued_frames(dir: &std::path::Path, vfs: &str) -> Connection {
+    let conn = seeded(dir, vfs);
+    conn.execute_batch(
+        "PRAGMA journal_mode=WAL; PRAGMA cache_size=2;
+         BEGIN;
+         WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM n WHERE x<2000)
+           INSERT INTO t(v) SELECT printf('%0100d', x) FROM n;",
+    )
+    .unwrap();
+    conn
+}
+
+/// One database's writes fail while another database of the same process, written
+/// through the same VFS on another thread, commits 1,000 transactions: the healthy
+/// database never sees the failure, and the failing one reports its own error. Thread A
+/// leaves spilled WAL frames queued, then the disk "fills up" for A's WAL only; thread B
+/// commits meanwhile. With one queue per process, B's first call flushed A's frames and
+/// B's commit failed with A's error.
+#[test]
+fn a_failing_database_leaves_another_database_of_the_process_working() {
+    use std::sync::mpsc;
+
+    let plan = faulty_vfs_with(
+        "isolated_failure",
+        Backend::IoUring,
+        false,
+        Submission::Syscall,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (dir_a, dir_b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir_all(&dir_a).unwrap();
+    std::fs::create_dir_all(&dir_b).unwrap();
+    let conn_b = seeded(&dir_b, "isolated_failure");
+    conn_b
+        .execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
+        .unwrap();
+
+    let (queued_tx, queued_rx) = mpsc::channel::<()>();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let a_dir = dir_a.clone();
+    let a = std::thread::spawn(move || {
+        let conn = open_with_queued_frames(&a_dir, "isolated_failure");
+        queued_tx.send(()).unwrap();
+        go_rx.recv().unwrap();
+        conn
+    });
+    queued_rx.recv().unwrap();
+    plan.add(rule(
+        OpKind::Write,
+        "a/f.db-wal",
+        u64::MAX,
+        FaultKind::Errno(libc::ENOSPC),
+    ));
+    let b = std::thread::spawn(move || {
+        for i in 0..1000 {
+            conn_b
+                .execute("INSERT INTO t(v) VALUES(?1)", [format!("b{i}")])
+                .unwrap_or_else(|e| panic!("database B's commit {i} failed: {e}"));
+        }
+        conn_b
+    });
+    let conn_b = b
+        .join()
+        .expect("database B must commit all 1,000 transactions");
+    assert_eq!(
+        plan.injected(),
+        0,
+        "database A's queued frames were submitted by database B's calls"
+    );
+    go_tx.send(()).unwrap();
+    let conn_a = a.join().unwrap();
+    // A's next call flushes its own queue: the frames held back all along fail now.
+    let _ = conn_a.query_row("PRAGMA io_uring_stats", [], |_| Ok(()));
+    assert!(
+        plan.injected() > 0,
+        "database A had no frames queued: the test proved nothing"
+    );
+    let error = conn_a.execute_batch("COMMIT").unwrap_err();
+    assert_eq!(extended_code(&error) & 0xff, SQLITE_FULL, "{error}");
+    plan.clear();
+    let _ = conn_a.execute_batch("ROLLBACK");
+    assert_eq!(
+        count(&conn_a),
+        500,
+        "A's failed transaction must not be visible"
+    );
+    integrity_ok(&conn_a);
+    assert_eq!(count(&conn_b), 1500);
+    integrity_ok(&conn_b);
+    drop(conn_b);
+    let fresh = open(&dir_b.join("f.db"), "isolated_failure");
+    assert_eq!(count(&fresh), 1500);
+}
+
+/// Two databases written by two threads never flush each other's queue: while thread A
+/// holds queued WAL frames, every op thread B's transactions submit is B's own (the fault
+/// engine records each op as it is submitted); A's frames are submitted by A's next call.
+#[test]
+fn a_database_never_submits_another_databases_queued_writes() {
+    use std::sync::mpsc;
+
+    let plan = faulty_vfs_with(
+        "isolated_flush",
+        Backend::IoUring,
+        false,
+        Submission::Syscall,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (dir_a, dir_b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir_all(&dir_a).unwrap();
+    std::fs::create_dir_all(&dir_b).unwrap();
+    let conn_b = seeded(&dir_b, "isolated_flush");
+    let a_prefix = format!("{}/", dir_a.canonicalize().unwrap().display());
+    let b_directory = dir_b.canonicalize().unwrap().display().to_string();
+    let b_prefix = format!("{b_directory}/");
+
+    let (queued_tx, queued_rx) = mpsc::channel::<()>();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (flushed_tx, flushed_rx) = mpsc::channel::<()>();
+    let (commit_tx, commit_rx) = mpsc::channel::<()>();
+    let a_dir = dir_a.clone();
+    let a = std::thread::spawn(move || {
+        let conn = open_with_queued_frames(&a_dir, "isolated_flush");
+        queued_tx.send(()).unwrap();
+        go_rx.recv().unwrap();
+        // A file control on A's database: a quiet flush point of A's queue.
+        conn.query_row("PRAGMA io_uring_stats", [], |_| Ok(()))
+            .unwrap();
+        flushed_tx.send(()).unwrap();
+        commit_rx.recv().unwrap();
+        conn.execute_batch("COMMIT").unwrap();
+        conn
+    });
+    queued_rx.recv().unwrap();
+    plan.start_recording();
+    let b = std::thread::spawn(move || {
+        // Rollback-mode commits (journal, database, deletes) and reads.
+        for i in 0..20 {
+            conn_b
+                .execute(
+                    "UPDATE t SET v = ?1 WHERE id = ?2",
+                    (format!("b{i}"), i + 1),
+                )
+                .unwrap();
+            assert_eq!(count(&conn_b), 500);
+        }
+        conn_b
+    });
+    let conn_b = b.join().unwrap();
+    let during_b = plan.recorded();
+    assert!(!during_b.is_empty(), "database B submitted nothing");
+    for op in &during_b {
+        assert!(
+            op.path.starts_with(&b_prefix) || op.path == b_directory,
+            "a call on database B submitted {op:?}"
+        );
+    }
+    go_tx.send(()).unwrap();
+    flushed_rx.recv().unwrap();
+    let by_a = plan.recorded().split_off(during_b.len());
+    assert!(
+        by_a.iter().any(|op| op.kind == OpKind::Write),
+        "database A had nothing queued: the test proved nothing"
+    );
+    for op in &by_a {
+        assert!(
+            op.kind == OpKind::Write && op.path == format!("{a_prefix}f.db-wal"),
+            "A's flush point submitted {op:?}"
+        );
+    }
+    commit_tx.send(()).unwrap();
+    let conn_a = a.join().unwrap();
+    assert_eq!(count(&conn_a), 2500);
+    integrity_ok(&conn_a);
+    assert_eq!(rows(&conn_b, "SELECT v FROM t WHERE id = 20"), vec!["b19"]);
     integrity_ok(&conn_b);
 }

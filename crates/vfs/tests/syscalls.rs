@@ -309,7 +309,7 @@ impl Drop for Serial {
 }
 
 fn serial() -> Serial {
-    let guard = common::one_at_a_time();
+    let guard = common::process_state_lock();
     register();
     reset_all();
     Serial(guard)

@@ -11,14 +11,14 @@ use crate::sys::{fstat, stat_path};
 use crate::write_behind;
 
 use super::open::temp_file_name;
-use super::{flush_queue, round_up, File};
+use super::{round_up, File};
 
 /// os_unix.c SQLITE_DEFAULT_SECTOR_SIZE: what `unix` reports on Linux.
 const SECTOR_SIZE_BYTES: c_int = 4096;
 
 impl File {
     pub(crate) fn lock(&mut self, level: c_int) -> Result<(), Failure> {
-        flush_queue(write_behind::Caller::Quiet)?;
+        self.flush_queue(write_behind::Caller::Quiet)?;
         self.forget_cached_reads();
         if self.nolock {
             self.lock
@@ -29,7 +29,7 @@ impl File {
     }
 
     pub(crate) fn unlock(&mut self, level: c_int) -> Result<(), Failure> {
-        flush_queue(write_behind::Caller::Quiet)?;
+        self.flush_queue(write_behind::Caller::Quiet)?;
         self.forget_cached_reads();
         if !self.private {
             // Another connection may change the file once we drop EXCLUSIVE.
@@ -44,7 +44,7 @@ impl File {
     }
 
     pub(crate) fn check_reserved_lock(&mut self) -> Result<bool, Failure> {
-        flush_queue(write_behind::Caller::Quiet)?;
+        self.flush_queue(write_behind::Caller::Quiet)?;
         if self.nolock {
             return Ok(false);
         }
@@ -167,23 +167,23 @@ impl File {
             // Checkpoint writes go straight through: SQLite ignores CKPT_DONE's result and
             // then publishes nBackfill, so nothing may still be queued by then.
             FileControl::CheckpointStart => {
-                flush_queue(self.as_writer())?;
+                self.flush_queue(self.as_writer())?;
                 self.in_checkpoint = true;
                 return Ok(ControlReply::NotFound);
             }
             FileControl::CheckpointDone => {
                 self.in_checkpoint = false;
-                flush_queue(write_behind::Caller::Quiet)?;
+                self.flush_queue(write_behind::Caller::Quiet)?;
                 return Ok(ControlReply::NotFound);
             }
             // Sent after a commit's database writes, before xSync or instead of it with
             // synchronous=OFF; SQLite checks its result: a reportable flush point.
             FileControl::Sync => {
-                flush_queue(self.as_writer())?;
+                self.flush_queue(self.as_writer())?;
                 return Ok(ControlReply::NotFound);
             }
-            FileControl::SizeHint(_) => flush_queue(self.as_writer())?,
-            _ => flush_queue(write_behind::Caller::Quiet)?,
+            FileControl::SizeHint(_) => self.flush_queue(self.as_writer())?,
+            _ => self.flush_queue(write_behind::Caller::Quiet)?,
         }
         Ok(match control {
             FileControl::LockState => ControlReply::Int(self.lock.level()),
@@ -236,7 +236,7 @@ impl File {
         region_size_bytes: usize,
         extend: bool,
     ) -> Result<(*mut u8, bool), Failure> {
-        flush_queue(write_behind::Caller::Quiet)?;
+        self.flush_queue(write_behind::Caller::Quiet)?;
         if self.shm.is_none() {
             let path = self.path.clone().ok_or(Failure::ShmOpen(libc::EINVAL))?;
             let st = fstat(self.fd).map_err(Failure::Fstat)?;
@@ -256,7 +256,7 @@ impl File {
         flags: c_int,
     ) -> Result<(), Failure> {
         // Taking or dropping a WAL-index lock can publish what was written: flush first.
-        flush_queue(write_behind::Caller::Quiet)?;
+        self.flush_queue(write_behind::Caller::Quiet)?;
         // A read transaction starts or ends here.
         self.forget_cached_reads();
         match self.shm.as_mut() {
@@ -268,12 +268,12 @@ impl File {
     /// xShmBarrier: a full memory barrier between WAL-index writes and reads of other
     /// processes' writes (the mapping is shared memory).
     pub(crate) fn shm_barrier(&mut self) {
-        let _ = flush_queue(write_behind::Caller::Quiet);
+        let _ = self.flush_queue(write_behind::Caller::Quiet);
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
     }
 
     pub(crate) fn shm_unmap(&mut self, delete: bool) {
-        let _ = flush_queue(write_behind::Caller::Quiet);
+        let _ = self.flush_queue(write_behind::Caller::Quiet);
         if let Some(shm) = self.shm.take() {
             shm.close(delete);
         }
@@ -281,7 +281,7 @@ impl File {
 
     pub(crate) fn fetch(&mut self, offset: i64, amount: c_int) -> Result<*mut u8, Failure> {
         // A fetched page is read straight from the page cache: queued writes first.
-        flush_queue(self.as_reader())?;
+        self.flush_queue(self.as_reader())?;
         self.mmap.fetch(self.fd, offset, amount)
     }
 

@@ -34,11 +34,6 @@ use crate::write_behind;
 /// Distinguishes files in the write-behind queue (fds are reused after close).
 static NEXT_FILE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
-/// The write-behind flush point at the start of every method but xWrite and xSync.
-fn flush_queue(caller: write_behind::Caller) -> Result<(), Failure> {
-    write_behind::flush(caller).map_err(Failure::from)
-}
-
 pub(crate) struct File {
     pub(crate) vfs: &'static VfsState,
     id: u64,
@@ -53,6 +48,9 @@ pub(crate) struct File {
     sync_plan: SyncPlan,
     /// A main database: SQLite's locks live on it (see `lock::close_preserving_process_locks`).
     carries_locks: bool,
+    /// The write-behind queue of this file's database (its own, for a temporary file or
+    /// a super-journal), found once at open. `None` only while the file is dropped.
+    queue: Option<std::sync::Arc<write_behind::Queue>>,
 
     /// The last write was a WAL commit-frame header: its page must be flushed at once.
     commit_frame_pending: bool,
@@ -88,6 +86,19 @@ pub(crate) struct File {
 }
 
 impl File {
+    /// The write-behind flush point at the start of every method but xWrite and xSync:
+    /// flushes this file's database's queue (one load when it is empty).
+    #[inline]
+    fn flush_queue(&self, caller: write_behind::Caller) -> Result<(), Failure> {
+        self.queue().flush(caller).map_err(Failure::from)
+    }
+
+    fn queue(&self) -> &write_behind::Queue {
+        self.queue
+            .as_deref()
+            .expect("a file has its queue until it is dropped")
+    }
+
     fn submitter(&mut self) -> Submitter<'_> {
         Submitter {
             engine: &self.engine,
@@ -155,6 +166,7 @@ impl File {
             file_id: self.id,
             fd,
             align_bytes,
+            fallback_fd: self.fd,
             engine: &self.engine,
             file_stats: &self.stats,
             vfs_stats: &self.vfs.stats,
@@ -172,7 +184,10 @@ impl File {
 
 impl Drop for File {
     fn drop(&mut self) {
-        write_behind::flush_before_close(self.id);
+        let queue = self.queue.take();
+        if let Some(queue) = queue.as_ref() {
+            queue.flush_before_close(self.id);
+        }
         self.mmap.unmap();
         self.shm = None;
         if let Some(direct) = self.direct.take() {
@@ -187,6 +202,9 @@ impl Drop for File {
                 crate::sys::close(self.fd);
             }
             self.fd = -1;
+        }
+        if let Some(queue) = queue {
+            write_behind::release(queue);
         }
     }
 }

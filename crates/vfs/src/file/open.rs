@@ -15,6 +15,7 @@ use crate::sys::{
     calls, give_created_mode, is_memory_backed, open_above_stdio, stat_path, DEFAULT_FILE_MODE,
 };
 use crate::vfs::VfsState;
+use crate::write_behind;
 
 use super::{File, NEXT_FILE_ID};
 
@@ -302,9 +303,29 @@ impl File {
             // SAFETY: `c_path` is NUL-terminated.
             unsafe { calls::unlink(c_path.as_ptr()) };
         }
+        let id = NEXT_FILE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // A main database, its journal and its WAL share a queue (SQLite orders writes
+        // between them); any other file — temporary, transient, a super-journal — is
+        // ordered against nothing else through the queue and gets one of its own.
+        let database = if name.is_null() || is_delete {
+            None
+        } else if file_type & SQLITE_OPEN_MAIN_DB != 0 {
+            Some(path.as_str())
+        } else if file_type & SQLITE_OPEN_MAIN_JOURNAL != 0 {
+            path.strip_suffix("-journal")
+        } else if file_type & SQLITE_OPEN_WAL != 0 {
+            path.strip_suffix("-wal")
+        } else {
+            None
+        };
+        let queue = match database {
+            Some(database) => write_behind::queue_for_database(database),
+            None => write_behind::private_queue(id),
+        };
         let file = File {
             vfs,
-            id: NEXT_FILE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            id,
+            queue: Some(queue),
             fd,
             is_wal: file_type & SQLITE_OPEN_WAL != 0,
             carries_locks: file_type & SQLITE_OPEN_MAIN_DB != 0,

@@ -10,9 +10,8 @@ use crate::error::Failure;
 use crate::io::{Submitter, SyncRequest};
 use crate::stats::IoStats;
 use crate::sys::{fstat, open_directory_of};
-use crate::write_behind;
 
-use super::{flush_queue, round_up, File};
+use super::{round_up, File};
 
 /// Size of a WAL frame header (walformat.html, "WAL Frame Format").
 const WAL_FRAME_HEADER_BYTES: usize = 24;
@@ -31,7 +30,7 @@ impl File {
     /// reports SQLITE_IOERR_SHORT_READ, as SQLite requires.
     pub(crate) fn read(&mut self, buf: &mut [u8], offset: i64) -> Result<(), Failure> {
         assert!(offset >= 0);
-        flush_queue(self.as_reader())?;
+        self.flush_queue(self.as_reader())?;
         let from_map = self.mmap.read_prefix(buf, offset);
         let fd = self.fd;
         let rest = &mut buf[from_map..];
@@ -150,8 +149,10 @@ impl File {
                 Some(direct) => self.writer_through(direct.fd, direct.align_bytes),
                 None => self.writer(),
             };
-            let result =
-                write_behind::write(&writer, offset as u64, buf, flush_now).map_err(Failure::from);
+            let result = self
+                .queue()
+                .write(&writer, offset as u64, buf, flush_now)
+                .map_err(Failure::from);
             if self.is_wal
                 && buf.len() == WAL_FRAME_HEADER_BYTES
                 && offset as u64 >= WAL_HEADER_BYTES
@@ -162,7 +163,7 @@ impl File {
             }
             result
         } else {
-            flush_queue(self.as_writer()).and_then(|()| {
+            self.flush_queue(self.as_writer()).and_then(|()| {
                 let fd = self.fd;
                 self.submitter()
                     .write_at(fd, buf, offset as u64)
@@ -197,7 +198,7 @@ impl File {
         } else {
             size_bytes
         };
-        flush_queue(self.as_writer())?;
+        self.flush_queue(self.as_writer())?;
         if let Some(direct) = self.direct.as_mut() {
             direct.invalidate();
         }
@@ -233,7 +234,7 @@ impl File {
             directory_fd,
             plan: self.sync_plan,
         };
-        let result = write_behind::sync(&self.writer(), request);
+        let result = self.queue().sync(&self.writer(), request);
         if let Some(dir_fd) = directory_fd {
             crate::sys::close(dir_fd);
         }
@@ -244,7 +245,7 @@ impl File {
 
     /// xFileSize. Caches the size while nobody else can change the file.
     pub(crate) fn file_size(&mut self) -> Result<i64, Failure> {
-        flush_queue(self.as_reader())?;
+        self.flush_queue(self.as_reader())?;
         if self.size_cache_valid() {
             if let Some(size) = self.cached_size_bytes {
                 return Ok(size);

@@ -21,7 +21,7 @@ use std::os::fd::RawFd;
 use io_uring::{opcode, types, IoUring};
 
 use super::diagnose::{explain_setup_failure, kernel_release, ProbeReport};
-use super::fixed::{buffer_registration_switched_off, fixed_region};
+use super::fixed::{buffer_registration_switched_off, fixed_region, FixedRegion};
 use super::fork::fork_generation;
 use super::op::{Engine, Op, MAX_BATCH};
 use super::record;
@@ -63,30 +63,36 @@ pub(crate) struct Ring {
     linked_syncs: u64,
 }
 
-/// Whether this ring has registered the write-behind arena (`io::fixed_region`) as
-/// buffer 0, so writes from it skip the per-I/O page pinning (IORING_OP_WRITE_FIXED).
+/// Which slots of the write-behind arena region (`io::fixed_region`) this ring has
+/// registered, as the buffers of the same index in a sparse table, so writes from them
+/// skip the per-I/O page pinning (IORING_OP_WRITE_FIXED).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum FixedBuffers {
-    /// Not tried yet: the arena may not exist yet.
+    /// Not tried yet: the region may not exist yet.
     NotYet,
-    /// Buffer 0 is `len` bytes at `start`.
-    Registered { start: usize, len: usize },
-    /// Switched off, or the kernel refused (RLIMIT_MEMLOCK, old kernel): plain writes.
+    /// A sparse table of `region.slots` buffers: bit `i` of `registered` set when slot
+    /// `i` is registered, of `refused` when the kernel refused it (RLIMIT_MEMLOCK: each
+    /// registered slot pins its pages for this ring).
+    Sparse {
+        region: FixedRegion,
+        registered: u64,
+        refused: u64,
+    },
+    /// Switched off, or the kernel refused the table (old kernel): plain writes.
     Unavailable,
 }
 
 impl FixedBuffers {
-    /// Whether `len` bytes at `buf` lie inside the registered buffer.
-    fn covers(self, buf: *const u8, len: u32) -> bool {
+    /// The registered buffer that holds all `len` bytes at `buf`, if any.
+    fn buffer_of(self, buf: *const u8, len: u32) -> Option<u16> {
         match self {
-            FixedBuffers::Registered {
-                start,
-                len: region_len,
-            } => {
-                let buf = buf as usize;
-                buf >= start && buf + len as usize <= start + region_len
-            }
-            FixedBuffers::NotYet | FixedBuffers::Unavailable => false,
+            FixedBuffers::Sparse {
+                region, registered, ..
+            } => region
+                .slot_of(buf, len as usize)
+                .filter(|&slot| registered & (1 << slot) != 0)
+                .map(|slot| slot as u16),
+            FixedBuffers::NotYet | FixedBuffers::Unavailable => None,
         }
     }
 }
@@ -339,29 +345,71 @@ impl Ring {
         Ok(ring)
     }
 
-    /// Registers the arena as buffer 0 the first time a batch finds it published.
-    fn register_fixed_buffers(&mut self) {
-        if self.fixed_buffers != FixedBuffers::NotYet {
-            return;
+    /// Registers the arena slots `ops` write from that this ring has not registered yet
+    /// (after setting up the sparse table, the first time the region is published).
+    fn register_fixed_buffers(&mut self, ops: &[Op]) {
+        if self.fixed_buffers == FixedBuffers::NotYet {
+            let Some(region) = fixed_region() else {
+                if buffer_registration_switched_off() {
+                    self.fixed_buffers = FixedBuffers::Unavailable;
+                }
+                return;
+            };
+            self.fixed_buffers = match self
+                .ring
+                .submitter()
+                .register_buffers_sparse(region.slots as u32)
+            {
+                Ok(()) => FixedBuffers::Sparse {
+                    region,
+                    registered: 0,
+                    refused: 0,
+                },
+                // EINVAL: a kernel without sparse tables (before 5.13). Plain writes are
+                // correct, only slower per I/O.
+                Err(_) => FixedBuffers::Unavailable,
+            };
         }
-        let Some((start, len)) = fixed_region() else {
-            if buffer_registration_switched_off() {
-                self.fixed_buffers = FixedBuffers::Unavailable;
-            }
+        let FixedBuffers::Sparse {
+            region,
+            mut registered,
+            mut refused,
+        } = self.fixed_buffers
+        else {
             return;
         };
-        let iovec = libc::iovec {
-            iov_base: start as *mut libc::c_void,
-            iov_len: len,
-        };
-        // SAFETY: the region is never freed or moved while the process runs (the
-        // registered-buffer rule in io/fixed.rs, and `publish_fixed_region`'s contract), so
-        // it outlives this ring's registration.
-        self.fixed_buffers = match unsafe { self.ring.submitter().register_buffers(&[iovec]) } {
-            Ok(()) => FixedBuffers::Registered { start, len },
-            // ENOMEM: RLIMIT_MEMLOCK (each ring pins the arena); EINVAL/EFAULT: a kernel
-            // without it. Plain writes are correct, only slower per I/O.
-            Err(_) => FixedBuffers::Unavailable,
+        for op in ops {
+            let Op::Write { buf, len, .. } = *op else {
+                continue;
+            };
+            let Some(slot) = region.slot_of(buf, len as usize) else {
+                continue;
+            };
+            let bit = 1u64 << slot;
+            if (registered | refused) & bit != 0 {
+                continue;
+            }
+            let iovec = libc::iovec {
+                iov_base: region.slot_start(slot) as *mut libc::c_void,
+                iov_len: region.slot_bytes,
+            };
+            // SAFETY: the region is never freed or moved while the process runs (the
+            // registered-buffer rule in io/fixed.rs, and `publish_fixed_region`'s
+            // contract), so the slot outlives this ring's registration.
+            match unsafe {
+                self.ring
+                    .submitter()
+                    .register_buffers_update(slot as u32, &[iovec], None)
+            } {
+                Ok(()) => registered |= bit,
+                // ENOMEM: RLIMIT_MEMLOCK. Plain writes from this slot.
+                Err(_) => refused |= bit,
+            }
+        }
+        self.fixed_buffers = FixedBuffers::Sparse {
+            region,
+            registered,
+            refused,
         };
     }
 
@@ -372,9 +420,10 @@ impl Ring {
                 buf,
                 len,
                 offset,
-            } if self.fixed_buffers.covers(buf, len) => {
+            } if self.fixed_buffers.buffer_of(buf, len).is_some() => {
                 self.fixed_writes += 1;
-                opcode::WriteFixed::new(types::Fd(fd), buf, len, 0)
+                let index = self.fixed_buffers.buffer_of(buf, len).unwrap_or_default();
+                opcode::WriteFixed::new(types::Fd(fd), buf, len, index)
                     .offset(offset)
                     .build()
             }
@@ -556,8 +605,12 @@ impl Ring {
             }
         }
         if ops.iter().any(|op| matches!(op, Op::Write { .. })) {
-            self.register_fixed_buffers();
+            self.register_fixed_buffers(ops);
         }
+        // From the first push on, the kernel may hold the ops' buffers until their
+        // completions are reaped: a panic in between must not unwind to the caller, who
+        // would return to SQLite and free or reuse them.
+        let in_flight_guard = AbortOnUnwind("a panic while ring I/O was in flight");
         let mut next = 0usize;
         let mut in_flight = 0usize;
         let mut kernel_entries = 0u64;
@@ -586,8 +639,9 @@ impl Ring {
                         // function returns (caller contract), and it returns only after
                         // reaping this entry's completion. A WRITE_FIXED entry names a
                         // range of the registered arena, which outlives the ring.
-                        unsafe { self.ring.submission().push(&entry) }
-                            .expect("queue checked not full");
+                        if unsafe { self.ring.submission().push(&entry) }.is_err() {
+                            fatal("ring submission queue full after checking it was not");
+                        }
                         in_flight += 1;
                     }
                     next += 1;
@@ -618,30 +672,50 @@ impl Ring {
                     } else if held_by_kernel > 0 || self.ring.submission().len() < queued {
                         // Some entries reached the kernel and their buffers may still be in
                         // use: returning would break the buffer-lifetime rule.
-                        eprintln!(
-                            "sqlite-uring: io_uring_enter failed with errno {errno} while I/O \
-                             was in flight; aborting rather than freeing buffers in use"
-                        );
-                        std::process::abort();
+                        eprintln!("sqlite-uring: io_uring_enter failed with errno {errno}");
+                        fatal("io_uring_enter failed while I/O was in flight");
                     } else {
                         // Nothing reached the kernel: report it; the caller drops the ring,
                         // and with it the entries still queued.
+                        std::mem::forget(in_flight_guard);
                         return Err(errno);
                     }
                 }
             }
             for completion in self.ring.completion() {
                 let index = completion.user_data() as usize;
-                assert!(index < ops.len(), "completion for an op we did not submit");
+                if index >= ops.len() || in_flight == 0 {
+                    fatal("ring completion for an op this batch did not submit");
+                }
                 results[index] = completion.result();
                 in_flight -= 1;
             }
         }
+        // Every completion is reaped: nothing of this batch is in the kernel any more.
+        std::mem::forget(in_flight_guard);
         if crate::trace::enabled(crate::trace::TARGET_RING) {
             record::ring_submission(ops, &linked, kernel_entries, self.has_ftruncate);
         }
         Ok(kernel_entries)
     }
+}
+
+/// Stops the process if dropped during a panic: armed while the kernel may hold a
+/// batch's buffers, and forgotten (never dropped) once it cannot.
+struct AbortOnUnwind(&'static str);
+
+impl Drop for AbortOnUnwind {
+    fn drop(&mut self) {
+        fatal(self.0);
+    }
+}
+
+/// A broken invariant while the kernel may hold buffers: unwinding would return to SQLite,
+/// which may free or reuse them. Stop the process, saying why.
+#[cold]
+fn fatal(what: &str) -> ! {
+    eprintln!("sqlite-uring: {what}; aborting rather than freeing buffers the kernel may use");
+    std::process::abort()
 }
 
 /// Creates a ring, asks the kernel what it supports, and explains failures.

@@ -152,12 +152,10 @@ pub(crate) fn close(fd: RawFd) {
 /// Alignment of every [`AlignedBuffer`]: a page, which satisfies any `stx_dio_mem_align`
 /// Linux reports for block devices (their logical block size, at most a page here).
 pub(crate) const BUFFER_ALIGN_BYTES: usize = 4096;
-/// A fixed-capacity byte buffer aligned to [`BUFFER_ALIGN_BYTES`], for O_DIRECT I/O and
-/// the write-behind arena. Its memory is anonymous `mmap` memory: it reads as zeros, so
+/// A fixed-capacity byte buffer aligned to [`BUFFER_ALIGN_BYTES`], for O_DIRECT reads. Its memory is anonymous `mmap` memory: it reads as zeros, so
 /// every byte is initialised, and the kernel supplies each page on first touch.
 pub(crate) struct AlignedBuffer {
     ptr: *mut u8,
-    len: usize,
     capacity: usize,
 }
 
@@ -169,16 +167,14 @@ impl AlignedBuffer {
     pub(crate) const fn empty() -> AlignedBuffer {
         AlignedBuffer {
             ptr: std::ptr::null_mut(),
-            len: 0,
             capacity: 0,
         }
     }
 
     /// Why `mmap` and not the allocator: `alloc_zeroed` with a page alignment cannot use
-    /// calloc's fresh zero pages, so it `memset` the whole buffer. For the 2 MiB
-    /// write-behind arena, of which a commit typically uses a few pages, that was ~0.9 ms
-    /// of page faults and zeroing at the first write of every process (callgrind: 2.1 M
-    /// instructions in `memset`). Anonymous pages are zero and page-aligned,
+    /// calloc's fresh zero pages, so it `memset` the whole buffer. For a 2 MiB buffer
+    /// of which a use typically touches a few pages, that was ~0.9 ms of page faults and
+    /// zeroing (callgrind: 2.1 M instructions in `memset`). Anonymous pages are zero and page-aligned,
     /// and untouched ones cost nothing.
     pub(crate) fn with_capacity(capacity: usize) -> AlignedBuffer {
         assert!(capacity > 0);
@@ -206,57 +202,15 @@ impl AlignedBuffer {
             0,
             "mmap returns whole pages"
         );
-        AlignedBuffer {
-            ptr,
-            len: 0,
-            capacity,
-        }
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.len
+        AlignedBuffer { ptr, capacity }
     }
 
     pub(crate) fn capacity(&self) -> usize {
         self.capacity
     }
 
-    /// Start of the allocation (null while empty).
-    pub(crate) fn as_ptr(&self) -> *const u8 {
-        self.ptr
-    }
-
-    pub(crate) fn clear(&mut self) {
-        self.len = 0;
-    }
-
-    /// Appends zeros until the length is a multiple of `align_bytes`.
-    pub(crate) fn pad_to(&mut self, align_bytes: usize) {
-        let padded = self.len.next_multiple_of(align_bytes);
-        assert!(
-            padded <= self.capacity,
-            "padding past the buffer's capacity"
-        );
-        let len = self.len;
-        self.full_mut()[len..padded].fill(0);
-        self.len = padded;
-    }
-
-    pub(crate) fn extend_from_slice(&mut self, data: &[u8]) {
-        let end = self.len + data.len();
-        assert!(end <= self.capacity, "append past the buffer's capacity");
-        let len = self.len;
-        self.full_mut()[len..end].copy_from_slice(data);
-        self.len = end;
-    }
-
-    /// The filled part.
-    pub(crate) fn as_slice(&self) -> &[u8] {
-        self.prefix(self.len)
-    }
-
-    /// The first `len_bytes` bytes of the capacity, however they were filled (appends, or
-    /// a read into [`AlignedBuffer::full_mut`]).
+    /// The first `len_bytes` bytes of the capacity, however they were filled (a read into
+    /// [`AlignedBuffer::full_mut`]).
     pub(crate) fn prefix(&self, len_bytes: usize) -> &[u8] {
         assert!(len_bytes <= self.capacity);
         if self.capacity == 0 {
@@ -271,7 +225,7 @@ impl AlignedBuffer {
         if self.capacity == 0 {
             return &mut [];
         }
-        // SAFETY: as in `as_slice`; `&mut self` makes the borrow unique.
+        // SAFETY: as in `prefix`; `&mut self` makes the borrow unique.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.capacity) }
     }
 }
@@ -297,7 +251,7 @@ mod tests {
         // SAFETY: the range is the buffer's own mapping; the vector has a byte per page.
         let rc = unsafe {
             libc::mincore(
-                buffer.as_ptr() as *mut libc::c_void,
+                buffer.prefix(0).as_ptr() as *mut libc::c_void,
                 buffer.capacity(),
                 residency.as_mut_ptr(),
             )
@@ -306,8 +260,8 @@ mod tests {
         residency.iter().filter(|&&r| r & 1 == 1).count()
     }
 
-    /// A fresh buffer costs no memory until it is written: the 2 MiB write-behind arena
-    /// must not be zeroed page by page at the first write of a process.
+    /// A fresh buffer costs no memory until it is written: a 2 MiB read-ahead buffer must
+    /// not be zeroed page by page when it is made.
     #[test]
     fn fresh_buffers_take_memory_only_where_written() {
         let mut buffer = AlignedBuffer::with_capacity(2 << 20);
@@ -315,7 +269,7 @@ mod tests {
         assert!(buffer.full_mut()[..3 * BUFFER_ALIGN_BYTES]
             .iter()
             .all(|&b| b == 0));
-        buffer.extend_from_slice(&[1; 100]);
+        buffer.full_mut()[..100].fill(1);
         // Reading maps the shared zero page at most; writing makes a page of its own.
         // A transparent huge page could back a whole 2 MiB at once: then this test says
         // nothing, so it only requires far less than the whole buffer.
@@ -330,24 +284,15 @@ mod tests {
     }
 
     #[test]
-    fn aligned_buffer_is_aligned_and_pads_with_zeros() {
+    fn aligned_buffer_is_aligned_and_zeroed() {
         let mut buffer = AlignedBuffer::with_capacity(3 * BUFFER_ALIGN_BYTES);
-        assert_eq!(buffer.as_slice().as_ptr() as usize % BUFFER_ALIGN_BYTES, 0);
-        buffer.extend_from_slice(&[7; 10]);
-        buffer.pad_to(512);
-        assert_eq!(buffer.len(), 512);
-        assert!(buffer.as_slice()[10..].iter().all(|&b| b == 0));
-        buffer.extend_from_slice(&[9; 4]);
-        assert_eq!(&buffer.as_slice()[512..], &[9; 4]);
-        buffer.clear();
-        assert_eq!(buffer.len(), 0);
-        assert!(AlignedBuffer::empty().as_slice().is_empty());
-    }
-
-    #[test]
-    #[should_panic(expected = "past the buffer's capacity")]
-    fn aligned_buffer_refuses_to_overflow() {
-        let mut buffer = AlignedBuffer::with_capacity(16);
-        buffer.extend_from_slice(&[0; 17]);
+        assert_eq!(buffer.prefix(0).as_ptr() as usize % BUFFER_ALIGN_BYTES, 0);
+        assert!(buffer
+            .prefix(3 * BUFFER_ALIGN_BYTES)
+            .iter()
+            .all(|&b| b == 0));
+        buffer.full_mut()[..10].fill(7);
+        assert_eq!(&buffer.prefix(11)[9..], &[7, 0]);
+        assert!(AlignedBuffer::empty().prefix(0).is_empty());
     }
 }

@@ -453,18 +453,6 @@ impl Rng {
 
 // ─── Helpers of the single-process suites (parity, faults, errors, wal) ───
 
-/// Makes the tests of a suite run one at a time. Suites that make writes fail need it: a
-/// failed queued write is, by design, process-wide until its file reports it — the
-/// write-behind queue is one per process, and every write, sync or delete of *any* file
-/// fails meanwhile so nothing is ordered after lost data (docs/ARCHITECTURE.md, "Failed
-/// flushes") — so a test writing on a parallel thread would see another test's failure.
-pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 /// Opens `path` with the named VFS (`unix`, `io_uring`, or a test registration).
 pub fn open(path: &Path, vfs: &str) -> Connection {
     Connection::open_with_flags_and_vfs(path, OpenFlags::default(), vfs)
@@ -512,4 +500,15 @@ pub fn extended_code(error: &rusqlite::Error) -> i32 {
         rusqlite::Error::SqliteFailure(e, _) => e.extended_code,
         other => panic!("not a SQLite failure: {other:?}"),
     }
+}
+
+/// Serialises the tests of a suite that change process-wide state other tests would see:
+/// SQLite's PRNG seed (to make two runs write identical WAL salts and journal nonces) or
+/// the system-call tables of `unix` and `io_uring`. Write failures no longer need it: a
+/// failed queued write stays with its own database.
+pub fn process_state_lock() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
