@@ -84,23 +84,34 @@ impl Comparison {
         }
     }
 
-    /// `delete: faster on 2, 5, 9 · slower on none · same on 13 · time ×0.94`
+    /// `delete: faster on tests 2, 5, 9 · slower on test 12 (within chance) · same on 12
+    /// of 16 · typical time ×0.94`
     pub fn line(&self) -> String {
-        let list = |tests: &[u32]| match tests {
-            [] => "none".to_string(),
-            _ => tests
+        let limit = chance_limit(self.decided());
+        let side = |tests: &[u32]| {
+            let numbers = tests
                 .iter()
                 .map(u32::to_string)
                 .collect::<Vec<_>>()
-                .join(", "),
+                .join(", ");
+            let within = if !tests.is_empty() && tests.len() <= limit {
+                " (within chance)"
+            } else {
+                ""
+            };
+            match tests.len() {
+                0 => "no test".to_string(),
+                1 => format!("test {numbers}{within}"),
+                _ => format!("tests {numbers}{within}"),
+            }
         };
         let mut line = format!(
-            "{}: faster on {} · slower on {} · same on {} of {} test(s)",
+            "{}: faster on {} · slower on {} · same on {} of {}",
             self.journal,
-            list(&self.faster),
-            list(&self.slower),
+            side(&self.faster),
+            side(&self.slower),
             self.same.len(),
-            self.faster.len() + self.slower.len() + self.same.len() + self.undecided.len(),
+            self.decided() + self.undecided.len(),
         );
         if !self.undecided.is_empty() {
             line.push_str(&format!(
@@ -350,7 +361,11 @@ mod tests {
         assert_eq!(found[1].conclusion(), Conclusion::Faster);
         let lines = summary(&results, "unix");
         assert!(
-            lines.contains(&"    delete: faster on 1, 2, 3, 4, 5 · slower on none · same on 11 of 16 test(s) · typical time ×0.96".to_string()),
+            lines.contains(
+                &"    delete: faster on tests 1, 2, 3, 4, 5 · slower on no test · same on 11 of 16 \
+                  · typical time ×0.96"
+                    .to_string()
+            ),
             "{lines:#?}"
         );
         assert_eq!(
@@ -373,6 +388,14 @@ mod tests {
         let found = comparisons(&results, "unix");
         assert_eq!(found[0].faster, [3]);
         assert_eq!(found[0].slower, [9]);
+        assert!(
+            found[0].line().starts_with(
+                "delete: faster on test 3 (within chance) · slower on test 9 (within chance) \
+                 · same on 14 of 16"
+            ),
+            "{}",
+            found[0].line()
+        );
         assert!(found.iter().all(|c| c.conclusion() == Conclusion::Same));
         let last = summary(&results, "unix").pop().unwrap();
         assert!(
