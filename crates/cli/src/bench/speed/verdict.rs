@@ -85,7 +85,7 @@ impl Comparison {
     }
 
     /// `delete: faster on tests 2, 5, 9 · slower on test 12 (within chance) · same on 12
-    /// of 16 · typical time ×0.94`
+    /// of 16 · time ×0.94`
     pub fn line(&self) -> String {
         let limit = chance_limit(self.decided());
         let side = |tests: &[u32]| {
@@ -120,7 +120,7 @@ impl Comparison {
             ));
         }
         if let Some(ratio) = self.typical_ratio {
-            line.push_str(&format!(" · typical time ×{ratio:.2}"));
+            line.push_str(&format!(" · time ×{ratio:.2}"));
         }
         line
     }
@@ -244,7 +244,9 @@ pub fn summary(results: &[TestResult], baseline: &str) -> Vec<String> {
             "Verdict against {baseline}, run by run: faster or slower where the 95 % interval \
              of the"
         ),
-        "median time ratio excludes 1; a side counts when it has more tests than chance gives."
+        "median time ratio excludes 1; a side counts when it has more tests than chance gives;"
+            .to_string(),
+        "time ×: geometric mean over the tests of the median time ratio (below 1: faster)."
             .to_string(),
     ];
     if comparisons.is_empty() {
@@ -363,7 +365,7 @@ mod tests {
         assert!(
             lines.contains(
                 &"    delete: faster on tests 1, 2, 3, 4, 5 · slower on no test · same on 11 of 16 \
-                  · typical time ×0.96"
+                  · time ×0.96"
                     .to_string()
             ),
             "{lines:#?}"
@@ -434,7 +436,7 @@ mod tests {
             .all(|c| c.conclusion() == Conclusion::Undecided && c.undecided.len() == 16));
         let lines = summary(&results, "unix");
         assert!(
-            lines[4].contains("16 with too few runs (need ≥ 6)"),
+            lines[5].contains("16 with too few runs (need ≥ 6)"),
             "{lines:#?}"
         );
         assert!(
@@ -461,6 +463,6 @@ mod tests {
             })
             .collect();
         let lines = summary(&results, "unix");
-        assert!(lines[2].contains("nothing to compare"), "{lines:#?}");
+        assert!(lines[3].contains("nothing to compare"), "{lines:#?}");
     }
 }
