@@ -69,7 +69,9 @@ fn run_speed(dir: &Path, json: &Path, isolation: &str) -> Vec<serde_json::Value>
     );
     // Six paired runs: every comparison has its 95 % interval and a verdict line.
     assert!(
-        stdout.contains("Paired runs against unix") && !stdout.contains("too few runs"),
+        stdout.contains("Verdict against unix")
+            && stdout.contains("=> ")
+            && !stdout.contains("too few runs"),
         "{}",
         describe(&output)
     );

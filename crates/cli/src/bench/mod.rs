@@ -3,9 +3,13 @@
 use clap::{Subcommand, ValueEnum};
 
 mod blobs;
+mod export;
 mod io;
+mod options;
+mod rng;
 mod signals;
 pub mod speed;
+pub mod targets;
 mod worker;
 
 #[derive(Subcommand)]
@@ -16,6 +20,9 @@ pub enum BenchCommand {
     Io(Box<io::IoArgs>),
     /// Files stored in SQLite: blob sizes, commit batching, zstd, backends.
     Blobs(Box<blobs::BlobsArgs>),
+    /// Internal: one measured run, in a fresh process, for `speed` and `blobs`.
+    #[command(hide = true)]
+    Worker(worker::WorkerArgs),
 }
 
 /// Where the measured runs of `bench speed` and `bench blobs` execute.
@@ -72,10 +79,27 @@ impl Isolation {
     }
 }
 
+/// A benchmark's flags (without the subcommand words) parsed as the command line is, for
+/// the tests of its parts.
+#[cfg(test)]
+pub(crate) fn parse_flags<'a, T: clap::Args>(
+    words: impl IntoIterator<Item = &'a str>,
+) -> Result<T, clap::Error> {
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli<T: clap::Args> {
+        #[command(flatten)]
+        args: T,
+    }
+    Cli::<T>::try_parse_from(std::iter::once("bench").chain(words)).map(|cli| cli.args)
+}
+
 pub fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
         BenchCommand::Speed(args) => speed::run(*args),
         BenchCommand::Io(args) => io::run(*args),
         BenchCommand::Blobs(args) => blobs::run(*args),
+        BenchCommand::Worker(args) => worker::serve(args),
     }
 }

@@ -1,7 +1,9 @@
 //! The pipe between a benchmark and the worker processes it runs each measured run in
 //! (`--isolation process`, see [`super::Isolation`]): both sides of the protocol.
 //!
-//! The parent re-executes this binary with one run's flags. The worker's stdout carries
+//! The parent re-executes this binary as `bench worker --job JSON`, where JSON is one
+//! [`Job`]: everything the run needs, serialized once with serde rather than rebuilt
+//! flag by flag (a benchmark adds a variant and a `serve`). The worker's stdout carries
 //! lines `KIND REST`; the last is `result JSON`, with what the run measured. Other kinds
 //! (progress) go to the caller. The worker's stderr is the parent's, so a failing
 //! worker's error reaches the user as is.
@@ -12,22 +14,69 @@ use std::process::{Command, Stdio};
 
 use anyhow::{anyhow, bail, Context};
 use serde::de::DeserializeOwned;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-/// Runs `exe args` and returns its `result` line, parsed. `on_line(kind, rest)` gets
+/// One run a worker process executes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Job {
+    Speed(crate::bench::speed::isolate::Job),
+    Blobs(crate::bench::blobs::isolate::Job),
+}
+
+impl Job {
+    /// The job as the worker parses it from its command line (tests).
+    #[cfg(test)]
+    pub fn round_trip(&self) -> Job {
+        let text = serde_json::to_string(self).unwrap();
+        let parsed: WorkerArgs = super::parse_flags([JOB_FLAG, text.as_str()]).unwrap();
+        parsed.job
+    }
+}
+
+/// The flag of `bench worker` that carries the job.
+const JOB_FLAG: &str = "--job";
+
+/// `bench worker`: internal, started by a benchmark for one run.
+#[derive(clap::Args, Debug)]
+pub struct WorkerArgs {
+    /// The run, as JSON.
+    #[arg(long = "job", value_name = "JSON", value_parser = parse_job)]
+    pub job: Job,
+}
+
+fn parse_job(text: &str) -> Result<Job, String> {
+    serde_json::from_str(text).map_err(|error| {
+        format!("not a job this build understands ({error}); `bench worker` is internal")
+    })
+}
+
+/// The worker side: runs `job` and reports it on stdout. Dies with its parent, so that
+/// a killed parent never leaves a worker writing.
+pub fn serve(args: WorkerArgs) -> anyhow::Result<()> {
+    // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag of this process.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) };
+    match &args.job {
+        Job::Speed(job) => crate::bench::speed::isolate::serve(job),
+        Job::Blobs(job) => crate::bench::blobs::isolate::serve(job),
+    }
+}
+
+/// Runs `job` in a fresh process of `exe` and returns its `result` line, parsed. `on_line(kind, rest)` gets
 /// every other line (an error there is a protocol error). `supervise` hears the worker's
 /// pid after the spawn and `None` once it has exited; an error it returns then (an
 /// interrupted run) takes precedence over the worker's failure, which it explains.
 /// `what` names the run in errors.
 pub fn run<T: DeserializeOwned>(
     exe: &Path,
-    args: &[String],
+    job: &Job,
     what: &str,
     on_line: &mut dyn FnMut(&str, &str) -> anyhow::Result<()>,
     supervise: &dyn Fn(Option<u32>) -> anyhow::Result<()>,
 ) -> anyhow::Result<T> {
+    let job = serde_json::to_string(job).context("serializing a worker's job")?;
     let mut child = Command::new(exe)
-        .args(args)
+        .args(["bench", "worker", JOB_FLAG, &job])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -76,17 +125,27 @@ pub fn no_other_lines(kind: &str, rest: &str) -> anyhow::Result<()> {
     )
 }
 
-/// The worker side, first thing: die with the parent, so that a killed parent never
-/// leaves a worker writing.
-pub fn die_with_parent() {
-    // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag of this process.
-    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) };
-}
-
 /// The worker side, last thing: the `result` line (one line: JSON has no raw newline).
 pub fn send_result(value: &impl Serialize) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "result {}", serde_json::to_string(value)?)?;
     stdout.flush()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_from_another_build_is_refused_clearly() {
+        let error = super::super::parse_flags::<WorkerArgs>([JOB_FLAG, r#"{"fourth":{}}"#])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            error.contains("--job") && error.contains("not a job this build understands"),
+            "{error}"
+        );
+    }
 }

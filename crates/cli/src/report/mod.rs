@@ -32,3 +32,4 @@ pub mod chart;
 pub mod envinfo;
 pub mod export;
 pub mod stats;
+pub mod table;

@@ -348,13 +348,20 @@ pub fn format_bytes(bytes: u64) -> String {
     }
 }
 
-/// Throughput, e.g. `512 MiB/s`; `n/a` for a zero or invalid duration.
-pub fn format_rate(bytes: u64, seconds: f64) -> String {
-    if !(seconds.is_finite() && seconds > 0.0) {
+/// Throughput in decimal units (1 MB = 10^6 bytes), as fio and dd print it and the MB/s
+/// columns of every benchmark count: `2.1 GB/s`, `512.0 MB/s`; `n/a` for a rate that is
+/// not a finite non-negative number.
+pub fn format_rate(bytes_per_s: f64) -> String {
+    if !(bytes_per_s.is_finite() && bytes_per_s >= 0.0) {
         return "n/a".to_string();
     }
-    let per_second = (bytes as f64 / seconds).min(u64::MAX as f64) as u64;
-    format!("{}/s", format_bytes(per_second))
+    const UNITS: [(&str, f64); 4] = [("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3), ("B/s", 1.0)];
+    for (unit, scale) in UNITS {
+        if bytes_per_s >= scale {
+            return format!("{:.1} {unit}", bytes_per_s / scale);
+        }
+    }
+    format!("{bytes_per_s:.0} B/s")
 }
 
 /// `12.3 ms ± 0.4 ms`, or just the mean with a single run.
@@ -550,8 +557,12 @@ mod tests {
         assert_eq!(format_bytes(4096), "4.00 KiB");
         assert_eq!(format_bytes(15 << 20), "15.0 MiB");
         assert_eq!(format_bytes(3 << 30), "3.00 GiB");
-        assert_eq!(format_rate(1 << 30, 2.0), "512 MiB/s");
-        assert_eq!(format_rate(1, 0.0), "n/a");
+        assert_eq!(format_rate(2_147_483_648.0), "2.1 GB/s");
+        assert_eq!(format_rate(512e6), "512.0 MB/s");
+        assert_eq!(format_rate(1500.0), "1.5 kB/s");
+        assert_eq!(format_rate(0.0), "0 B/s");
+        assert_eq!(format_rate(1.0 / 0.0), "n/a");
+        assert_eq!(format_rate(f64::NAN), "n/a");
     }
 
     mod properties {

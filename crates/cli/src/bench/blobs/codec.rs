@@ -7,9 +7,11 @@
 
 use anyhow::{anyhow, Context};
 use clap::ValueEnum;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ValueEnum, Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ValueEnum, Serialize, Deserialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Compression {
     /// Store the bytes as they are.

@@ -6,14 +6,14 @@
 //! "Position in the process"). Rotating the target order spreads that bias but does not
 //! remove it; a fresh process per run does, as hyperfine runs each command in its own.
 //!
-//! Protocol (bench/worker.rs): the parent re-executes this binary as `bench blobs <one
-//! case's flags> --worker-dir RUN_DIR`. The worker runs that case once in RUN_DIR (which
-//! the parent created and removes) and writes lines to its stdout: `phase LEN LABEL` when
+//! Protocol (bench/worker.rs): the parent re-executes this binary as a worker with one
+//! [`Job`] (the case, its data settings and RUN_DIR). The worker runs that case once in
+//! RUN_DIR (which the parent created and removes) and writes lines to its stdout: `phase LEN LABEL` when
 //! a phase starts, `at N` as it progresses (at most every 100 ms, outside the timed
 //! part), and finally `result JSON` with what
 //! [`run_storage_case`](super::run_storage_case) measured.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
@@ -21,12 +21,10 @@ use indicatif::ProgressBar;
 use serde::{Deserialize, Serialize};
 
 use super::runner::{Phase, PhaseResult, StopReason};
-use super::store::{self, Journal};
-use super::{BlobsArgs, Measured, Plan, Progress, StorageCase};
+use super::store;
+use super::{BlobsArgs, Data, Measured, Progress, StorageCase};
 use crate::bench::{signals, worker};
 
-/// The hidden flag that makes `bench blobs` a worker.
-pub const WORKER_FLAG: &str = "--worker-dir";
 const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
 
 /// One [`Measured`] as it crosses the pipe.
@@ -93,44 +91,29 @@ impl WireMeasured {
     }
 }
 
-/// The flags that make a worker run exactly `case`, once, with the run's settings.
-pub fn worker_args(case: &StorageCase, args: &BlobsArgs, run_dir: &Path) -> Vec<String> {
-    let mut words: Vec<String> = vec!["bench".into(), "blobs".into()];
-    let mut flag = |name: &str, value: String| {
-        words.push(name.to_string());
-        words.push(value);
-    };
-    flag("--suite", "storage".into());
-    flag("--targets", case.target.name().into());
-    flag(
-        "--journal",
-        case.journal.unwrap_or(Journal::Delete).name().into(),
-    );
-    flag("--compression", case.compression.name().into());
-    // Bytes with the unit B: exact, whatever unit the user typed.
-    flag("--sizes", format!("{}B", case.size.bytes()));
-    flag("--batch", case.batch.to_string());
-    flag("--ops", case.ops.to_string());
-    flag("--max-seconds", args.max_seconds.to_string());
-    flag("--runs", "1".into());
-    flag("--warmup", "0".into());
-    flag("--content", args.content.name().into());
-    flag("--seed", args.seed.to_string());
-    flag("--zstd-level", args.zstd_level.to_string());
-    flag(WORKER_FLAG, run_dir.display().to_string());
-    // The parent already refused (or allowed) a debug build.
-    words.push("--allow-debug".into());
-    words
+/// One run of one storage case, as the parent sends it to a worker.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    pub case: StorageCase,
+    pub data: Data,
+    pub max_seconds: f64,
+    /// The run's directory, which the parent created and removes.
+    pub run_dir: PathBuf,
+}
+
+impl Job {
+    pub fn new(case: &StorageCase, args: &BlobsArgs, run_dir: &Path) -> Job {
+        Job {
+            case: case.clone(),
+            data: args.data(),
+            max_seconds: args.max_seconds,
+            run_dir: run_dir.to_path_buf(),
+        }
+    }
 }
 
 /// Runs one run of `case` in a fresh process of `exe`, showing its progress on `bar`.
-pub fn run_in_worker(
-    exe: &Path,
-    case: &StorageCase,
-    args: &BlobsArgs,
-    run_dir: &Path,
-    bar: &ProgressBar,
-) -> anyhow::Result<Vec<Measured>> {
+pub fn run_in_worker(exe: &Path, job: &Job, bar: &ProgressBar) -> anyhow::Result<Vec<Measured>> {
     let mut show_progress = |kind: &str, rest: &str| -> anyhow::Result<()> {
         match kind {
             "phase" => {
@@ -144,8 +127,8 @@ pub fn run_in_worker(
     };
     let phases: Vec<WireMeasured> = worker::run(
         exe,
-        &worker_args(case, args, run_dir),
-        &format!("case {}", case.label()),
+        &worker::Job::Blobs(job.clone()),
+        &format!("case {}", job.case.label()),
         &mut show_progress,
         &signals::supervise_worker,
     )?;
@@ -180,23 +163,27 @@ impl Progress for ThrottledLines {
     }
 }
 
-/// The worker side: runs the one case the flags describe and reports it on stdout.
-pub fn serve(args: &BlobsArgs, run_dir: &Path) -> anyhow::Result<()> {
-    worker::die_with_parent();
-    let plan = Plan::from_args(args)?;
-    let [case] = plan.storage.as_slice() else {
+/// The worker side: runs the job's case once and reports it on stdout.
+pub fn serve(job: &Job) -> anyhow::Result<()> {
+    // Before any allocation of the run, as in the parent.
+    super::guard::pin_malloc_thresholds();
+    if !job.run_dir.is_dir() {
         bail!(
-            "{WORKER_FLAG} is internal: it runs exactly one storage case, and these flags give {}",
-            plan.storage.len()
+            "worker: the run directory {} does not exist",
+            job.run_dir.display()
         );
-    };
-    if !run_dir.is_dir() {
-        bail!("{WORKER_FLAG} {}: no such directory", run_dir.display());
+    }
+    if !(job.max_seconds.is_finite() && job.max_seconds > 0.0) {
+        bail!(
+            "worker: --max-seconds {} is not a positive duration",
+            job.max_seconds
+        );
     }
     signals::install_handlers()?;
-    store::ensure_registered(case.target)?;
+    store::ensure_registered(job.case.target)?;
     let mut progress = ThrottledLines::default();
-    let measured = super::run_storage_case(case, args, run_dir, plan.max, &mut progress)?;
+    let max = Duration::from_secs_f64(job.max_seconds);
+    let measured = super::run_storage_case(&job.case, &job.data, &job.run_dir, max, &mut progress)?;
     let wire: Vec<WireMeasured> = measured.iter().map(WireMeasured::from_measured).collect();
     worker::send_result(&wire)
 }
@@ -204,18 +191,13 @@ pub fn serve(args: &BlobsArgs, run_dir: &Path) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::blobs::parse_test_args;
+    use crate::bench::blobs::{parse_test_args, Plan};
 
-    fn parse(words: &[String]) -> BlobsArgs {
-        // worker_args starts with the subcommand path `bench blobs`.
-        assert_eq!(words[..2], ["bench", "blobs"]);
-        parse_test_args(words[2..].iter().map(String::as_str)).unwrap()
-    }
-
-    /// A worker's flags describe exactly the parent's case and settings, for every
-    /// target, journal, compression and an odd size typed in another unit.
+    /// A worker's job describes exactly the parent's case and settings, for every
+    /// target, journal, compression and an odd size typed in another unit, and crosses
+    /// the command line unchanged.
     #[test]
-    fn worker_flags_reproduce_each_case_of_the_parent() {
+    fn worker_jobs_reproduce_each_case_of_the_parent() {
         let parent = parse_test_args([
             "--targets",
             "memory,unix,io_uring,sync,io_uring?uring_write_behind=off&uring_syncs=ring",
@@ -243,17 +225,22 @@ mod tests {
         assert!(plan.storage.len() > 20);
         let run_dir = Path::new("/var/tmp/some run dir");
         for case in &plan.storage {
-            let child = parse(&worker_args(case, &parent, run_dir));
-            let child_plan = Plan::from_args(&child).unwrap();
-            assert_eq!(child_plan.storage, std::slice::from_ref(case));
-            assert!(child_plan.compressor.is_empty());
-            assert_eq!(child_plan.max, plan.max);
+            let job = Job::new(case, &parent, run_dir);
+            let worker::Job::Blobs(child) = worker::Job::round_trip(&worker::Job::Blobs(job))
+            else {
+                panic!("a blobs job came back as another kind")
+            };
+            assert_eq!(&child.case, case);
             assert_eq!(
-                (child.seed, child.content, child.zstd_level),
+                Duration::from_secs_f64(child.max_seconds),
+                plan.max,
+                "the same time budget"
+            );
+            assert_eq!(
+                (child.data.seed, child.data.content, child.data.zstd_level),
                 (parent.seed, parent.content, parent.zstd_level)
             );
-            assert_eq!((child.runs, child.warmup), (1, 0));
-            assert_eq!(child.worker_dir.as_deref(), Some(run_dir));
+            assert_eq!(child.run_dir, run_dir);
         }
     }
 

@@ -9,7 +9,7 @@ mod codec;
 #[cfg(any(feature = "duckdb", feature = "duckdb-system"))]
 mod duck;
 mod guard;
-mod isolate;
+pub(crate) mod isolate;
 mod output;
 mod runner;
 mod store;
@@ -24,8 +24,10 @@ use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
+use super::export::ExportManager;
+use super::options::{ExportOptions, RunOptions};
 use super::{signals, Isolation};
-use crate::report::envinfo::{check_release_build, EnvInfo};
+use crate::report::envinfo::EnvInfo;
 use crate::report::stats::format_bytes;
 use codec::{Codec, Compression};
 use guard::RemoveOnDrop;
@@ -98,7 +100,7 @@ pub struct BlobsArgs {
     pub max_seconds: f64,
 
     /// Runs of every case (a fresh database each); 3 or more give σ and error bars.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub runs: u32,
 
     /// Discarded runs of every case before the measured ones (warms caches and files).
@@ -117,47 +119,29 @@ pub struct BlobsArgs {
     #[arg(long, default_value_t = DEFAULT_SEED)]
     pub seed: u64,
 
-    /// Directory for the databases (must exist; a subdirectory is created and removed).
-    #[arg(long, default_value = ".")]
-    pub dir: PathBuf,
+    #[command(flatten)]
+    pub run: RunOptions,
 
-    /// Write the results as JSON.
-    #[arg(long, value_name = "FILE")]
-    pub export_json: Option<PathBuf>,
+    #[command(flatten)]
+    pub export: ExportOptions,
+}
 
-    /// Write the results as CSV.
-    #[arg(long, value_name = "FILE")]
-    pub export_csv: Option<PathBuf>,
+/// What the blobs of every case are made of and how they are compressed.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Data {
+    pub seed: u64,
+    pub content: ContentKind,
+    pub zstd_level: i32,
+}
 
-    /// Write the environment and the result tables as Markdown.
-    #[arg(long, value_name = "FILE")]
-    pub export_markdown: Option<PathBuf>,
-
-    /// Write an SVG chart of write rates by size and batching, per target.
-    #[arg(long, value_name = "FILE")]
-    pub chart: Option<PathBuf>,
-
-    /// Write the VFS's trace of this run to FILE: every call SQLite makes to the io_uring
-    /// and sync targets (file, offset, length, result, duration), every engine batch and
-    /// ring submission, with a mark at each phase. Traced phases do fewer operations in
-    /// --max-seconds; use a small --ops to explain one number.
-    #[arg(long, value_name = "FILE")]
-    pub trace: Option<PathBuf>,
-
-    /// Where each run of a storage case executes: `process` (a fresh process of this
-    /// binary per run, like hyperfine; the default) or `none` (all in this process,
-    /// the default with --trace, whose file one process writes).
-    #[arg(long, value_enum)]
-    pub isolation: Option<Isolation>,
-
-    /// Internal: run the one case given by the other flags in this existing directory
-    /// and report to the parent process on stdout (see isolate.rs).
-    #[arg(long = "worker-dir", hide = true, value_name = "DIR")]
-    pub worker_dir: Option<PathBuf>,
-
-    /// Measure with a debug build anyway (its timings are meaningless).
-    #[arg(long)]
-    pub allow_debug: bool,
+impl BlobsArgs {
+    pub fn data(&self) -> Data {
+        Data {
+            seed: self.seed,
+            content: self.content,
+            zstd_level: self.zstd_level,
+        }
+    }
 }
 
 /// Where a case reports its progress: the terminal's bar, or a worker's pipe.
@@ -183,7 +167,7 @@ impl Progress for ProgressBar {
 }
 
 /// One storage case: everything but the phase.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StorageCase {
     pub target: Target,
     /// `None` for targets without a SQLite journal (memory, DuckDB).
@@ -274,9 +258,6 @@ impl Plan {
                 "--max-seconds {}: give a positive number of seconds up to 86400, e.g. 2",
                 args.max_seconds
             );
-        }
-        if args.runs == 0 {
-            bail!("--runs 0: give at least 1 run per case");
         }
         let levels = zstd::compression_level_range();
         if !levels.contains(&args.zstd_level) {
@@ -409,7 +390,7 @@ fn progress_style() -> ProgressStyle {
 /// removed afterwards (also on error and on SIGINT/SIGTERM).
 fn run_storage_case(
     case: &StorageCase,
-    args: &BlobsArgs,
+    data: &Data,
     run_dir: &Path,
     max: Duration,
     progress: &mut dyn Progress,
@@ -418,11 +399,11 @@ fn run_storage_case(
     let files = RemoveOnDrop::new(store::database_files(case.target, &path));
     // Declared after `files`, so the connection closes before the files are removed.
     let mut store = store::open_store(case.target, case.journal.unwrap_or(Journal::Delete), &path)?;
-    let mut codec = Codec::new(case.compression, args.zstd_level)?;
+    let mut codec = Codec::new(case.compression, data.zstd_level)?;
     let workload = Workload {
-        seed: args.seed,
+        seed: data.seed,
         size_bytes: case.size.bytes() as usize,
-        content: args.content,
+        content: data.content,
     };
     let budget = Budget { ops: case.ops, max };
     let stats_vfs = case.target.stats_vfs();
@@ -522,9 +503,6 @@ fn rotated(range: std::ops::Range<usize>, shift: usize) -> impl Iterator<Item = 
 pub fn run(args: BlobsArgs) -> anyhow::Result<()> {
     // Before any allocation of the benchmark: in this process and in every worker.
     let malloc_pinned = guard::pin_malloc_thresholds();
-    if let Some(run_dir) = &args.worker_dir {
-        return isolate::serve(&args, run_dir);
-    }
     if !malloc_pinned {
         eprintln!(
             "warning: glibc refused the fixed malloc thresholds: large-blob read rates will \
@@ -532,24 +510,20 @@ pub fn run(args: BlobsArgs) -> anyhow::Result<()> {
         );
     }
     let plan = Plan::from_args(&args)?;
-    let isolation = Isolation::resolve(args.isolation, args.trace.is_some())?;
+    let isolation = args.run.isolation()?;
     let worker_exe = isolation.worker_exe()?;
-    if let Some(warning) = check_release_build(args.allow_debug)? {
+    if let Some(warning) = args.run.check()? {
         eprintln!("{warning}");
     }
-    if !args.dir.is_dir() {
-        bail!(
-            "--dir {}: no such directory; create it or choose another",
-            args.dir.display()
-        );
-    }
+    let exports = ExportManager::new(&args.export)?;
+    let dir = &args.run.place.dir;
     // Unavailable targets fail here, before any case runs.
     for target in plan.targets() {
         store::ensure_registered(target)?;
     }
-    check_room(&plan, &args.dir)?;
+    check_room(&plan, dir)?;
 
-    let env = EnvInfo::collect(&args.dir);
+    let env = EnvInfo::collect(dir);
     for line in env.lines() {
         println!("{line}");
     }
@@ -557,10 +531,8 @@ pub fn run(args: BlobsArgs) -> anyhow::Result<()> {
     println!("blobs: {settings}");
 
     signals::install_handlers()?;
-    let trace = crate::trace_file::start(args.trace.as_deref())?;
-    let run_dir = args
-        .dir
-        .join(format!("sqlite-uring-blobs-{}", std::process::id()));
+    let trace = crate::trace_file::start(args.run.trace.as_deref())?;
+    let run_dir = dir.join(format!("sqlite-uring-blobs-{}", std::process::id()));
     std::fs::create_dir(&run_dir)
         .with_context(|| format!("creating {} (is --dir writable?)", run_dir.display()))?;
     let _run_dir = RunDir(run_dir.clone());
@@ -590,12 +562,18 @@ pub fn run(args: BlobsArgs) -> anyhow::Result<()> {
         {
             end += 1;
         }
-        for run in 0..args.warmup + args.runs {
+        for run in 0..(args.warmup + args.runs) {
             for index in rotated(start..end, run as usize) {
                 let case = &plan.storage[index];
                 let measured = match &worker_exe {
-                    Some(exe) => isolate::run_in_worker(exe, case, &args, &run_dir, &bar)?,
-                    None => run_storage_case(case, &args, &run_dir, plan.max, &mut bar.clone())?,
+                    Some(exe) => isolate::run_in_worker(
+                        exe,
+                        &isolate::Job::new(case, &args, &run_dir),
+                        &bar,
+                    )?,
+                    None => {
+                        run_storage_case(case, &args.data(), &run_dir, plan.max, &mut bar.clone())?
+                    }
                 };
                 if run >= args.warmup {
                     storage_runs[index].push(measured);
@@ -613,7 +591,7 @@ pub fn run(args: BlobsArgs) -> anyhow::Result<()> {
             content: args.content,
         };
         let mut runs = Vec::new();
-        for run in 0..args.warmup + args.runs {
+        for run in 0..(args.warmup + args.runs) {
             bar.set_prefix(format!("{} {size} compressor", mode.name()));
             bar.set_length(ops);
             bar.set_position(0);
@@ -641,7 +619,7 @@ pub fn run(args: BlobsArgs) -> anyhow::Result<()> {
     signals::check_interrupted()?;
 
     let records = output::records(&args, &plan, &storage_runs, &compressor_runs);
-    output::report(&args, &env, &settings, &records)
+    output::report(&args, &env, &settings, records, &exports)
 }
 
 /// `bench blobs` flags (without the subcommand words) parsed as the command line is,
@@ -650,14 +628,7 @@ pub fn run(args: BlobsArgs) -> anyhow::Result<()> {
 pub(crate) fn parse_test_args<'a>(
     words: impl IntoIterator<Item = &'a str>,
 ) -> Result<BlobsArgs, clap::Error> {
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: BlobsArgs,
-    }
-    Cli::try_parse_from(std::iter::once("blobs").chain(words)).map(|cli| cli.args)
+    super::parse_flags(words)
 }
 
 #[cfg(test)]
@@ -719,7 +690,6 @@ mod tests {
         assert!(plan_error("--max-seconds 0").contains("--max-seconds"));
         assert!(plan_error("--max-seconds=-1").contains("--max-seconds"));
         assert!(plan_error("--max-seconds NaN").contains("--max-seconds"));
-        assert!(plan_error("--runs 0").contains("--runs 0"));
         assert!(plan_error("--sizes 8B").contains("--sizes 8B"));
         assert!(plan_error("--sizes 2GB").contains("--sizes 2GB"));
         assert!(plan_error("--zstd-level 99").contains("--zstd-level 99"));
@@ -729,6 +699,7 @@ mod tests {
             "--targets oracle",
             "--compression lz4",
             "--batch x",
+            "--runs 0",
         ] {
             let error = parse(line).err().unwrap_or_else(|| panic!("{line} parsed"));
             let flag = line.split_whitespace().next().unwrap();
@@ -740,7 +711,7 @@ mod tests {
     fn isolation_defaults_to_a_process_per_run_except_when_tracing() {
         let of = |line: &str| {
             let args = parse(line).unwrap();
-            Isolation::resolve(args.isolation, args.trace.is_some())
+            args.run.isolation()
         };
         assert_eq!(of("").unwrap(), Isolation::Process);
         assert_eq!(of("--isolation none").unwrap(), Isolation::None);
@@ -757,6 +728,37 @@ mod tests {
             "{error}"
         );
         assert!(parse("--isolation thread").is_err());
+    }
+
+    /// A result file that cannot be written is refused before the first case runs (the
+    /// run would otherwise measure for minutes and then fail): the trace file, which the
+    /// run creates first, is never created.
+    #[test]
+    fn a_bad_export_path_is_refused_before_running() {
+        let dir = tempfile::tempdir().unwrap();
+        let trace = dir.path().join("trace.log");
+        for flag in [
+            "--export-json",
+            "--export-csv",
+            "--export-markdown",
+            "--chart",
+        ] {
+            let mut args = parse(&format!(
+                "--allow-debug --suite storage --targets memory --sizes 64B --ops 10 \
+                 --isolation none {flag} /nonexistent-sqlite-uring/out"
+            ))
+            .unwrap();
+            args.run.place.dir = dir.path().to_path_buf();
+            args.run.trace = Some(trace.clone());
+            let message = format!("{:#}", run(args).unwrap_err());
+            assert!(
+                message.contains(&format!("{flag} /nonexistent-sqlite-uring/out"))
+                    && message.contains("create it or choose another path"),
+                "{message}"
+            );
+            assert!(!trace.exists(), "{flag}: the run started");
+            assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        }
     }
 
     #[test]

@@ -1,17 +1,18 @@
 //! Results of `bench blobs`: one flat record per (case, phase), the terminal tables,
 //! warnings, and the JSON/CSV/Markdown/SVG files (through the shared `report` module).
 
-use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
+use comfy_table::Table;
 use serde::Serialize;
 
 use super::codec::Compression;
 use super::runner::{Phase, PhaseResult, StopReason};
 use super::store::Target;
 use super::{BlobsArgs, Measured, Plan};
+use crate::bench::export::ExportManager;
 use crate::report::chart::{BarChart, Series};
 use crate::report::envinfo::EnvInfo;
-use crate::report::export;
 use crate::report::stats::{self, PairedRatio, Relative, Summary, Verdict, Warning};
+use crate::report::{export, table};
 
 /// One row of the results: a phase of a case, summarised over `--runs`.
 #[derive(Clone, Debug, Serialize)]
@@ -258,7 +259,7 @@ pub fn records(
 }
 
 /// A count per second (files/s, MB/s) with 3 significant digits, thousands separated:
-/// 61.2, 1,234, 123,456. (`report::stats::format_rate` formats byte rates in IEC units.)
+/// 61.2, 1,234, 123,456. (`report::stats::format_rate` formats byte rates.)
 pub fn format_count(value: Option<f64>) -> String {
     let Some(value) = value.filter(|v| v.is_finite()) else {
         return "-".to_string();
@@ -381,19 +382,7 @@ fn compressor_rows(records: &[BlobRecord]) -> Vec<Vec<String>> {
 }
 
 fn terminal_table(headers: &[&str], rows: &[Vec<String>], numeric_from: usize) -> Table {
-    let mut table = Table::new();
-    table
-        .load_style(UTF8_FULL_CONDENSED)
-        .set_header(headers.to_vec());
-    for row in rows {
-        table.add_row(row.clone());
-    }
-    for index in numeric_from..headers.len() {
-        if let Some(column) = table.column_mut(index) {
-            column.set_cell_alignment(CellAlignment::Right);
-        }
-    }
-    table
+    table::new(headers, rows, numeric_from, table::Output::stdout())
 }
 
 /// Lines that must not go unnoticed: every case where io_uring measured below unix, and
@@ -561,60 +550,88 @@ pub fn chart(records: &[BlobRecord]) -> Option<BarChart> {
 /// Prints the tables and warnings and writes the requested files.
 /// Prints the tables and warnings and writes the exports; `settings` is the run's
 /// settings line for the Markdown export.
+/// Everything `bench blobs` exports.
+struct BlobsReport<'a> {
+    records: Vec<BlobRecord>,
+    env: &'a EnvInfo,
+    settings: &'a str,
+    storage: Vec<Vec<String>>,
+    compressor: Vec<Vec<String>>,
+    warnings: Vec<String>,
+}
+
+impl crate::bench::export::Exportable for BlobsReport<'_> {
+    type CsvRow = BlobRecord;
+    type JsonItem = BlobRecord;
+
+    fn csv_rows(&self) -> &[BlobRecord] {
+        &self.records
+    }
+
+    fn json_items(&self) -> &[BlobRecord] {
+        &self.records
+    }
+
+    fn markdown(&self) -> String {
+        let mut text = format!("# sqlite-uring bench blobs\n\n{}\n", self.env.markdown());
+        text.push_str(&format!("{}\n\n", self.settings));
+        if !self.storage.is_empty() {
+            text.push_str("## Storage\n\n");
+            text.push_str(&export::markdown_table(&STORAGE_HEADERS, &self.storage));
+            text.push('\n');
+        }
+        if !self.compressor.is_empty() {
+            text.push_str("## Compressor alone\n\n");
+            text.push_str(&export::markdown_table(
+                &COMPRESSOR_HEADERS,
+                &self.compressor,
+            ));
+            text.push('\n');
+        }
+        if !self.warnings.is_empty() {
+            text.push_str("## Warnings\n\n");
+            for line in &self.warnings {
+                text.push_str(&format!("- {line}\n"));
+            }
+        }
+        text
+    }
+
+    fn chart(&self) -> Result<BarChart, String> {
+        chart(&self.records)
+            .ok_or_else(|| "no storage write results to chart (--suite compressor only)".into())
+    }
+}
+
 pub fn report(
     args: &BlobsArgs,
     env: &EnvInfo,
     settings: &str,
-    records: &[BlobRecord],
+    records: Vec<BlobRecord>,
+    exports: &ExportManager,
 ) -> anyhow::Result<()> {
-    let storage = storage_rows(records);
-    let compressor = compressor_rows(records);
+    let storage = storage_rows(&records);
+    let compressor = compressor_rows(&records);
     if !storage.is_empty() {
         println!("{}", terminal_table(&STORAGE_HEADERS, &storage, 6));
     }
     if !compressor.is_empty() {
         println!("{}", terminal_table(&COMPRESSOR_HEADERS, &compressor, 3));
     }
-    let warnings = warnings(args, records);
+    let warnings = warnings(args, &records);
     for line in &warnings {
         eprintln!("warning: {line}");
     }
-
-    if let Some(path) = &args.export_json {
-        export::export_json(path, records)?;
-    }
-    if let Some(path) = &args.export_csv {
-        export::export_csv(path, records)?;
-    }
-    if let Some(path) = &args.export_markdown {
-        let mut text = format!("# sqlite-uring bench blobs\n\n{}\n", env.markdown());
-        text.push_str(&format!("{settings}\n\n"));
-        if !storage.is_empty() {
-            text.push_str("## Storage\n\n");
-            text.push_str(&export::markdown_table(&STORAGE_HEADERS, &storage));
-            text.push('\n');
-        }
-        if !compressor.is_empty() {
-            text.push_str("## Compressor alone\n\n");
-            text.push_str(&export::markdown_table(&COMPRESSOR_HEADERS, &compressor));
-            text.push('\n');
-        }
-        if !warnings.is_empty() {
-            text.push_str("## Warnings\n\n");
-            for line in &warnings {
-                text.push_str(&format!("- {line}\n"));
-            }
-        }
-        export::export_markdown_document(path, &text)?;
-    }
-    if let Some(path) = &args.chart {
-        match chart(records) {
-            Some(chart) => chart.write_svg(path)?,
-            None => eprintln!(
-                "warning: --chart {}: no storage write results to chart (--suite compressor only)",
-                path.display()
-            ),
-        }
+    let report = BlobsReport {
+        records,
+        env,
+        settings,
+        storage,
+        compressor,
+        warnings,
+    };
+    for warning in exports.write(&report)? {
+        eprintln!("warning: {warning}");
     }
     Ok(())
 }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail, Context};
 use clap::ValueEnum;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The backend of a storage target (its name on the command line: [`Target::PLAIN`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -45,6 +45,14 @@ pub struct Target {
 impl Serialize for Target {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(self.label)
+    }
+}
+
+/// A target crosses to a worker as its command-line name and is parsed again there.
+impl<'de> Deserialize<'de> for Target {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Target::parse(&text).map_err(serde::de::Error::custom)
     }
 }
 
@@ -100,7 +108,7 @@ impl Target {
                  not {base}"
             ));
         }
-        crate::bench::speed::targets::checked_uri_parameters(text, base, parameters)
+        crate::bench::targets::checked_uri_parameters(text, base, parameters)
             .map_err(|error| error.to_string())?;
         Ok(Target {
             kind,
@@ -165,7 +173,9 @@ impl Target {
 }
 
 /// SQLite journal mode of on-disk SQLite targets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ValueEnum, Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ValueEnum, Serialize, Deserialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Journal {
     /// Rollback journal, deleted at each commit (SQLite's default).
@@ -223,7 +233,7 @@ impl SqliteStore {
                 let opened = match target.uri_parameters {
                     None => Connection::open_with_flags_and_vfs(path, flags, vfs),
                     Some(parameters) => Connection::open_with_flags_and_vfs(
-                        crate::bench::speed::targets::uri_filename(path, parameters),
+                        crate::bench::targets::uri_filename(path, parameters),
                         flags | OpenFlags::SQLITE_OPEN_URI,
                         vfs,
                     ),
@@ -379,14 +389,14 @@ pub fn database_files(target: Target, path: &Path) -> Vec<PathBuf> {
 /// benchmarks measure identically configured VFSes), and says clearly when it cannot.
 pub fn ensure_registered(target: Target) -> anyhow::Result<()> {
     let vfs = match target.kind {
-        TargetKind::IoUring => crate::bench::speed::targets::IO_URING_VFS,
-        TargetKind::Sync => crate::bench::speed::targets::SYNC_VFS,
+        TargetKind::IoUring => crate::bench::targets::IO_URING_VFS,
+        TargetKind::Sync => crate::bench::targets::SYNC_VFS,
         TargetKind::Duckdb | TargetKind::DuckdbMemory if !DUCKDB_BUILT => {
             return Err(duckdb_missing(target))
         }
         _ => return Ok(()),
     };
-    match crate::bench::speed::targets::library_vfs(vfs) {
+    match crate::bench::targets::library_vfs(vfs) {
         Ok(_) => Ok(()),
         Err(why) => bail!(
             "--targets {}: the VFS cannot be registered here: {why}; run `sqlite-uring probe` \

@@ -7,7 +7,11 @@ use std::fmt;
 use std::str::FromStr;
 
 /// A size in bytes that prints and parses with a unit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// Crosses to a worker as its number of bytes.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
 pub struct ByteSize(pub u64);
 
 impl ByteSize {

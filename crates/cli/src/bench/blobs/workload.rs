@@ -4,33 +4,12 @@
 //! instead of being kept in memory (10,000 blobs of 2 MB would not fit).
 
 use clap::ValueEnum;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-/// SplitMix64: tiny, fast, and good enough to make benchmark data; no dependency.
-#[derive(Clone, Debug)]
-pub struct SplitMix64(u64);
-
-impl SplitMix64 {
-    pub fn new(seed: u64) -> Self {
-        SplitMix64(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..bound` (bound > 0); the modulo bias is irrelevant here.
-    pub fn below(&mut self, bound: u64) -> u64 {
-        self.next_u64() % bound
-    }
-}
+use crate::bench::rng::{SplitMix64, GOLDEN_GAMMA};
 
 /// What the blobs contain: decides what compression can gain.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ContentKind {
     /// Word-salad text from a 64-word vocabulary: zstd shrinks it about 3-4×.
@@ -114,7 +93,7 @@ impl Workload {
 ///
 /// Not cryptographic: it only has to catch a wrong, truncated or corrupted blob.
 pub fn checksum(data: &[u8]) -> u64 {
-    const PRIME: u64 = 0x9E37_79B9_7F4A_7C15;
+    const PRIME: u64 = GOLDEN_GAMMA;
     let mut hash = 0xCBF2_9CE4_8422_2325 ^ (data.len() as u64).wrapping_mul(PRIME);
     let mut chunks = data.chunks_exact(8);
     for chunk in &mut chunks {

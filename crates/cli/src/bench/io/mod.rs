@@ -20,6 +20,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context};
 
+use super::export::ExportManager;
 use crate::report::stats::format_bytes;
 pub use options::IoArgs;
 use options::Plan;
@@ -31,11 +32,11 @@ use crate::report::envinfo::{self, EnvInfo};
 const SPACE_MARGIN_BYTES: u64 = 64 << 20;
 
 pub fn run(args: IoArgs) -> anyhow::Result<()> {
-    if let Some(warning) = envinfo::check_release_build(args.allow_debug)? {
+    if let Some(warning) = envinfo::check_release_build(args.place.allow_debug)? {
         eprintln!("{warning}");
     }
     let plan = Plan::from_args(&args, engine::dd_available())?;
-    check_export_paths(&args)?;
+    let exports = ExportManager::new(&args.export)?;
     let env = EnvInfo::collect(&plan.dir);
     preflight(&plan)?;
 
@@ -74,7 +75,10 @@ pub fn run(args: IoArgs) -> anyhow::Result<()> {
     let summaries = output::summarize(&plan, &records);
     let notes = output::notes(&plan, &env, &summaries);
     eprintln!();
-    eprintln!("{}", output::summary_table(&summaries));
+    eprintln!(
+        "{}",
+        output::summary_table(&summaries, crate::report::table::Output::stderr())
+    );
     for note in &notes {
         eprintln!("note: {note}");
     }
@@ -97,9 +101,16 @@ pub fn run(args: IoArgs) -> anyhow::Result<()> {
         summaries: &summaries,
         notes: &notes,
     };
-    let markdown = output::markdown_report(&env, &plan_line, &summaries, &notes);
-    let chart = output::throughput_chart(&plan, &summaries);
-    output::write_exports(&args, &report, &markdown, &chart)
+    let exported = output::IoReport {
+        json: report,
+        env: &env,
+        plan: &plan,
+        plan_line: &plan_line,
+    };
+    for warning in exports.write(&exported)? {
+        eprintln!("warning: {warning}");
+    }
+    Ok(())
 }
 
 fn plan_line(plan: &Plan) -> String {
@@ -171,32 +182,6 @@ fn preflight(plan: &Plan) -> anyhow::Result<()> {
     // unsupported combination fails here, and the file is removed on drop.
     let probe = cleanup::TestFile::new(&plan.dir)?;
     engine::open_test_file(probe.path(), plan)?;
-    Ok(())
-}
-
-/// An export path whose directory is missing would only fail after minutes of
-/// measuring; say so before.
-fn check_export_paths(args: &IoArgs) -> anyhow::Result<()> {
-    let exports = [
-        ("--export-csv", &args.export_csv),
-        ("--export-json", &args.export_json),
-        ("--export-markdown", &args.export_markdown),
-        ("--chart", &args.chart),
-    ];
-    for (flag, path) in exports {
-        let Some(path) = path else { continue };
-        let parent = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        if !parent.is_dir() {
-            bail!(
-                "{flag} {}: directory {} does not exist; create it or choose another path",
-                path.display(),
-                parent.display()
-            );
-        }
-    }
     Ok(())
 }
 

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::bail;
 use clap::{Args, ValueEnum};
 
+use crate::bench::options::{ExportOptions, PlaceOptions};
 use crate::report::stats::format_bytes;
 
 /// Largest accepted `--block-size`: bigger buffers stop being "an IO model"
@@ -22,9 +23,8 @@ pub const DIRECT_ALIGN_BYTES: u64 = 4096;
 /// IO models and report how fast each was, honestly (fsync, O_DIRECT, verify).
 #[derive(Args, Debug, Clone)]
 pub struct IoArgs {
-    /// Directory of the test file: its filesystem and device are what gets measured.
-    #[arg(long, default_value = ".")]
-    pub dir: PathBuf,
+    #[command(flatten)]
+    pub place: PlaceOptions,
     /// Bytes written per run, with units: 64MiB, 1GiB, 500MB, 4096.
     #[arg(long, default_value = "1GiB", value_parser = parse_size)]
     pub size: u64,
@@ -81,21 +81,8 @@ pub struct IoArgs {
     /// Seed of the data generator (same seed, same file contents).
     #[arg(long, default_value_t = 0x5EED_1234)]
     pub seed: u64,
-    /// Measure with a debug build anyway (the data generator is much slower there).
-    #[arg(long)]
-    pub allow_debug: bool,
-    /// Write every run as CSV (method,seconds,bytes_per_sec and details) to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub export_csv: Option<PathBuf>,
-    /// Write environment, runs and summaries as JSON to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub export_json: Option<PathBuf>,
-    /// Write the summary table as Markdown to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub export_markdown: Option<PathBuf>,
-    /// Draw an SVG bar chart of the mean throughput per method to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub chart: Option<PathBuf>,
+    #[command(flatten)]
+    pub export: ExportOptions,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
@@ -276,10 +263,10 @@ impl Plan {
         if args.methods.is_empty() {
             bail!("--methods needs at least one of dd,blocking,pwrite,io_uring");
         }
-        if !args.dir.is_dir() {
+        if !args.place.dir.is_dir() {
             bail!(
                 "--dir {} is not an existing directory; create it or point --dir at one",
-                args.dir.display()
+                args.place.dir.display()
             );
         }
         let wants = |kind: MethodKind| args.methods.contains(&kind);
@@ -354,7 +341,7 @@ impl Plan {
         }
 
         Ok(Plan {
-            dir: args.dir.clone(),
+            dir: args.place.dir.clone(),
             size_bytes: args.size,
             block_size_bytes: args.block_size,
             direct: args.direct,

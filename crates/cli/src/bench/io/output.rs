@@ -1,14 +1,13 @@
 //! Results: the study-compatible CSV rows, the per-method summary, exports and chart.
 //! Statistics, file export and the chart come from the shared `report` module.
 
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use serde::Serialize;
 
 use super::options::{Durability, Method, Plan, Strategy};
 use crate::report::chart::{BarChart, Series};
 use crate::report::envinfo::EnvInfo;
-use crate::report::export;
 use crate::report::stats::{self, Relative, Summary, Warning};
+use crate::report::{export, table};
 
 /// One run, flat so it exports as one CSV row. The first three fields are the
 /// study's columns, with the study's names, so its DuckDB query works.
@@ -187,18 +186,7 @@ fn warning_message(warning: &Warning) -> Option<String> {
     })
 }
 
-/// Decimal units, as the study's DuckDB `format_bytes` printed (1 MB = 10^6 bytes).
-/// Not `report::stats::format_rate`, which prints IEC units (MiB/s): the issue
-/// asks for the study's decimal units, and fio/dd print MB/s too.
-pub fn format_rate(bytes_per_s: f64) -> String {
-    const UNITS: [(&str, f64); 4] = [("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3), ("B/s", 1.0)];
-    for (unit, scale) in UNITS {
-        if bytes_per_s >= scale {
-            return format!("{:.1} {unit}", bytes_per_s / scale);
-        }
-    }
-    format!("{bytes_per_s:.0} B/s")
-}
+pub use crate::report::stats::format_rate;
 
 fn format_iops(iops: f64) -> String {
     if iops >= 1e3 {
@@ -247,26 +235,9 @@ fn row(summary: &MethodSummary) -> Vec<String> {
     ]
 }
 
-pub fn summary_table(summaries: &[MethodSummary]) -> String {
-    let mut table = Table::new();
-    table
-        .load_style(UTF8_FULL_CONDENSED)
-        .set_header(HEADERS.to_vec());
-    for summary in summaries {
-        let cells: Vec<Cell> = row(summary)
-            .into_iter()
-            .enumerate()
-            .map(|(i, text)| {
-                if i == 0 {
-                    Cell::new(text)
-                } else {
-                    Cell::new(text).set_alignment(CellAlignment::Right)
-                }
-            })
-            .collect();
-        table.add_row(cells);
-    }
-    table.to_string()
+pub fn summary_table(summaries: &[MethodSummary], output: table::Output) -> String {
+    let rows: Vec<Vec<String>> = summaries.iter().map(row).collect();
+    table::new(&HEADERS, &rows, 1, output).to_string()
 }
 
 /// Observations a reader needs next to the numbers.
@@ -438,24 +409,37 @@ pub fn throughput_chart(plan: &Plan, summaries: &[MethodSummary]) -> BarChart {
     }
 }
 
-pub fn write_exports(
-    args: &super::options::IoArgs,
-    report: &JsonReport,
-    markdown: &str,
-    chart: &BarChart,
-) -> anyhow::Result<()> {
-    if let Some(path) = &args.export_csv {
-        export::export_csv(path, report.runs)?;
+/// Everything `bench io` exports: CSV holds every run, JSON one report per invocation
+/// (files of several invocations concatenate into one array).
+pub struct IoReport<'a> {
+    pub json: JsonReport<'a>,
+    pub env: &'a EnvInfo,
+    pub plan: &'a super::options::Plan,
+    pub plan_line: &'a str,
+}
+
+impl<'a> crate::bench::export::Exportable for IoReport<'a> {
+    type CsvRow = RunRecord;
+    type JsonItem = JsonReport<'a>;
+
+    fn csv_rows(&self) -> &[RunRecord] {
+        self.json.runs
     }
-    if let Some(path) = &args.export_json {
-        // One element per invocation: files of several invocations concatenate into one array.
-        export::export_json(path, std::slice::from_ref(report))?;
+
+    fn json_items(&self) -> &[JsonReport<'a>] {
+        std::slice::from_ref(&self.json)
     }
-    if let Some(path) = &args.export_markdown {
-        export::export_markdown_document(path, markdown)?;
+
+    fn markdown(&self) -> String {
+        markdown_report(
+            self.env,
+            self.plan_line,
+            self.json.summaries,
+            self.json.notes,
+        )
     }
-    if let Some(path) = &args.chart {
-        chart.write_svg(path)?;
+
+    fn chart(&self) -> Result<BarChart, String> {
+        Ok(throughput_chart(self.plan, self.json.summaries))
     }
-    Ok(())
 }

@@ -9,18 +9,17 @@
 
 use std::os::unix::fs::FileExt;
 
+use crate::bench::rng;
+
 /// Words per 4 KiB page: each page gets its own key.
 const PAGE_WORDS: u64 = 512;
 /// Odd step of the per-page Weyl sequence (2^64 / golden ratio).
-const STEP: u64 = 0x9E37_79B9_7F4A_7C15;
+const STEP: u64 = rng::GOLDEN_GAMMA;
 
 /// SplitMix64's finalizer: a well-mixed 64-bit key per (seed, page).
 #[inline]
 fn page_key(seed: u64, page: u64) -> u64 {
-    let mut z = page.wrapping_mul(STEP) ^ seed;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    rng::mix(page.wrapping_mul(STEP) ^ seed)
 }
 
 /// Word `index` (8 bytes at file offset 8×index) of the stream for `seed`: the

@@ -7,26 +7,23 @@
 //! io_uring's threads (ARCHITECTURE.md, "Threads the ring adds"). hyperfine runs each
 //! command in its own process for the same reason.
 //!
-//! Protocol (bench/worker.rs): the parent re-executes this binary as `bench speed <one
-//! run's flags> --worker-db FILE`. The worker builds the test's plan, runs it once on
-//! FILE (a fresh database it removes again, as in-process runs do) and writes one line to
-//! its stdout, `result JSON`, with the [`RunOutcome`]. A SIGINT/SIGTERM to the parent is
+//! Protocol (bench/worker.rs): the parent re-executes this binary as a worker with one
+//! [`Job`] (the test, the target, the settings, the database FILE). The worker builds
+//! the test's plan, runs it once on FILE (a fresh database it removes again, as
+//! in-process runs do) and writes one line to its stdout, `result JSON`, with the
+//! [`RunOutcome`]. A SIGINT/SIGTERM to the parent is
 //! passed on to the worker, which stops before its next statement and removes FILE.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, bail};
-use clap::ValueEnum;
+use anyhow::anyhow;
 use serde::{Deserialize, Serialize};
 
 use super::runner::{self, Mode, RunOutcome, TestPlan};
-use super::targets::{self, IoCounts, JournalMode, Settings};
+use super::targets::{self, IoCounts, JournalMode, Settings, Synchronous};
 use super::workload::{Checksum, Sizes};
 use super::{Combo, SpeedArgs};
 use crate::bench::{signals, worker};
-
-/// The hidden flag that makes `bench speed` a worker.
-pub const WORKER_FLAG: &str = "--worker-db";
 
 /// One [`RunOutcome`] as it crosses the pipe.
 #[derive(Debug, PartialEq, Serialize, Deserialize)]
@@ -57,92 +54,70 @@ impl WireOutcome {
     }
 }
 
-/// A clap value's name on the command line (`full`, `delete`).
-fn flag_value(value: &impl ValueEnum) -> String {
-    value
-        .to_possible_value()
-        .expect("no value of these enums is skipped")
-        .get_name()
-        .to_string()
+/// One run of one test on one target, as the parent sends it to a worker.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    pub test: u32,
+    /// The `--targets` name (URI parameters included).
+    pub target: String,
+    /// Memory has no journal file; any mode reproduces it.
+    pub journal: JournalMode,
+    pub synchronous: Synchronous,
+    pub scale: f64,
+    pub prepared: bool,
+    /// The database file of the run, which the worker creates and removes.
+    pub database: PathBuf,
 }
 
-/// The flags that make a worker run test `number` on `combo` once, with the run's
-/// settings.
-pub fn worker_args(args: &SpeedArgs, number: u32, combo: &Combo, database: &Path) -> Vec<String> {
-    let mut words: Vec<String> = vec!["bench".into(), "speed".into()];
-    let mut flag = |name: &str, value: String| {
-        words.push(name.to_string());
-        words.push(value);
-    };
-    flag("--tests", number.to_string());
-    flag("--targets", combo.target.label.clone());
-    flag("--baseline", combo.target.label.clone());
-    // Memory has no journal file; any mode reproduces it.
-    flag(
-        "--journal",
-        flag_value(&combo.journal.unwrap_or(JournalMode::Delete)),
-    );
-    flag("--synchronous", flag_value(&args.synchronous));
-    // `{}` of an f64 prints the shortest text that parses back to the same value.
-    flag("--scale", args.scale.to_string());
-    flag("--warmup", "0".into());
-    flag("--runs", "1".into());
-    flag("--dir", args.dir.display().to_string());
-    flag(WORKER_FLAG, database.display().to_string());
-    if args.prepared {
-        words.push("--prepared".into());
+impl Job {
+    /// The job of test `number` on `combo`, with the parent's settings.
+    pub(super) fn new(args: &SpeedArgs, number: u32, combo: &Combo, database: &Path) -> Job {
+        Job {
+            test: number,
+            target: combo.target.label.clone(),
+            journal: combo.journal.unwrap_or(JournalMode::Delete),
+            synchronous: args.synchronous,
+            scale: args.scale,
+            prepared: args.prepared,
+            database: database.to_path_buf(),
+        }
     }
-    // The parent already refused (or allowed) a debug build.
-    words.push("--allow-debug".into());
-    words
+
+    fn mode(&self) -> Mode {
+        if self.prepared {
+            Mode::Prepared
+        } else {
+            Mode::Text
+        }
+    }
 }
 
-/// Runs test `number` once on `combo` in a fresh process of `exe`.
-pub fn run_in_worker(
-    exe: &Path,
-    args: &SpeedArgs,
-    number: u32,
-    combo: &Combo,
-    database: &Path,
-) -> anyhow::Result<RunOutcome> {
+/// Runs `job` in a fresh process of `exe`.
+pub fn run_in_worker(exe: &Path, job: &Job) -> anyhow::Result<RunOutcome> {
     let wire: WireOutcome = worker::run(
         exe,
-        &worker_args(args, number, combo, database),
-        &format!("test {number} on {}", combo.label()),
+        &worker::Job::Speed(job.clone()),
+        &format!("test {} on {}", job.test, job.target),
         &mut worker::no_other_lines,
         &signals::supervise_worker,
     )?;
     Ok(wire.into_outcome())
 }
 
-/// The worker side: runs the one test on the one target the flags describe and reports
-/// the outcome on stdout.
-pub fn serve(args: &SpeedArgs, database: &Path) -> anyhow::Result<()> {
-    worker::die_with_parent();
+/// The worker side: runs the job's test once on its target and reports the outcome on
+/// stdout.
+pub fn serve(job: &Job) -> anyhow::Result<()> {
     signals::install_handlers()?;
-    let (&[number], [target], &[journal]) = (
-        args.tests.as_slice(),
-        args.targets.as_slice(),
-        args.journal.as_slice(),
-    ) else {
-        bail!(
-            "{WORKER_FLAG} is internal: it runs exactly one test on one target in one journal mode"
-        );
-    };
-    let [target] = targets::resolve(std::slice::from_ref(target))?
+    let [target] = targets::resolve(std::slice::from_ref(&job.target))?
         .try_into()
-        .map_err(|_| anyhow!("one --targets name resolves to one target"))?;
-    let mode = if args.prepared {
-        Mode::Prepared
-    } else {
-        Mode::Text
-    };
-    let plan = TestPlan::new(number, Sizes { scale: args.scale }, mode);
+        .map_err(|_| anyhow!("one target name resolves to one target"))?;
+    let mode = job.mode();
+    let plan = TestPlan::new(job.test, Sizes { scale: job.scale }, mode);
     let settings = Settings {
-        journal,
-        synchronous: args.synchronous,
+        journal: job.journal,
+        synchronous: job.synchronous,
     };
-    let outcome = runner::run_once(&target, settings, database, &plan, mode)?;
+    let outcome = runner::run_once(&target, settings, &job.database, &plan, mode)?;
     worker::send_result(&WireOutcome::from_outcome(&outcome))
 }
 
@@ -155,10 +130,11 @@ mod tests {
         parse_test_args(words.iter().copied()).unwrap()
     }
 
-    /// A worker's flags describe exactly one run of the parent's test on one of its
-    /// targets, for every combination, URI parameters and an odd scale included.
+    /// A worker's job describes exactly one run of the parent's test on one of its
+    /// targets, for every combination, URI parameters and an odd scale included, and
+    /// crosses the command line unchanged.
     #[test]
-    fn worker_flags_reproduce_each_run_of_the_parent() {
+    fn worker_jobs_reproduce_each_run_of_the_parent() {
         let parent = parse(&[
             "--targets",
             "memory,unix,io_uring?uring_syncs=syscall&uring_sync_plan=separate,sync",
@@ -181,20 +157,26 @@ mod tests {
         assert_eq!(combos.len(), 1 + 3 * 2);
         let database = Path::new("/var/tmp/some dir/x.db");
         for combo in &combos {
-            let words = worker_args(&parent, 12, combo, database);
-            assert_eq!(words[..2], ["bench", "speed"]);
-            let words: Vec<&str> = words[2..].iter().map(String::as_str).collect();
-            let child = parse(&words);
-            assert_eq!(child.tests, [12]);
-            assert_eq!(child.targets, std::slice::from_ref(&combo.target.label));
-            assert_eq!(child.baseline, combo.target.label);
-            let journal = combo.journal.unwrap_or(JournalMode::Delete);
-            assert_eq!(child.journal, [journal]);
+            let job = Job::new(&parent, 12, combo, database);
+            let back = worker::Job::round_trip(&worker::Job::Speed(job.clone()));
+            let worker::Job::Speed(child) = back else {
+                panic!("a speed job came back as another kind")
+            };
+            assert_eq!(child, job);
+            assert_eq!(child.test, 12);
+            assert_eq!(child.target, combo.target.label);
+            assert_eq!(child.journal, combo.journal.unwrap_or(JournalMode::Delete));
             assert_eq!(child.synchronous, parent.synchronous);
             assert_eq!(child.scale.to_bits(), parent.scale.to_bits());
-            assert_eq!((child.prepared, child.runs, child.warmup), (true, 1, 0));
-            assert_eq!(child.dir, parent.dir);
-            assert_eq!(child.worker_db.as_deref(), Some(database));
+            assert!(child.prepared);
+            assert_eq!(child.database, database);
+            // The worker can resolve the target it is sent.
+            let [resolved] = targets::resolve(std::slice::from_ref(&child.target))
+                .unwrap()
+                .try_into()
+                .ok()
+                .unwrap();
+            assert_eq!(resolved.uri_parameters, combo.target.uri_parameters);
         }
     }
 

@@ -8,24 +8,34 @@
 //! paired with the baseline's of the same round (the paired median and its interval).
 //! How to read the output: `docs/BENCH_SPEED.md`.
 
-mod isolate;
+pub(crate) mod isolate;
 mod output;
 mod runner;
 pub(crate) mod targets;
+mod verdict;
 mod workload;
-
-use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::{signals, Isolation};
-use crate::report::{envinfo, export, stats};
+use super::export::ExportManager;
+use super::options::{ExportOptions, RunOptions};
+use super::signals;
+use crate::report::{envinfo, stats};
 use output::{ComboResult, RunInfo, TestResult};
 use runner::{Mode, RunOutcome, TestPlan};
 use targets::{IoCounts, JournalMode, Settings, Synchronous, Target};
 use workload::{Checksum, Sizes};
+
+/// Measured runs per test and target by default: the fewest that give most comparisons
+/// a verdict (at 10 paired runs, the sign test's 95 % interval of the median ratio lies
+/// on one side of 1 when 9 of the 10 ratios do), and at `--scale 0.1` the whole default
+/// suite (16 tests × 5 targets × 11 rounds, a fresh process each) still takes about two
+/// minutes on 2 cores.
+pub const DEFAULT_RUNS: u32 = 10;
+/// Unmeasured runs per test and target before the measured ones by default.
+pub const DEFAULT_WARMUP: u32 = 1;
 
 /// Options of `bench speed`.
 #[derive(Args, Debug, Clone)]
@@ -62,21 +72,18 @@ pub struct SpeedArgs {
     pub synchronous: Synchronous,
 
     /// Unmeasured runs per test and target before the measured ones (warm caches).
-    #[arg(long, default_value_t = 1, value_name = "RUNS")]
+    #[arg(long, default_value_t = DEFAULT_WARMUP, value_name = "RUNS")]
     pub warmup: u32,
 
-    /// Measured runs per test and target (at least 1; 3 or more gives σ and error bars).
-    #[arg(long, default_value_t = 3, value_name = "RUNS", value_parser = clap::value_parser!(u32).range(1..))]
+    /// Measured runs per test and target (at least 1; 3 or more give σ and error bars, 6 or
+    /// more the paired 95 % interval, which the closing verdict needs).
+    #[arg(long, default_value_t = DEFAULT_RUNS, value_name = "RUNS", value_parser = clap::value_parser!(u32).range(1..))]
     pub runs: u32,
 
     /// Multiplies every row and statement count of speed.html (0.1 = a tenth of the
     /// 25000-row tables); must be > 0.
     #[arg(long, default_value_t = 1.0, value_name = "FACTOR", value_parser = parse_scale, allow_negative_numbers = true)]
     pub scale: f64,
-
-    /// Directory for the database files; its filesystem and device are what gets measured.
-    #[arg(long, default_value = ".", value_name = "DIR")]
-    pub dir: PathBuf,
 
     /// Tests to run, comma-separated numbers 1-16 (earlier tests still build the state in
     /// the untimed prologue) [default: all 16].
@@ -88,47 +95,11 @@ pub struct SpeedArgs {
     #[arg(long)]
     pub prepared: bool,
 
-    /// Write the environment header and every table as Markdown to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub export_markdown: Option<PathBuf>,
+    #[command(flatten)]
+    pub run: RunOptions,
 
-    /// Write one row per test × target × journal mode (times in seconds) as CSV to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub export_csv: Option<PathBuf>,
-
-    /// Write one record per test × target × journal mode (times in seconds, VFS call
-    /// counts, checksum) as JSON to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub export_json: Option<PathBuf>,
-
-    /// Draw the time of every test relative to the baseline as an SVG bar chart to FILE.
-    #[arg(long, value_name = "FILE.svg")]
-    pub chart: Option<PathBuf>,
-
-    /// Write the VFS's trace of this run to FILE: every call SQLite makes to this
-    /// project's VFS (targets io_uring, io_uring_ring, sync: file, offset, length, result,
-    /// duration), every engine batch and ring submission, with marks for each test,
-    /// target and run. Traced runs are slower; use
-    /// with --tests, --runs 1 --warmup 0 to explain one number.
-    #[arg(long, value_name = "FILE")]
-    pub trace: Option<PathBuf>,
-
-    /// Where each run executes: `process` (a fresh process of this binary per run of a
-    /// test on a target, like hyperfine; the default) or `none` (every run in this
-    /// process; the default with --trace, whose file one process writes). In one process,
-    /// a kernel worker thread io_uring leaves behind slows every target measured after it
-    /// (WAL commits 20–40 % on the project machine; docs/BENCH_SPEED.md).
-    #[arg(long, value_enum, value_name = "WHERE")]
-    pub isolation: Option<Isolation>,
-
-    /// Internal: run the one test on the one target the other flags give, on this
-    /// database path, and report to the parent process on stdout (see isolate.rs).
-    #[arg(long = "worker-db", hide = true, value_name = "FILE")]
-    pub worker_db: Option<PathBuf>,
-
-    /// Run even in a debug build (timings are then meaningless; for testing the tool).
-    #[arg(long)]
-    pub allow_debug: bool,
+    #[command(flatten)]
+    pub export: ExportOptions,
 }
 
 fn parse_scale(text: &str) -> Result<f64, String> {
@@ -165,26 +136,10 @@ impl Combo {
 }
 
 pub fn run(args: SpeedArgs) -> Result<()> {
-    if let Some(database) = &args.worker_db {
-        return isolate::serve(&args, database);
-    }
-    let isolation = Isolation::resolve(args.isolation, args.trace.is_some())?;
+    let isolation = args.run.isolation()?;
     let worker_exe = isolation.worker_exe()?;
-    let debug_warning = envinfo::check_release_build(args.allow_debug)?;
-    check_dir(&args.dir)?;
-    for (flag, path) in [
-        ("--export-markdown", &args.export_markdown),
-        ("--export-csv", &args.export_csv),
-        ("--export-json", &args.export_json),
-        ("--chart", &args.chart),
-    ] {
-        if let Some(path) = path {
-            check_output(flag, path)?;
-        }
-    }
-    if let Some(path) = &args.trace {
-        check_output("--trace", path)?;
-    }
+    let debug_warning = args.run.check()?;
+    let exports = ExportManager::new(&args.export)?;
     if args.journal.is_empty() {
         bail!("--journal is empty; name at least one journal mode, e.g. --journal delete,wal");
     }
@@ -219,7 +174,7 @@ pub fn run(args: SpeedArgs) -> Result<()> {
     };
     let sizes = Sizes { scale: args.scale };
 
-    let env = envinfo::EnvInfo::collect(&args.dir);
+    let env = envinfo::EnvInfo::collect(&args.run.place.dir);
     let mut header = env.lines();
     header.push(format!(
         "settings:    synchronous={} · journal {} · {} statements · scale {} · {} warmup + {} runs · baseline {} · isolation {}",
@@ -234,9 +189,9 @@ pub fn run(args: SpeedArgs) -> Result<()> {
     ));
     if targets
         .iter()
-        .any(|t| t.vfs.as_deref() == Some(targets::IO_URING_VFS))
+        .any(|t| t.vfs.as_deref() == Some(crate::bench::targets::IO_URING_VFS))
     {
-        if let Ok(registration) = targets::io_uring_registration() {
+        if let Ok(registration) = crate::bench::targets::io_uring_registration() {
             header.push(format!(
                 "io_uring:    VFS {} on backend {}{}",
                 registration.vfs_name,
@@ -249,7 +204,7 @@ pub fn run(args: SpeedArgs) -> Result<()> {
         }
     }
     let mut cautions: Vec<String> = debug_warning.into_iter().collect();
-    if let Some(path) = &args.trace {
+    if let Some(path) = &args.run.trace {
         cautions.push(format!(
             "NOTE: --trace {}: every call to this project's VFS is written there, so its \
              targets run slower than untraced ones (unix and memory are not traced)",
@@ -267,9 +222,12 @@ pub fn run(args: SpeedArgs) -> Result<()> {
         println!("{line}");
     }
     header.extend(cautions);
+    println!("tables:      {}", output::TERMINAL_OMITS);
     println!();
 
     let database_path = args
+        .run
+        .place
         .dir
         .join(format!("sqlite-uring-speed-{}.db", std::process::id()));
     let rounds = args.warmup + args.runs;
@@ -279,7 +237,8 @@ pub fn run(args: SpeedArgs) -> Result<()> {
             .expect("the template is valid"),
     );
 
-    let trace = crate::trace_file::start(args.trace.as_deref())?;
+    let table_output = crate::report::table::Output::stdout();
+    let trace = crate::trace_file::start(args.run.trace.as_deref())?;
     signals::install_handlers()?;
     let mut results = Vec::new();
     for &number in &tests {
@@ -303,7 +262,10 @@ pub fn run(args: SpeedArgs) -> Result<()> {
                     combo.label()
                 ));
                 let outcome = match &worker_exe {
-                    Some(exe) => isolate::run_in_worker(exe, &args, number, combo, &database_path)?,
+                    Some(exe) => isolate::run_in_worker(
+                        exe,
+                        &isolate::Job::new(&args, number, combo, &database_path),
+                    )?,
                     None => runner::run_once(&combo.target, settings, &database_path, &plan, mode)?,
                 };
                 if round >= args.warmup {
@@ -315,7 +277,7 @@ pub fn run(args: SpeedArgs) -> Result<()> {
         let result = summarise(number, &combos, &outcomes, &args.baseline, &journals)?;
         progress.suspend(|| {
             println!("{}", output::title(&result));
-            println!("{}", output::terminal_table(&result));
+            println!("{}", output::terminal_table(&result, table_output));
             for note in output::notes(&result) {
                 println!("{note}");
             }
@@ -343,14 +305,9 @@ pub fn run(args: SpeedArgs) -> Result<()> {
     for (label, mean, count) in output::geometric_means(&results) {
         println!("  {label:<24} {mean:.3}  ({count} tests)");
     }
-    println!(
-        "Paired runs against {} (95 % interval of the median ratio, run by run; where \
-         there is no difference, a test still lands on one side by chance up to 1 time in 40 \
-         per side):",
-        args.baseline
-    );
-    for line in output::paired_verdicts(&results) {
-        println!("  {line}");
+    println!();
+    for line in verdict::summary(&results, &args.baseline) {
+        println!("{line}");
     }
 
     let info = RunInfo {
@@ -358,17 +315,14 @@ pub fn run(args: SpeedArgs) -> Result<()> {
         mode: mode.name().to_string(),
         scale: args.scale,
     };
-    if let Some(path) = &args.export_markdown {
-        export::export_markdown_document(path, &output::markdown(&header, &results))?;
-    }
-    if let Some(path) = &args.export_csv {
-        export::export_csv(path, &output::records(&results, &info))?;
-    }
-    if let Some(path) = &args.export_json {
-        export::export_json(path, &output::records(&results, &info))?;
-    }
-    if let Some(path) = &args.chart {
-        output::chart(&results, &args.baseline).write_svg(path)?;
+    let report = output::SpeedReport {
+        records: output::records(&results, &info),
+        header,
+        results,
+        baseline: args.baseline.clone(),
+    };
+    for warning in exports.write(&report)? {
+        eprintln!("warning: {warning}");
     }
     Ok(())
 }
@@ -532,62 +486,19 @@ fn unfair_comparisons(results: &[ComboResult]) -> Vec<String> {
     found
 }
 
-fn check_dir(dir: &Path) -> Result<()> {
-    if !dir.is_dir() {
-        bail!(
-            "--dir {}: no such directory; create it or point --dir at an existing directory",
-            dir.display()
-        );
-    }
-    let probe = dir.join(format!(".sqlite-uring-speed-probe-{}", std::process::id()));
-    std::fs::write(&probe, b"probe").with_context(|| {
-        format!(
-            "--dir {} is not writable; choose a directory you can write to with --dir",
-            dir.display()
-        )
-    })?;
-    let _ = std::fs::remove_file(&probe);
-    Ok(())
-}
-
-/// Catches a bad export path before a long benchmark rather than after it.
-fn check_output(flag: &str, path: &Path) -> Result<()> {
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    if !parent.is_dir() {
-        bail!(
-            "{flag} {}: the directory {} does not exist; create it or choose another path",
-            path.display(),
-            parent.display()
-        );
-    }
-    if path.is_dir() {
-        bail!("{flag} {} is a directory; give a file name", path.display());
-    }
-    Ok(())
-}
-
 /// `bench speed` flags (without the subcommand words) parsed as the command line is,
 /// for the tests of this module's parts.
 #[cfg(test)]
 pub(crate) fn parse_test_args<'a>(
     words: impl IntoIterator<Item = &'a str>,
 ) -> Result<SpeedArgs, clap::Error> {
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: SpeedArgs,
-    }
-    Cli::try_parse_from(std::iter::once("speed").chain(words)).map(|cli| cli.args)
+    super::parse_flags(words)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     fn parse(extra: &[&str]) -> Result<SpeedArgs, clap::Error> {
         parse_test_args(extra.iter().copied())
@@ -622,12 +533,12 @@ mod tests {
         );
 
         // /proc refuses new files even to root.
-        args.dir = PathBuf::from("/proc");
+        args.run.place.dir = PathBuf::from("/proc");
         let message = format!("{:#}", run(args.clone()).unwrap_err());
         assert!(message.contains("--dir /proc is not writable"), "{message}");
 
         let dir = tempfile::tempdir().unwrap();
-        args.dir = dir.path().to_path_buf();
+        args.run.place.dir = dir.path().to_path_buf();
         args.targets = vec!["memory".into(), "tape".into()];
         let message = format!("{:#}", run(args.clone()).unwrap_err());
         assert!(
@@ -642,7 +553,7 @@ mod tests {
             "{message}"
         );
 
-        args.export_json = Some(PathBuf::from("/nonexistent/out.json"));
+        args.export.export_json = Some(PathBuf::from("/nonexistent/out.json"));
         let message = format!("{:#}", run(args).unwrap_err());
         assert!(message.contains("--export-json"), "{message}");
     }
@@ -717,11 +628,11 @@ mod tests {
             "none",
         ])
         .unwrap();
-        args.dir = dir.path().to_path_buf();
-        args.export_json = out("speed.json");
-        args.export_csv = out("speed.csv");
-        args.export_markdown = out("speed.md");
-        args.chart = out("speed.svg");
+        args.run.place.dir = dir.path().to_path_buf();
+        args.export.export_json = out("speed.json");
+        args.export.export_csv = out("speed.csv");
+        args.export.export_markdown = out("speed.md");
+        args.export.chart = out("speed.svg");
         run(args).unwrap();
 
         let json = std::fs::read_to_string(dir.path().join("speed.json")).unwrap();

@@ -1,15 +1,15 @@
 //! Results of `bench speed`: terminal tables, exports and the chart.
 
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use comfy_table::Table;
 use serde::{Deserialize, Serialize};
 
 use super::targets::IoCounts;
 use super::workload::Checksum;
 use crate::report::chart::{BarChart, Series};
 use crate::report::stats::{
-    format_bytes, format_mean_stddev, format_seconds, PairedRatio, Relative, Summary, Verdict,
-    Warning,
+    format_bytes, format_mean_stddev, format_seconds, PairedRatio, Relative, Summary, Warning,
 };
+use crate::report::table;
 
 /// The measured runs of one target in one journal mode for one test.
 #[derive(Clone, Debug)]
@@ -178,27 +178,39 @@ fn io_cell(io: Option<IoCounts>) -> String {
 }
 
 /// One row of cells per result, shared by the terminal and Markdown tables.
+/// The Relative cell: `1.85 ± 0.07`, or `None` for the baseline itself.
+fn relative_cell(test: &TestResult, combo: &ComboResult) -> Option<String> {
+    Some(match (combo.baseline, combo.relative(&test.combos)) {
+        (Some(b), Some(r)) if test.combos[b].label != combo.label => r.display(),
+        (Some(_), Some(_)) => return None,
+        _ => "–".into(),
+    })
+}
+
+fn paired_cell(combo: &ComboResult) -> String {
+    combo.paired.map_or_else(|| "–".into(), |p| p.display())
+}
+
+fn written_cell(combo: &ComboResult) -> String {
+    combo
+        .io
+        .map_or_else(|| "–".into(), |c| format_bytes(c.bytes_written))
+}
+
 fn rows(test: &TestResult) -> Vec<Vec<String>> {
     test.combos
         .iter()
         .map(|combo| {
-            let relative = match (combo.baseline, combo.relative(&test.combos)) {
-                (Some(b), Some(r)) if test.combos[b].label != combo.label => r.display(),
-                (Some(_), Some(_)) => "1.00 (baseline)".into(),
-                _ => "–".into(),
-            };
             vec![
                 combo.label.clone(),
                 format_mean_stddev(&combo.summary),
                 format_seconds(combo.summary.min),
                 format_seconds(combo.summary.max),
-                relative,
-                combo.paired.map_or_else(|| "–".into(), |p| p.display()),
+                relative_cell(test, combo).unwrap_or_else(|| "1.00 (baseline)".into()),
+                paired_cell(combo),
                 format_seconds(combo.cpu_mean_s),
                 io_cell(combo.io),
-                combo
-                    .io
-                    .map_or_else(|| "–".into(), |c| format_bytes(c.bytes_written)),
+                written_cell(combo),
                 combo
                     .io
                     .and_then(|c| c.kernel_entries)
@@ -278,25 +290,56 @@ pub fn warning_remedies(results: &[TestResult]) -> Vec<String> {
     seen
 }
 
-pub fn terminal_table(test: &TestResult) -> Table {
-    let mut table = Table::new();
-    table.load_style(UTF8_FULL_CONDENSED).set_header(HEADERS);
-    for row in rows(test) {
-        let cells: Vec<Cell> = row
-            .into_iter()
-            .enumerate()
-            .map(|(i, text)| {
-                let cell = Cell::new(text);
-                if i == 0 {
-                    cell
-                } else {
-                    cell.set_alignment(CellAlignment::Right)
-                }
-            })
-            .collect();
-        table.add_row(cells);
+/// The columns of the terminal table: what decides a comparison, narrow enough for a
+/// 100-column terminal. Min, max, CPU time and kernel entries are in the exports.
+const TERMINAL_HEADERS: [&str; 6] = [
+    "Command",
+    "Mean ± σ",
+    "Relative",
+    "Paired [95 % CI]",
+    "xRead / xWrite / xSync",
+    "Written",
+];
+
+/// What the terminal table leaves to the exports.
+pub const TERMINAL_OMITS: &str =
+    "min, max, CPU time and kernel entries of every row: --export-markdown or --export-json";
+
+/// `12.30 ± 0.40 ms`: the mean and σ with one unit when they share it.
+fn compact_mean_stddev(summary: &crate::report::stats::Summary) -> String {
+    let mean = format_seconds(summary.mean);
+    let Some(stddev) = summary.stddev else {
+        return mean;
+    };
+    let stddev = format_seconds(stddev);
+    match (mean.rsplit_once(' '), stddev.rsplit_once(' ')) {
+        (Some((mean_value, unit)), Some((stddev_value, stddev_unit))) if unit == stddev_unit => {
+            format!("{mean_value} ± {stddev_value} {unit}")
+        }
+        _ => format!("{mean} ± {stddev}"),
     }
-    table
+}
+
+/// One row of the terminal table per result.
+fn terminal_rows(test: &TestResult) -> Vec<Vec<String>> {
+    test.combos
+        .iter()
+        .map(|combo| {
+            vec![
+                combo.label.clone(),
+                compact_mean_stddev(&combo.summary),
+                relative_cell(test, combo).unwrap_or_else(|| "baseline".into()),
+                paired_cell(combo),
+                io_cell(combo.io),
+                written_cell(combo),
+            ]
+        })
+        .collect()
+}
+
+/// The table of one test, laid out for `output` (see [`crate::report::table`]).
+pub fn terminal_table(test: &TestResult, output: table::Output) -> Table {
+    table::new(&TERMINAL_HEADERS, &terminal_rows(test), 1, output)
 }
 
 pub fn title(test: &TestResult) -> String {
@@ -335,52 +378,6 @@ pub fn geometric_means(results: &[TestResult]) -> Vec<(String, f64, usize)> {
         .collect()
 }
 
-/// Per target × journal mode (the baseline and memory aside): the tests where the paired
-/// interval lies wholly below 1 (faster), wholly above (slower), and how many show no
-/// difference or have too few runs to say.
-pub fn paired_verdicts(results: &[TestResult]) -> Vec<String> {
-    let mut labels: Vec<&str> = Vec::new();
-    for combo in results.iter().flat_map(|t| &t.combos) {
-        if combo.paired.is_some() && combo.vfs != ":memory:" && !labels.contains(&&*combo.label) {
-            labels.push(&combo.label);
-        }
-    }
-    let list = |tests: &[u32]| match tests {
-        [] => "none".to_string(),
-        _ => tests
-            .iter()
-            .map(u32::to_string)
-            .collect::<Vec<_>>()
-            .join(", "),
-    };
-    labels
-        .into_iter()
-        .map(|label| {
-            let (mut faster, mut slower, mut tie, mut unknown) = (vec![], vec![], 0, 0);
-            for test in results {
-                let Some(combo) = test.combos.iter().find(|c| c.label == label) else {
-                    continue;
-                };
-                match combo.paired.and_then(|p| p.verdict()) {
-                    Some(Verdict::Below) => faster.push(test.number),
-                    Some(Verdict::Above) => slower.push(test.number),
-                    Some(Verdict::Straddles) => tie += 1,
-                    None => unknown += 1,
-                }
-            }
-            let mut line = format!(
-                "{label}: faster on {}; slower on {}; no difference shown on {tie}",
-                list(&faster),
-                list(&slower)
-            );
-            if unknown > 0 {
-                line.push_str(&format!("; {unknown} with too few runs (need ≥ 6)"));
-            }
-            line
-        })
-        .collect()
-}
-
 pub fn markdown(header: &[String], results: &[TestResult]) -> String {
     let mut out = String::from("# sqlite-uring bench speed\n\n");
     for line in header {
@@ -409,15 +406,6 @@ pub fn markdown(header: &[String], results: &[TestResult]) -> String {
         &["Command", "Geometric mean of Relative", "Tests"],
         &summary,
     ));
-    out.push_str(
-        "\n## Paired runs against the baseline\n\n\
-         Tests where the 95 % interval of the median run-by-run ratio lies wholly below 1 \
-         (faster) or wholly above it (slower). Where there is no difference, a test still \
-         lands on one side by chance up to 1 time in 40 per side.\n\n",
-    );
-    for line in paired_verdicts(results) {
-        out.push_str(&format!("- {line}\n"));
-    }
     out
 }
 
@@ -460,5 +448,115 @@ pub fn chart(results: &[TestResult], baseline_name: &str) -> BarChart {
         categories: results.iter().map(|t| t.number.to_string()).collect(),
         series,
         reference_line: Some(1.0),
+    }
+}
+
+/// Everything `bench speed` exports, computed once at the end of the run.
+pub struct SpeedReport {
+    pub records: Vec<SpeedRecord>,
+    /// The environment header and cautions printed above the tables.
+    pub header: Vec<String>,
+    pub results: Vec<TestResult>,
+    pub baseline: String,
+}
+
+impl crate::bench::export::Exportable for SpeedReport {
+    type CsvRow = SpeedRecord;
+    type JsonItem = SpeedRecord;
+
+    fn csv_rows(&self) -> &[SpeedRecord] {
+        &self.records
+    }
+
+    fn json_items(&self) -> &[SpeedRecord] {
+        &self.records
+    }
+
+    fn markdown(&self) -> String {
+        let mut out = markdown(&self.header, &self.results);
+        out.push_str("\n## Verdict\n\n```text\n");
+        for line in super::verdict::summary(&self.results, &self.baseline) {
+            out.push_str(&format!("{line}\n"));
+        }
+        out.push_str("```\n");
+        out
+    }
+
+    fn chart(&self) -> Result<BarChart, String> {
+        Ok(chart(&self.results, &self.baseline))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::table::{assert_fits_piped, Output};
+
+    fn combo(label: &str, baseline: usize, samples: &[f64], paired: bool) -> ComboResult {
+        ComboResult {
+            label: label.into(),
+            target: label.split(' ').next().unwrap().into(),
+            vfs: "io_uring".into(),
+            journal: "wal".into(),
+            summary: Summary::from_samples(samples).unwrap(),
+            cpu_mean_s: 0.01,
+            checksum: Checksum::default(),
+            io: Some(IoCounts {
+                read_calls: 123_456,
+                write_calls: 234_567,
+                sync_calls: 34_567,
+                bytes_written: 987_654_321,
+                kernel_entries: Some(1_234_567),
+                ..IoCounts::default()
+            }),
+            warnings: vec![],
+            baseline: Some(baseline),
+            paired: paired.then_some(PairedRatio {
+                median: 0.9712,
+                interval: Some((0.9512, 0.9912)),
+                pairs: 10,
+            }),
+        }
+    }
+
+    /// The widest rows a default run produces (and a long URI-parameter label) still
+    /// give a piped table of at most 100 columns with whole borders.
+    #[test]
+    fn the_piped_table_fits_100_columns() {
+        let test = TestResult {
+            number: 12,
+            name: "DELETE with an index",
+            combos: vec![
+                combo("unix (delete)", 0, &[1.234_567, 1.3, 1.25], false),
+                combo(
+                    "io_uring?uring_sync_plan=separate&uring_write_behind=off (delete)",
+                    0,
+                    &[0.123_456, 0.13, 0.125],
+                    true,
+                ),
+                combo("io_uring (delete)", 0, &[0.000_123, 0.000_13], true),
+            ],
+            unfair: vec![],
+        };
+        let rendered = terminal_table(&test, Output::Piped).to_string();
+        assert_fits_piped(&rendered);
+        assert!(rendered.contains("baseline"), "{rendered}");
+        assert!(
+            rendered.contains("0.97 [0.95,") && rendered.contains("_behind=off"),
+            "{rendered}"
+        );
+        // The Markdown export keeps every column.
+        let markdown = markdown(&[], std::slice::from_ref(&test));
+        assert!(markdown.contains("1.00 (baseline)") && markdown.contains("1234567"));
+    }
+
+    #[test]
+    fn mean_and_sigma_share_their_unit() {
+        let same = Summary::from_samples(&[0.010, 0.014]).unwrap();
+        assert_eq!(compact_mean_stddev(&same), "12.00 ± 2.83 ms");
+        let mixed = Summary::from_samples(&[1.0, 1.004]).unwrap();
+        assert_eq!(compact_mean_stddev(&mixed), "1.002 s ± 2.83 ms");
+        let one = Summary::from_samples(&[0.5]).unwrap();
+        assert_eq!(compact_mean_stddev(&one), "500.00 ms");
     }
 }

@@ -8,6 +8,7 @@
 //! Random numbers come from a fixed-seed generator that is reseeded per test, so the
 //! prologue that rebuilds the state of tests 1…N−1 regenerates exactly the same rows.
 
+use crate::bench::rng::SplitMix64;
 use rusqlite::types::ValueRef;
 
 /// Seed of the whole workload; changing it changes every checksum.
@@ -114,25 +115,17 @@ impl Sizes {
     }
 }
 
-/// SplitMix64: tiny, fast, and the same numbers on every platform.
-struct Rng(u64);
+/// The rows' numbers: the benchmarks' one generator, seeded per test.
+struct Rng(SplitMix64);
 
 impl Rng {
     fn for_test(number: u32) -> Rng {
-        Rng(SEED ^ (u64::from(number) << 32))
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        Rng(SplitMix64::new(SEED ^ (u64::from(number) << 32)))
     }
 
     /// Uniform in `0..bound` (the modulo bias is irrelevant for a benchmark).
     fn below(&mut self, bound: u64) -> i64 {
-        (self.next_u64() % bound) as i64
+        self.0.below(bound) as i64
     }
 }
 

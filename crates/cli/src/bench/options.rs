@@ -1,0 +1,133 @@
+//! Command-line options every benchmark shares, declared once and flattened into each
+//! benchmark's own arguments (`#[command(flatten)]`).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use clap::Args;
+
+use super::Isolation;
+
+/// Where a benchmark writes and whether it may run at all.
+#[derive(Args, Debug, Clone)]
+pub struct PlaceOptions {
+    /// Directory for the benchmark's files (it must exist): its filesystem and device are
+    /// what gets measured.
+    #[arg(long, default_value = ".", value_name = "DIR")]
+    pub dir: PathBuf,
+
+    /// Measure even in a debug build (its timings are meaningless; for testing the tool).
+    #[arg(long)]
+    pub allow_debug: bool,
+}
+
+impl PlaceOptions {
+    /// `--dir` exists and takes new files: said before any run rather than after one.
+    pub fn check_dir(&self) -> anyhow::Result<()> {
+        let dir = &self.dir;
+        if !dir.is_dir() {
+            bail!(
+                "--dir {}: no such directory; create it or point --dir at an existing directory",
+                dir.display()
+            );
+        }
+        let probe = dir.join(format!(".sqlite-uring-probe-{}", std::process::id()));
+        std::fs::write(&probe, b"probe").with_context(|| {
+            format!(
+                "--dir {} is not writable; choose a directory you can write to with --dir",
+                dir.display()
+            )
+        })?;
+        let _ = std::fs::remove_file(&probe);
+        Ok(())
+    }
+}
+
+/// How the runs of a benchmark that repeats cases (`speed`, `blobs`) are made: where,
+/// in which process, traced or not. The number of runs is each benchmark's own option:
+/// their defaults differ.
+#[derive(Args, Debug, Clone)]
+pub struct RunOptions {
+    #[command(flatten)]
+    pub place: PlaceOptions,
+
+    /// Where each run executes: `process` (a fresh process of this binary per run, like
+    /// hyperfine; the default) or `none` (every run in this process; the default with
+    /// --trace, whose file one process writes). In one process, a kernel worker thread
+    /// io_uring leaves behind slows every target measured after it (WAL commits 20–40 %
+    /// on the project machine; docs/BENCH_SPEED.md), and the allocation history changes
+    /// large-blob reads (docs/BENCH_BLOBS.md).
+    #[arg(long, value_enum, value_name = "WHERE")]
+    pub isolation: Option<Isolation>,
+
+    /// Write the VFS's trace of this run to FILE: every call SQLite makes to this
+    /// project's VFS (targets io_uring, io_uring_ring, sync: file, offset, length, result,
+    /// duration), every engine batch and ring submission, with a mark at each test, phase,
+    /// target and run. Traced runs are slower; trace few runs (e.g. --runs 1 --warmup 0)
+    /// to explain one number.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+}
+
+impl RunOptions {
+    /// `--isolation` as given or its default (see [`Isolation::resolve`]).
+    pub fn isolation(&self) -> anyhow::Result<Isolation> {
+        Isolation::resolve(self.isolation, self.trace.is_some())
+    }
+
+    /// The checks every repeating benchmark makes before its first run: the build, `--dir`,
+    /// the `--trace` path. Returns the debug-build warning to show, if any.
+    pub fn check(&self) -> anyhow::Result<Option<String>> {
+        let debug_warning = crate::report::envinfo::check_release_build(self.place.allow_debug)?;
+        self.place.check_dir()?;
+        if let Some(path) = &self.trace {
+            check_output_path("--trace", path)?;
+        }
+        Ok(debug_warning)
+    }
+}
+
+/// The result files of a benchmark; [`super::export::ExportManager`] writes them.
+#[derive(Args, Debug, Clone, Default)]
+pub struct ExportOptions {
+    /// Write the environment header and the result tables as Markdown to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub export_markdown: Option<PathBuf>,
+
+    /// Write one flat record per result row (times in seconds) as CSV to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub export_csv: Option<PathBuf>,
+
+    /// Write the results (every measured number, VFS call counts, checksums) as JSON to
+    /// FILE.
+    #[arg(long, value_name = "FILE")]
+    pub export_json: Option<PathBuf>,
+
+    /// Draw the main comparison of the results as an SVG bar chart to FILE.
+    #[arg(long, value_name = "FILE.svg")]
+    pub chart: Option<PathBuf>,
+}
+
+/// Catches a path a result file cannot be written to before a long benchmark, not after
+/// it: its directory must exist and the path must not be a directory.
+pub fn check_output_path(flag: &str, path: &Path) -> anyhow::Result<()> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !parent.is_dir() {
+        bail!(
+            "{flag} {}: the directory {} does not exist; create it or choose another path",
+            path.display(),
+            parent.display()
+        );
+    }
+    if path.is_dir() {
+        bail!(
+            "{flag} {} is a directory; give a file name, e.g. {}",
+            path.display(),
+            path.join("results").display()
+        );
+    }
+    Ok(())
+}
