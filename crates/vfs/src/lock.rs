@@ -70,20 +70,16 @@ fn flock(kind: LockType, start: i64, len: i64) -> libc::flock {
 }
 
 /// Sets (or releases) an OFD lock without waiting. `Err(errno)` on conflict or failure.
+/// One attempt, as os_unix.c makes: `F_OFD_SETLK` never waits, so EINTR can only come
+/// from a replaced `fcntl` (the system-call table), and it means SQLITE_BUSY
+/// (`Failure::from_lock_errno`, os_unix.c `sqliteErrorFromPosixError`), not a retry.
 pub(crate) fn set_lock(fd: RawFd, kind: LockType, start: i64, len: i64) -> Result<(), i32> {
     let lock = flock(kind, start, len);
-    loop {
-        // SAFETY: `lock` is a valid flock for the duration of the call.
-        if unsafe { calls::fcntl_ptr(fd, libc::F_OFD_SETLK, &lock as *const _ as *mut _) } == 0 {
-            return Ok(());
-        }
-        let errno = std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO);
-        if errno != libc::EINTR {
-            return Err(errno);
-        }
+    // SAFETY: `lock` is a valid flock for the duration of the call.
+    if unsafe { calls::fcntl_ptr(fd, libc::F_OFD_SETLK, &lock as *const _ as *mut _) } == 0 {
+        return Ok(());
     }
+    Err(crate::sys::last_errno())
 }
 
 /// Whether another open file description holds a lock that conflicts with `kind` on the

@@ -235,6 +235,64 @@ unsafe extern "C" fn st_getpagesize() -> c_int {
     65536
 }
 
+// Stand-ins with the C signatures SQLite's own `test_syscall` uses, where they differ
+// from libc's: `fcntl` is variadic in C, and `test_syscall`'s `read`/`pread`/`write`/
+// `pwrite` return `int`. A variadic function cannot be defined in stable Rust, so these
+// take the third argument as a pointer: on x86-64 System V (the only target these tests
+// run on, see the cfg) a variadic call passes its integer and pointer arguments in the
+// same registers as a fixed one, so the callee reads `fd`, `cmd` and the argument
+// correctly — the same reliance os_unix.c's own casts of `fcntl` have.
+
+#[cfg(target_arch = "x86_64")]
+unsafe extern "C" fn st_fcntl(fd: c_int, cmd: c_int, arg: *mut c_void) -> c_int {
+    let locking = matches!(
+        cmd,
+        libc::F_SETLK | libc::F_SETLKW | libc::F_OFD_SETLK | libc::F_OFD_SETLKW
+    );
+    if locking && fails(&path_of_fd(fd)).is_some() {
+        return -1;
+    }
+    // SAFETY: forwarded arguments; every fcntl SQLite and the VFS make takes at most one
+    // pointer or integer argument.
+    unsafe { libc::fcntl(fd, cmd, arg) }
+}
+
+/// `test_syscall`'s `pread`: returns a C `int`.
+unsafe extern "C" fn st_pread_int(
+    fd: c_int,
+    buf: *mut c_void,
+    len: libc::size_t,
+    offset: libc::off_t,
+) -> c_int {
+    if fails(&path_of_fd(fd)).is_some() {
+        return -1;
+    }
+    // SAFETY: forwarded arguments.
+    unsafe { libc::pread(fd, buf, len, offset) as c_int }
+}
+
+/// `test_syscall`'s `pwrite`: returns a C `int`.
+unsafe extern "C" fn st_pwrite_int(
+    fd: c_int,
+    buf: *const c_void,
+    len: libc::size_t,
+    offset: libc::off_t,
+) -> c_int {
+    if fails(&path_of_fd(fd)).is_some() {
+        return -1;
+    }
+    // SAFETY: forwarded arguments.
+    unsafe { libc::pwrite(fd, buf, len, offset) as c_int }
+}
+
+unsafe extern "C" fn st_fstat(fd: c_int, out: *mut libc::stat) -> c_int {
+    if fails(&path_of_fd(fd)).is_some() {
+        return -1;
+    }
+    // SAFETY: forwarded arguments.
+    unsafe { libc::fstat(fd, out) }
+}
+
 // ─── Installing them ───────────────────────────────────────────────────────────────────
 
 type Stand = unsafe extern "C" fn();
@@ -815,4 +873,131 @@ fn the_table_answers_like_os_unix() {
         get_call("unix", c"open").map(|f| f as *const ()),
         Some(stand as *const ())
     );
+}
+
+/// Runs `body` on a thread and fails the test if it has not finished within
+/// `limit_s` seconds: a guard against a hang, not a measurement.
+fn within(limit_s: u64, what: &str, body: impl FnOnce() -> Outcome + Send + 'static) -> Outcome {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = sender.send(body());
+    });
+    receiver
+        .recv_timeout(std::time::Duration::from_secs(limit_s))
+        .unwrap_or_else(|_| panic!("{what}: still running after {limit_s} s (a retry loop?)"))
+}
+
+/// Every lock request interrupted (EINTR), for good: os_unix.c does not retry a
+/// non-blocking lock, it reports SQLITE_BUSY. Retrying forever would hang.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn interrupted_locks_are_busy_like_unix_not_retried_forever() {
+    let _serial = serial();
+    let outcome = within(120, "a lock failing with EINTR", || {
+        let calls = [(
+            c"fcntl",
+            erase(st_fcntl as unsafe extern "C" fn(_, _, _) -> _),
+        )];
+        compare(
+            SEED_SQL,
+            &calls,
+            || set_plan("test.db", libc::EINTR, 0, -1, false),
+            |path, vfs_name| {
+                let conn = open(path, vfs_name);
+                vec![code_of(conn.query_row("SELECT count(*) FROM t", [], |r| {
+                    r.get::<_, i64>(0)
+                }))]
+            },
+        )
+    });
+    assert_eq!(outcome.codes, vec![ffi::SQLITE_BUSY]);
+}
+
+/// `test_syscall`'s read and write stand-ins return `int`: their -1 must read as -1 (and
+/// its EINTR be retried, as os_unix.c retries it), not as a huge byte count. The database
+/// is open (its schema read) before the stand-ins go in.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn int_returning_read_and_write_stand_ins_are_understood_like_unix() {
+    let _serial = serial();
+    let calls = [
+        (
+            c"pread",
+            erase(st_pread_int as unsafe extern "C" fn(_, _, _, _) -> _),
+        ),
+        (
+            c"pwrite",
+            erase(st_pwrite_int as unsafe extern "C" fn(_, _, _, _) -> _),
+        ),
+    ];
+    for journal in ["DELETE", "WAL"] {
+        // Every third call on the database interrupted, five times; then every call
+        // failing with EIO.
+        for (errno, skip, count) in [(libc::EINTR, 2, 5), (libc::EIO, 0, -1)] {
+            let mut outcomes = Vec::new();
+            for vfs_name in ["unix", "io_uring"] {
+                let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+                let path = dir.path().join("test.db");
+                let conn = open(&path, vfs_name);
+                conn.execute_batch(&format!("PRAGMA journal_mode={journal}; {SEED_SQL}"))
+                    .unwrap();
+                install(vfs_name, &calls);
+                set_plan("test.db", errno, skip, count, false);
+                let codes = vec![
+                    code_of(conn.execute_batch(
+                        "UPDATE t SET v = CAST(printf('%0300d', k * 7) AS BLOB) WHERE k % 2 = 0",
+                    )),
+                    code_of(
+                        conn.query_row("SELECT sum(length(v)) FROM t", [], |r| r.get::<_, i64>(0)),
+                    ),
+                ];
+                reset_all();
+                drop(conn);
+                integrity_ok(&open(&path, vfs_name));
+                outcomes.push(codes);
+            }
+            assert_eq!(
+                outcomes[1], outcomes[0],
+                "{journal} errno {errno}: io_uring differs"
+            );
+            if errno == libc::EINTR {
+                assert_eq!(outcomes[0], vec![0, 0], "{journal}: EINTR is retried");
+            }
+        }
+    }
+}
+
+/// A failing `fstat` is an I/O error where one is asked for, never a sign that the
+/// database moved (which would make it read-only). Both VFSes open the database before
+/// `fstat` starts failing (`unix` fstats at open, and would fail there).
+#[test]
+fn a_failing_fstat_never_makes_a_database_look_moved() {
+    let _serial = serial();
+    let calls = [(c"fstat", erase(st_fstat as unsafe extern "C" fn(_, _) -> _))];
+    let mut outcomes = Vec::new();
+    for vfs_name in ["unix", "io_uring"] {
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let path = dir.path().join("test.db");
+        open(&path, vfs_name).execute_batch(SEED_SQL).unwrap();
+        let conn = open(&path, vfs_name);
+        assert_eq!(rows(&conn, "SELECT count(*) FROM t"), vec!["200"]);
+        install(vfs_name, &calls);
+        set_plan("test.db", libc::EIO, 0, -1, false);
+        let mut codes = Vec::new();
+        for k in 0..3 {
+            codes.push(code_of(conn.execute(
+                "INSERT INTO t(v) VALUES (CAST(printf('%0300d', ?1) AS BLOB))",
+                [k],
+            )));
+        }
+        reset_all();
+        assert!(
+            !codes.contains(&ffi::SQLITE_READONLY_DBMOVED),
+            "{vfs_name}: {codes:?}"
+        );
+        drop(conn);
+        integrity_ok(&open(&path, vfs_name));
+        outcomes.push(codes);
+    }
+    assert_eq!(outcomes[1], outcomes[0], "io_uring differs from unix");
 }

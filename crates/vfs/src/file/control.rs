@@ -117,8 +117,10 @@ impl File {
         let identity = match self.identity {
             Some(identity) => identity,
             None => {
+                // A failed fstat says nothing about the path: not moved (os_unix.c
+                // compares with the inode it read at open and never fstats here).
                 let Ok(mine) = fstat(self.fd) else {
-                    return true;
+                    return false;
                 };
                 let identity = (mine.st_dev, mine.st_ino);
                 self.identity = Some(identity);

@@ -145,10 +145,9 @@ impl Submitter<'_> {
             });
             match result {
                 0 => break,
-                n if n > 0 => {
-                    assert!(n as u32 <= len, "kernel read more than asked");
-                    done += n as usize;
-                }
+                // More than asked: a replaced `pread` (the kernel never does).
+                n if n > 0 && n as u32 > len => return Err(libc::EIO),
+                n if n > 0 => done += n as usize,
                 n if is_retryable(-n) && retries < RETRY_LIMIT => retries += 1,
                 n => return Err(-n),
             }
@@ -176,10 +175,9 @@ impl Submitter<'_> {
             });
             match result {
                 0 => return Err(WriteFailure::NoProgress),
-                n if n > 0 => {
-                    assert!(n as u32 <= len, "kernel wrote more than asked");
-                    done += n as usize;
-                }
+                // More than asked: a replaced `pwrite` (the kernel never does).
+                n if n > 0 && n as u32 > len => return Err(WriteFailure::Errno(libc::EIO)),
+                n if n > 0 => done += n as usize,
                 n if is_retryable(-n) && retries < RETRY_LIMIT => retries += 1,
                 n => return Err(WriteFailure::Errno(-n)),
             }
@@ -293,6 +291,9 @@ impl Submitter<'_> {
             }
             let outcome = if result == 0 && !bytes.is_empty() {
                 Err(WriteFailure::NoProgress)
+            } else if result as usize > bytes.len() && result > 0 {
+                // More than asked: a replaced `pwrite` (the kernel never does).
+                Err(WriteFailure::Errno(libc::EIO))
             } else if result < 0 && !is_retryable(-result) && result != -libc::ECANCELED {
                 Err(WriteFailure::Errno(-result))
             } else {

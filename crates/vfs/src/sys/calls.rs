@@ -324,42 +324,54 @@ pub(crate) unsafe fn fcntl_int(fd: c_int, cmd: c_int, arg: c_int) -> c_int {
     unsafe { function::<Fcntl>(FCNTL)(fd, cmd, arg) }
 }
 /// Reads at `offset`: `pread`, or `lseek` + `read` when only `read` is replaced.
+///
+/// The result is kept as a C `int`, as os_unix.c keeps it (`got` in `seekAndRead`): a
+/// stand-in written for `unix` may return `int`, whose -1 leaves the upper half of the
+/// return register undefined. Every caller asks for at most `i32::MAX` bytes, so a real
+/// `pread` loses nothing.
 pub(crate) unsafe fn pread(
     fd: c_int,
     buf: *mut c_void,
     len: libc::size_t,
     offset: libc::off_t,
 ) -> libc::ssize_t {
-    unsafe {
+    debug_assert!(len <= i32::MAX as usize);
+    let got = unsafe {
         if !TABLE[READ].current.load(Ordering::Relaxed).is_null()
             && TABLE[PREAD].current.load(Ordering::Relaxed).is_null()
         {
             if libc::lseek(fd, offset, libc::SEEK_SET) != offset {
                 return -1;
             }
-            return function::<Read>(READ)(fd, buf, len);
+            function::<Read>(READ)(fd, buf, len)
+        } else {
+            function::<Pread>(PREAD)(fd, buf, len, offset)
         }
-        function::<Pread>(PREAD)(fd, buf, len, offset)
-    }
+    };
+    got as c_int as libc::ssize_t
 }
-/// Writes at `offset`: `pwrite`, or `lseek` + `write` when only `write` is replaced.
+/// Writes at `offset`: `pwrite`, or `lseek` + `write` when only `write` is replaced. The
+/// result is kept as a C `int`, as in [`pread`] (os_unix.c `seekAndWriteFd`).
 pub(crate) unsafe fn pwrite(
     fd: c_int,
     buf: *const c_void,
     len: libc::size_t,
     offset: libc::off_t,
 ) -> libc::ssize_t {
-    unsafe {
+    debug_assert!(len <= i32::MAX as usize);
+    let wrote = unsafe {
         if !TABLE[WRITE].current.load(Ordering::Relaxed).is_null()
             && TABLE[PWRITE].current.load(Ordering::Relaxed).is_null()
         {
             if libc::lseek(fd, offset, libc::SEEK_SET) != offset {
                 return -1;
             }
-            return function::<Write>(WRITE)(fd, buf, len);
+            function::<Write>(WRITE)(fd, buf, len)
+        } else {
+            function::<Pwrite>(PWRITE)(fd, buf, len, offset)
         }
-        function::<Pwrite>(PWRITE)(fd, buf, len, offset)
-    }
+    };
+    wrote as c_int as libc::ssize_t
 }
 pub(crate) unsafe fn fchmod(fd: c_int, mode: libc::mode_t) -> c_int {
     unsafe { function::<Fchmod>(FCHMOD)(fd, mode) }
