@@ -55,6 +55,8 @@ pub struct FaultPlan {
     /// Called with the file's path before each sync is performed (see
     /// [`FaultPlan::before_sync`]).
     sync_hook: Mutex<Option<SyncHook>>,
+    /// The power-loss recorder, when a test attached one (`power_loss.rs`).
+    pub(super) power_loss: super::power_loss::Slot,
 }
 
 type SyncHook = Arc<dyn Fn(&str) + Send + Sync>;
@@ -89,6 +91,7 @@ impl FaultPlan {
             injected: AtomicU64::new(0),
             recorded: Mutex::new(None),
             sync_hook: Mutex::new(None),
+            power_loss: Default::default(),
         })
     }
 
@@ -203,7 +206,12 @@ impl FaultPlan {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .clone();
+        let power_loss = self.power_loss.active();
         for (index, op) in ops.iter().enumerate() {
+            if power_loss.as_ref().is_some_and(|log| log.defers(index, op)) {
+                results[index] = 0;
+                continue;
+            }
             if let (Some(hook), Op::Sync { fd, .. } | Op::SyncAfterWrites { fd, .. }) =
                 (&sync_hook, *op)
             {
@@ -273,6 +281,9 @@ impl FaultPlan {
         let entries = unsafe { self.inner.perform(&forwarded, &mut forwarded_results) }?;
         for (index, result) in forwarded_index.into_iter().zip(forwarded_results) {
             results[index] = result;
+        }
+        if let Some(log) = power_loss {
+            log.record_batch(ops, results);
         }
         Ok(entries)
     }

@@ -25,6 +25,7 @@
 //! [`fixed_region`]: the write-behind arena, allocated once and never freed (`writeback.rs`).
 
 pub(crate) mod fault;
+pub(crate) mod power_loss;
 pub(crate) mod syscall;
 pub(crate) mod uring;
 
