@@ -54,7 +54,8 @@ pub use io::{
 #[doc(hidden)]
 pub mod power_loss {
     pub use crate::io::power_loss::{
-        CrashChoice, Cut, Event, History, Metadata, MetadataOp, PendingOp, PowerLossLog, TORN_SECTOR_BYTES,
+        CrashChoice, Cut, Event, History, Metadata, MetadataOp, PendingOp, PowerLossLog,
+        TORN_SECTOR_BYTES,
     };
 }
 

@@ -162,7 +162,7 @@ fn routing(name: &str) -> Routing {
 }
 
 /// Default seed (a run prints the one it used; `POWER_LOSS_SEED` overrides it).
-const DEFAULT_SEED: u64 = 0x5EED_0F_F0_2026;
+const DEFAULT_SEED: u64 = 0x5EED_0FF0_2026;
 /// Random cut points between the sync boundaries, per workload and routing.
 const SAMPLED_CUTS: usize = 150;
 /// A cut with at most this many simple states (entry choices × pending-op subsets) is
@@ -337,12 +337,7 @@ fn uri(path: &Path, routing: &Routing) -> String {
     )
 }
 
-fn run_workload(
-    journal: Journal,
-    routing: &Routing,
-    misorder: Option<&str>,
-    dir: &Path,
-) -> Run {
+fn run_workload(journal: Journal, routing: &Routing, misorder: Option<&str>, dir: &Path) -> Run {
     let _serial = run_lock();
     let vfs_name = format!(
         "power_loss_{}_{}_{}",
@@ -377,11 +372,8 @@ fn run_workload(
          {schema}"
     ))
     .unwrap();
-    conn.execute(
-        "ATTACH ?1 AS aux",
-        [uri(&dir.join("aux.db"), routing)],
-    )
-    .unwrap();
+    conn.execute("ATTACH ?1 AS aux", [uri(&dir.join("aux.db"), routing)])
+        .unwrap();
     conn.execute_batch(&format!(
         "PRAGMA aux.journal_mode={mode}; PRAGMA aux.synchronous={sync};
          {}",
@@ -424,7 +416,11 @@ fn run_workload(
                         .unwrap();
                     for index in 0..count as u64 {
                         insert
-                            .execute(rusqlite::params![k as i64, index as i64, payload(k, index, len)])
+                            .execute(rusqlite::params![
+                                k as i64,
+                                index as i64,
+                                payload(k, index, len)
+                            ])
                             .unwrap();
                     }
                     if let Some(victim) = deletes.filter(|_| schema == "main") {
@@ -498,7 +494,11 @@ fn check_database(conn: &Connection, schema: &str) -> Result<DbView, String> {
         .map_err(|e| format!("{schema}: read c: {e}"))?;
     let rows = statement
         .query_map([], |r| {
-            Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, Option<i64>>(2)?))
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, Option<i64>>(2)?,
+            ))
         })
         .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
         .map_err(|e| format!("{schema}: read c: {e}"))?;
@@ -515,14 +515,17 @@ fn check_database(conn: &Connection, schema: &str) -> Result<DbView, String> {
         .map_err(|e| format!("{schema}: read t: {e}"))?;
     let rows = statement
         .query_map([], |r| {
-            Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, Vec<u8>>(2)?))
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, Vec<u8>>(2)?,
+            ))
         })
         .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
         .map_err(|e| format!("{schema}: read t: {e}"))?;
     for (k, index, bytes) in rows {
         let k = k as u64;
-        let Some(Step::Txn { payload: len, .. }) = script.get((k as usize).wrapping_sub(1))
-        else {
+        let Some(Step::Txn { payload: len, .. }) = script.get((k as usize).wrapping_sub(1)) else {
             return Err(format!("{schema}: a row of unknown transaction {k}"));
         };
         if !committed.contains_key(&k) {
@@ -532,7 +535,9 @@ fn check_database(conn: &Connection, schema: &str) -> Result<DbView, String> {
             ));
         }
         if bytes != expected_payload(k, index as u64, *len) {
-            return Err(format!("{schema}: row {index} of transaction {k} has wrong bytes"));
+            return Err(format!(
+                "{schema}: row {index} of transaction {k} has wrong bytes"
+            ));
         }
         *counts.entry(k).or_default() += 1;
     }
@@ -644,7 +649,10 @@ fn check_views(main: &DbView, aux: &DbView, expect: &Expectation) -> Result<(), 
         }
         // Visible ones are a prefix of the commit order.
         if let Some(&last) = view.visible.iter().next_back() {
-            if let Some(gap) = universe.iter().find(|&&k| k < last && !view.visible.contains(&k)) {
+            if let Some(gap) = universe
+                .iter()
+                .find(|&&k| k < last && !view.visible.contains(&k))
+            {
                 return Err(format!(
                     "{name}: transaction {last} is visible but earlier {gap} is not"
                 ));
@@ -692,8 +700,11 @@ fn check_state_with(
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags_and_vfs(dir.join("main.db"), flags, vfs)
         .map_err(|e| format!("{vfs}: open main.db: {e}"))?;
-    conn.execute("ATTACH ?1 AS aux", [dir.join("aux.db").display().to_string()])
-        .map_err(|e| format!("{vfs}: attach aux.db: {e}"))?;
+    conn.execute(
+        "ATTACH ?1 AS aux",
+        [dir.join("aux.db").display().to_string()],
+    )
+    .map_err(|e| format!("{vfs}: attach aux.db: {e}"))?;
     let main = check_database(&conn, "main").map_err(|e| format!("{vfs}: {e}"))?;
     let aux = check_database(&conn, "aux").map_err(|e| format!("{vfs}: {e}"))?;
     check_views(&main, &aux, expect).map_err(|e| format!("{vfs}: {e}"))
@@ -850,16 +861,23 @@ fn fingerprint(files: &[(String, Vec<u8>)]) -> u64 {
     hasher.finish()
 }
 
-/// Explores the crash states at `cuts`; stops after `max_failures` failures.
+/// How a cut is explored: the seed of its draws, the base number of draws, and after how
+/// many failures to stop.
+#[derive(Clone, Copy)]
+struct Budget {
+    seed: u64,
+    states_per_cut: usize,
+    max_failures: usize,
+}
+
+/// Explores the crash states at `cuts`; stops after `budget.max_failures` failures.
 fn explore(
     scratch: &Path,
     journal: Journal,
     routing: &Routing,
     run: &Run,
     cuts: &[usize],
-    seed: u64,
-    states_per_cut: usize,
-    max_failures: usize,
+    budget: Budget,
 ) -> Explored {
     let mut seen = HashSet::new();
     let mut explored = Explored {
@@ -871,7 +889,13 @@ fn explore(
     for &position in cuts {
         let cut = run.history.cut(position);
         let expect = expectation(run, journal, position);
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ (position as u64).wrapping_mul(0x9E37_79B9));
+        let Budget {
+            seed,
+            states_per_cut,
+            max_failures,
+        } = budget;
+        let mut rng =
+            Xoshiro256PlusPlus::seed_from_u64(seed ^ (position as u64).wrapping_mul(0x9E37_79B9));
         let mut choices = if cut.simple_state_count() <= EXHAUSTIVE_LIMIT {
             exhaustive_choices(&cut)
         } else {
@@ -975,9 +999,11 @@ fn explorer(journal: Journal, routing_name: &str) {
         &routing,
         &run,
         &cuts,
-        seed,
-        STATES_PER_CUT * soak(),
-        10,
+        Budget {
+            seed,
+            states_per_cut: STATES_PER_CUT * soak(),
+            max_failures: 10,
+        },
     );
     println!(
         "power_loss {} {}: seed {seed:#x}, {} events, {} cuts, {} states drawn, {} distinct \
@@ -999,7 +1025,11 @@ fn explorer(journal: Journal, routing_name: &str) {
     );
     // The explorer must have explored: a history without syncs or a cut set that
     // materialises nothing would pass vacuously.
-    assert!(explored.distinct >= 100, "only {} distinct states", explored.distinct);
+    assert!(
+        explored.distinct >= 100,
+        "only {} distinct states",
+        explored.distinct
+    );
 }
 
 /// Prints the history (`POWER_LOSS_DUMP=1`): one line per event, with the transaction
@@ -1024,14 +1054,21 @@ fn dump(run: &Run) {
                 offset,
                 data,
                 batch,
-            } => format!("write {} @{offset} +{} batch {batch}", name(inode), data.len()),
+            } => format!(
+                "write {} @{offset} +{} batch {batch}",
+                name(inode),
+                data.len()
+            ),
             Event::Truncate { inode, len, batch } => {
                 format!("truncate {} to {len} batch {batch}", name(inode))
             }
             Event::Sync { inode } => format!("sync {} (inode {inode})", name(inode)),
             other => format!("{other:?}"),
         };
-        println!("{position:5} {line}");
+        println!(
+            "{position:5} {line}  [{}]",
+            cut_name(&run.history, position)
+        );
     }
 }
 
@@ -1072,4 +1109,146 @@ explorer_tests! {
     wal_normal_direct: Journal::WalNormal, "direct";
     wal_normal_ring: Journal::WalNormal, "ring";
     wal_normal_write_behind_off: Journal::WalNormal, "write_behind_off";
+}
+
+/// The explorer can fail: with the recorder's test-only misorder knob deferring each
+/// fsync of the rollback journal (or the WAL) past the engine's next batch — so the
+/// database's writes reach the kernel before the journal they depend on is durable, or a
+/// WAL commit returns before its frames are — it must find crash states that lose an
+/// acknowledged commit, show a partial transaction or fail `integrity_check`.
+#[test]
+fn misordered_flush_is_caught() {
+    let seed = seed();
+    for (journal, suffix) in [
+        (Journal::Delete, "main.db-journal"),
+        (Journal::WalFull, "main.db-wal"),
+    ] {
+        let routing = routing("default");
+        let dir = state_directory();
+        let run = run_workload(journal, &routing, Some(suffix), dir.path());
+        let cuts = cut_points(&run, seed, SAMPLED_CUTS);
+        let explored = explore(
+            dir.path(),
+            journal,
+            &routing,
+            &run,
+            &cuts,
+            Budget {
+                seed,
+                states_per_cut: STATES_PER_CUT,
+                max_failures: usize::MAX,
+            },
+        );
+        println!(
+            "power_loss misordered {} (syncs of {suffix} deferred): {} distinct states, {} \
+             failures; first: {}",
+            journal.name(),
+            explored.distinct,
+            explored.failures.len(),
+            explored.failures.first().map_or("none", String::as_str)
+        );
+        assert!(
+            !explored.failures.is_empty(),
+            "{}: deferring the syncs of {suffix} went unnoticed in {} states",
+            journal.name(),
+            explored.distinct
+        );
+    }
+}
+
+/// One line of `tests/power_loss_corpus.txt`.
+struct CorpusEntry {
+    journal: Journal,
+    routing: Routing,
+    cut: String,
+    seed: u64,
+    misorder: Option<String>,
+    expect_failure: bool,
+}
+
+fn corpus() -> Vec<CorpusEntry> {
+    let text = include_str!("power_loss_corpus.txt");
+    text.lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            assert!(
+                fields.len() == 5 || fields.len() == 6,
+                "corpus line {line:?}: want workload routing cut seed expect [deferred-sync-suffix]"
+            );
+            let seed = fields[3]
+                .strip_prefix("0x")
+                .map_or_else(|| fields[3].parse(), |hex| u64::from_str_radix(hex, 16))
+                .unwrap_or_else(|_| panic!("corpus line {line:?}: bad seed"));
+            CorpusEntry {
+                journal: Journal::parse(fields[0]),
+                routing: routing(fields[1]),
+                cut: fields[2].to_string(),
+                seed,
+                expect_failure: match fields[4] {
+                    "ok" => false,
+                    "caught" => true,
+                    other => panic!("corpus line {line:?}: expect {other} is not ok or caught"),
+                },
+                misorder: fields.get(5).map(|s| s.to_string()),
+            }
+        })
+        .collect()
+}
+
+/// Replays the regression corpus: each entry's cut of its workload and routing, drawn
+/// with its seed, passes (`ok`) or — with its deferred-sync knob — fails (`caught`).
+#[test]
+fn corpus_states() {
+    let entries = corpus();
+    assert!(!entries.is_empty());
+    let mut states = 0;
+    for entry in &entries {
+        let dir = state_directory();
+        let run = run_workload(
+            entry.journal,
+            &entry.routing,
+            entry.misorder.as_deref(),
+            dir.path(),
+        );
+        let position = resolve_cut(&run.history, &entry.cut);
+        let explored = explore(
+            dir.path(),
+            entry.journal,
+            &entry.routing,
+            &run,
+            &[position],
+            Budget {
+                seed: entry.seed,
+                states_per_cut: STATES_PER_CUT * 4,
+                max_failures: usize::MAX,
+            },
+        );
+        states += explored.distinct;
+        let line = format!(
+            "{} {} {} {:#x}",
+            entry.journal.name(),
+            entry.routing.name,
+            entry.cut,
+            entry.seed
+        );
+        if entry.expect_failure {
+            assert!(
+                !explored.failures.is_empty(),
+                "{line}: the misordered flush is no longer caught ({} states)",
+                explored.distinct
+            );
+        } else {
+            assert!(
+                explored.failures.is_empty(),
+                "{line}:\n{}",
+                explored.failures.join("\n")
+            );
+        }
+    }
+    println!(
+        "power_loss corpus: {} entries, {states} distinct states",
+        entries.len()
+    );
 }

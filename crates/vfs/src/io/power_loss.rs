@@ -265,7 +265,9 @@ pub struct PowerLossLog(Mutex<Recorder>);
 
 impl PowerLossLog {
     fn lock(&self) -> MutexGuard<'_, Recorder> {
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The current position in the history (after bringing the directory's entries up to
@@ -566,8 +568,10 @@ impl History {
             .iter()
             .flat_map(|(_, choices)| choices.iter().flatten().copied())
             .collect();
-        let mut bases: HashMap<usize, Vec<u8>> =
-            referenced.iter().map(|&inode| (inode, Vec::new())).collect();
+        let mut bases: HashMap<usize, Vec<u8>> = referenced
+            .iter()
+            .map(|&inode| (inode, Vec::new()))
+            .collect();
         let mut pending = Vec::new();
         for (at, event) in events.iter().enumerate() {
             let (inode, batch, sectors) = match event {
