@@ -727,3 +727,230 @@ impl Cut {
         file
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Backend, Submission};
+    use std::os::fd::AsRawFd;
+
+    fn write(inode: usize, offset: u64, data: &[u8], batch: u64) -> Event {
+        Event::Write {
+            inode,
+            offset,
+            data: data.to_vec(),
+            batch,
+        }
+    }
+
+    fn history(events: Vec<Event>, names: &[&str]) -> History {
+        History {
+            events,
+            inode_names: names.iter().map(|n| n.to_string()).collect(),
+        }
+    }
+
+    fn file(files: &[(String, Vec<u8>)], name: &str) -> Option<Vec<u8>> {
+        files
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, b)| b.clone())
+    }
+
+    fn created(name: &str, inode: usize) -> Event {
+        Event::Create {
+            name: name.into(),
+            inode,
+        }
+    }
+
+    #[test]
+    fn synced_writes_survive_and_pending_ones_are_chosen() {
+        let h = history(
+            vec![
+                created("a", 0),
+                Event::DirectorySync,
+                write(0, 0, &[1; 1024], 1),
+                Event::Sync { inode: 0 },
+                write(0, 0, &[2; 512], 2),
+                write(0, 1024, &[3; 512], 2),
+            ],
+            &["a"],
+        );
+        let cut = h.cut(h.len());
+        assert_eq!(cut.pending.len(), 2);
+        let none = CrashChoice {
+            survives: vec![false, false],
+            ..CrashChoice::default()
+        };
+        assert_eq!(file(&cut.materialize(&none), "a").unwrap(), vec![1; 1024]);
+        // The later write without the earlier one.
+        let later = CrashChoice {
+            survives: vec![false, true],
+            ..CrashChoice::default()
+        };
+        let bytes = file(&cut.materialize(&later), "a").unwrap();
+        assert_eq!(bytes.len(), 1536);
+        assert_eq!(&bytes[..1024], &[1; 1024][..]);
+        assert_eq!(&bytes[1024..], &[3; 512][..]);
+        // A lost append may leave zeros behind a longer size.
+        let zeros = CrashChoice {
+            survives: vec![true, false],
+            zero_extend: true,
+            ..CrashChoice::default()
+        };
+        let bytes = file(&cut.materialize(&zeros), "a").unwrap();
+        assert_eq!(&bytes[..512], &[2; 512][..]);
+        assert_eq!(&bytes[1024..], &[0; 512][..]);
+        // Before the sync, the first write is pending too.
+        assert_eq!(h.cut(3).pending.len(), 1);
+    }
+
+    #[test]
+    fn a_torn_write_keeps_a_subset_of_its_sectors() {
+        let h = history(
+            vec![
+                created("a", 0),
+                write(0, 0, &[1; 2048], 1),
+                Event::Barrier,
+                // Starts mid-sector: sectors are aligned to the file, not the write.
+                write(0, 256, &[9; 1024], 2),
+            ],
+            &["a"],
+        );
+        let cut = h.cut(h.len());
+        assert_eq!(cut.pending[0].sectors, 3);
+        let torn = CrashChoice {
+            torn: Some((0, vec![false, true, false])),
+            ..CrashChoice::default()
+        };
+        let bytes = file(&cut.materialize(&torn), "a").unwrap();
+        assert_eq!(&bytes[256..512], &[1; 256][..]);
+        assert_eq!(&bytes[512..1024], &[9; 512][..]);
+        assert_eq!(&bytes[1024..1280], &[1; 256][..]);
+    }
+
+    #[test]
+    fn ops_of_one_batch_apply_in_any_order() {
+        let h = history(
+            vec![
+                created("a", 0),
+                Event::Barrier,
+                write(0, 0, &[1; 512], 7),
+                write(0, 0, &[2; 512], 7),
+            ],
+            &["a"],
+        );
+        let cut = h.cut(h.len());
+        let issue = file(&cut.materialize(&CrashChoice::default()), "a").unwrap();
+        assert_eq!(issue, vec![2; 512]);
+        let swapped = CrashChoice {
+            order: Some(vec![1, 0]),
+            ..CrashChoice::default()
+        };
+        assert_eq!(file(&cut.materialize(&swapped), "a").unwrap(), vec![1; 512]);
+    }
+
+    #[test]
+    fn entries_and_truncates_survive_as_a_prefix_of_the_metadata_stream() {
+        let h = history(
+            vec![
+                created("db", 0),
+                created("db-journal", 1),
+                write(0, 0, &[5; 4096], 1),
+                write(1, 0, &[6; 512], 1),
+                Event::Barrier,
+                Event::Unlink {
+                    name: "db-journal".into(),
+                },
+                Event::Truncate {
+                    inode: 0,
+                    len: 1024,
+                    batch: 2,
+                },
+                created("db-wal", 2),
+            ],
+            &["db", "db-journal", "db-wal"],
+        );
+        let cut = h.cut(h.len());
+        assert_eq!(cut.metadata.len(), 3);
+        let state = |kept| {
+            cut.materialize(&CrashChoice {
+                metadata: Metadata::Prefix(kept),
+                ..CrashChoice::default()
+            })
+        };
+        // Nothing kept: the journal is back and the database is whole.
+        let none = state(0);
+        assert_eq!(file(&none, "db-journal").unwrap(), vec![6; 512]);
+        assert_eq!(file(&none, "db").unwrap().len(), 4096);
+        assert!(file(&none, "db-wal").is_none());
+        // The unlink without the later truncate.
+        let one = state(1);
+        assert!(file(&one, "db-journal").is_none());
+        assert_eq!(file(&one, "db").unwrap().len(), 4096);
+        // Everything.
+        let all = state(3);
+        assert_eq!(file(&all, "db").unwrap().len(), 1024);
+        assert_eq!(file(&all, "db-wal").unwrap(), Vec::<u8>::new());
+        // Per name, the truncate may survive while the unlink is undone.
+        let per_name = cut.materialize(&CrashChoice {
+            metadata: Metadata::PerName(vec![0, 0, 0]),
+            ..CrashChoice::default()
+        });
+        assert_eq!(file(&per_name, "db").unwrap().len(), 1024);
+        assert!(file(&per_name, "db-journal").is_some());
+    }
+
+    #[test]
+    fn the_recorder_sees_entries_writes_linked_syncs_and_the_misorder_knob() {
+        let dir = tempfile::tempdir().unwrap();
+        let plan = FaultPlan::with_submissions(Backend::Syscall, [Submission::Syscall; 3]);
+        let log = plan.record_power_loss(dir.path()).unwrap();
+        let engine = super::super::EngineKind::Fault(plan.clone());
+        let f = std::fs::File::create(dir.path().join("x-journal")).unwrap();
+        let fd = f.as_raw_fd();
+        let data = [7u8; 600];
+        let perform = |ops: &[Op]| {
+            let mut results = vec![0i32; ops.len()];
+            // SAFETY: `data` outlives the call.
+            unsafe { engine.perform(ops, &mut results) }.unwrap();
+            results
+        };
+        let write = Op::Write {
+            fd,
+            buf: data.as_ptr(),
+            len: 600,
+            offset: 0,
+        };
+        let linked = Op::SyncAfterWrites {
+            fd,
+            data_only: false,
+        };
+        perform(&[write, linked]);
+        let h = log.history();
+        assert!(matches!(h.events[1], Event::Create { ref name, inode: 0 } if name == "x-journal"));
+        assert!(
+            matches!(h.events[2], Event::Write { inode: 0, offset: 0, ref data, .. } if data.len() == 600)
+        );
+        assert!(matches!(h.events[3], Event::Sync { inode: 0 }));
+        // Deferred: reported done, recorded after the next batch's write.
+        log.defer_syncs(Some("-journal"));
+        assert_eq!(
+            perform(&[Op::Sync {
+                fd,
+                data_only: false
+            }]),
+            vec![0]
+        );
+        perform(&[write]);
+        let h = log.history();
+        assert!(matches!(h.events[4], Event::Write { .. }));
+        assert!(matches!(h.events[5], Event::Sync { inode: 0 }));
+        drop(f);
+        std::fs::remove_file(dir.path().join("x-journal")).unwrap();
+        let h = log.history();
+        assert!(matches!(h.events[6], Event::Unlink { ref name } if name == "x-journal"));
+        plan.stop_power_loss();
+    }
+}
