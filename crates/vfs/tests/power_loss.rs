@@ -339,11 +339,13 @@ fn uri(path: &Path, routing: &Routing) -> String {
 
 fn run_workload(journal: Journal, routing: &Routing, misorder: Option<&str>, dir: &Path) -> Run {
     let _serial = run_lock();
+    // A fresh name per run: a name is registered for good, with the plan it was given.
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let vfs_name = format!(
         "power_loss_{}_{}_{}",
         journal.name(),
         routing.name,
-        misorder.unwrap_or("ok").replace('-', "_")
+        RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     );
     let plan = FaultPlan::with_submissions(routing.backend, routing.submissions);
     sqlite_uring::register_with_faults(
@@ -382,6 +384,12 @@ fn run_workload(journal: Journal, routing: &Routing, misorder: Option<&str>, dir
             .replace("TABLE c(", "TABLE aux.c(")
     ))
     .unwrap();
+    if routing.direct {
+        assert!(
+            has_direct_descriptor(&dir.join("main.db")),
+            "uring_direct=on opened no O_DIRECT descriptor on main.db"
+        );
+    }
     let setup_end = log.barrier();
     if misorder.is_some() {
         log.defer_syncs(misorder);
@@ -466,6 +474,27 @@ fn run_workload(journal: Journal, routing: &Routing, misorder: Option<&str>, dir
         begun,
         returned,
     }
+}
+
+/// Whether this process holds a descriptor of `path` opened with O_DIRECT (so the
+/// `direct` routing really writes around the page cache).
+fn has_direct_descriptor(path: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        std::fs::read_link(entry.path()).is_ok_and(|target| target == path)
+            && std::fs::read_to_string(format!(
+                "/proc/self/fdinfo/{}",
+                entry.file_name().to_string_lossy()
+            ))
+            .ok()
+            .and_then(|info| {
+                let flags = info.lines().find_map(|l| l.strip_prefix("flags:"))?;
+                i64::from_str_radix(flags.trim(), 8).ok()
+            })
+            .is_some_and(|flags| flags & libc::O_DIRECT as i64 != 0)
+    })
 }
 
 // ─── Checking one crash state ────────────────────────────────────────────────
@@ -865,6 +894,8 @@ fn fingerprint(files: &[(String, Vec<u8>)]) -> u64 {
 /// many failures to stop.
 #[derive(Clone, Copy)]
 struct Budget {
+    /// The test whose command reproduces a failure.
+    test: &'static str,
     seed: u64,
     states_per_cut: usize,
     max_failures: usize,
@@ -890,6 +921,7 @@ fn explore(
         let cut = run.history.cut(position);
         let expect = expectation(run, journal, position);
         let Budget {
+            test,
             seed,
             states_per_cut,
             max_failures,
@@ -925,15 +957,13 @@ fn explore(
                     "{failure}\n    workload {} routing {} seed {seed:#x} cut {position} \
                      ({}) state {index}: {choice:?}\n    corpus line: {} {} {} {seed:#x}\n    \
                      reproduce: POWER_LOSS_SEED={seed:#x} POWER_LOSS_CUT={position} cargo test \
-                     --release -p sqlite-uring --test power_loss -- {}_{}",
+                     --release -p sqlite-uring --test power_loss -- --exact {test}",
                     journal.name(),
                     routing.name,
                     cut_name(&run.history, position),
                     journal.name(),
                     routing.name,
                     cut_name(&run.history, position),
-                    journal.name(),
-                    routing.name,
                 ));
                 if explored.failures.len() >= max_failures {
                     return explored;
@@ -983,7 +1013,7 @@ fn cut_points(run: &Run, seed: u64, sampled: usize) -> Vec<usize> {
     cuts.into_iter().collect()
 }
 
-fn explorer(journal: Journal, routing_name: &str) {
+fn explorer(journal: Journal, routing_name: &str, test: &'static str) {
     let routing = routing(routing_name);
     let seed = seed();
     let started = Instant::now();
@@ -1000,6 +1030,7 @@ fn explorer(journal: Journal, routing_name: &str) {
         &run,
         &cuts,
         Budget {
+            test,
             seed,
             states_per_cut: STATES_PER_CUT * soak(),
             max_failures: 10,
@@ -1077,7 +1108,7 @@ macro_rules! explorer_tests {
         $(
             #[test]
             fn $name() {
-                explorer($journal, $routing);
+                explorer($journal, $routing, stringify!($name));
             }
         )*
     };
@@ -1134,6 +1165,7 @@ fn misordered_flush_is_caught() {
             &run,
             &cuts,
             Budget {
+                test: "misordered_flush_is_caught",
                 seed,
                 states_per_cut: STATES_PER_CUT,
                 max_failures: usize::MAX,
@@ -1220,6 +1252,7 @@ fn corpus_states() {
             &run,
             &[position],
             Budget {
+                test: "corpus_states",
                 seed: entry.seed,
                 states_per_cut: STATES_PER_CUT * 4,
                 max_failures: usize::MAX,
