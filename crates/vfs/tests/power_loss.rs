@@ -1057,7 +1057,7 @@ fn explorer(journal: Journal, routing_name: &str, test: &'static str) {
     // The explorer must have explored: a history without syncs or a cut set that
     // materialises nothing would pass vacuously.
     assert!(
-        explored.distinct >= 100,
+        env_u64("POWER_LOSS_CUT").is_some() || explored.distinct >= 100,
         "only {} distinct states",
         explored.distinct
     );
