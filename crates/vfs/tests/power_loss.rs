@@ -320,12 +320,22 @@ struct Run {
     returned: Vec<usize>,
 }
 
-/// Workload runs are serialised: the write-behind queue is one per process, so another
-/// test's flushes would change where this test's batches break (the recorded history,
-/// and so what a seed reproduces).
-fn run_lock() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+/// Workload runs exclude each other and every check with our VFS: the write-behind queue
+/// is one per process, so another connection's writes would flush this workload's queued
+/// ones and change where its batches break (the recorded history, and so what a seed
+/// reproduces). Checks share the lock among themselves.
+static RUN_LOCK: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn run_lock() -> std::sync::RwLockWriteGuard<'static, ()> {
+    RUN_LOCK
+        .write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn check_lock() -> std::sync::RwLockReadGuard<'static, ()> {
+    RUN_LOCK
+        .read()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn uri(path: &Path, routing: &Routing) -> String {
@@ -749,6 +759,7 @@ fn check_state(
     }
     check_state_with(dir, files, "unix", expect)?;
     common::register();
+    let _shared = check_lock();
     check_state_with(dir, files, common::VFS, expect)
 }
 
