@@ -63,6 +63,15 @@ pub use io::{
     op::OpKind,
 };
 
+/// Power-loss crash states for tests (hidden: not a stable API; `io/power_loss.rs`).
+#[doc(hidden)]
+pub mod power_loss {
+    pub use crate::io::power_loss::{
+        CrashChoice, Cut, Event, History, Metadata, MetadataOp, PendingOp, PowerLossLog,
+        TORN_SECTOR_BYTES,
+    };
+}
+
 /// Writes the calling thread's ring issued as IORING_OP_WRITE_FIXED from the registered
 /// write-behind arena (hidden: for tests).
 #[doc(hidden)]

@@ -170,3 +170,65 @@ impl EngineKind {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsRawFd;
+
+    use super::*;
+    use crate::io::power_loss::Event;
+
+    // The power-loss recorder seen through the engine a file uses (a fault engine with a
+    // recorder attached).
+    #[test]
+    fn the_recorder_sees_entries_writes_linked_syncs_and_the_misorder_knob() {
+        let dir = tempfile::tempdir().unwrap();
+        let plan = FaultPlan::with_submissions(Backend::Syscall, [Submission::Syscall; 3]);
+        let log = plan.record_power_loss(dir.path()).unwrap();
+        let engine = EngineKind::Fault(plan.clone());
+        let f = std::fs::File::create(dir.path().join("x-journal")).unwrap();
+        let fd = f.as_raw_fd();
+        let data = [7u8; 600];
+        let perform = |ops: &[Op]| {
+            let mut results = vec![0i32; ops.len()];
+            // SAFETY: `data` outlives the call.
+            unsafe { engine.perform(ops, &mut results) }.unwrap();
+            results
+        };
+        let write = Op::Write {
+            fd,
+            buf: data.as_ptr(),
+            len: 600,
+            offset: 0,
+        };
+        let linked = Op::SyncAfterWrites {
+            fd,
+            data_only: false,
+        };
+        perform(&[write, linked]);
+        let h = log.history();
+        assert!(matches!(h.events[1], Event::Create { ref name, inode: 0 } if name == "x-journal"));
+        assert!(
+            matches!(h.events[2], Event::Write { inode: 0, offset: 0, ref data, .. } if data.len() == 600)
+        );
+        assert!(matches!(h.events[3], Event::Sync { inode: 0 }));
+        // Deferred: reported done, recorded after the next batch's write.
+        log.defer_syncs(Some("-journal"));
+        assert_eq!(
+            perform(&[Op::Sync {
+                fd,
+                data_only: false
+            }]),
+            vec![0]
+        );
+        perform(&[write]);
+        let h = log.history();
+        assert!(matches!(h.events[4], Event::Write { .. }));
+        assert!(matches!(h.events[5], Event::Sync { inode: 0 }));
+        drop(f);
+        std::fs::remove_file(dir.path().join("x-journal")).unwrap();
+        let h = log.history();
+        assert!(matches!(h.events[6], Event::Unlink { ref name } if name == "x-journal"));
+        plan.stop_power_loss();
+    }
+}

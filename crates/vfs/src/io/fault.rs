@@ -60,6 +60,8 @@ pub struct FaultPlan {
     /// Called with the file's path before each sync is performed (see
     /// [`FaultPlan::before_sync`]).
     sync_hook: Mutex<Option<SyncHook>>,
+    /// The power-loss recorder, when a test attached one (`power_loss.rs`).
+    pub(super) power_loss: super::power_loss::Slot,
 }
 
 type SyncHook = Arc<dyn Fn(&str) + Send + Sync>;
@@ -94,6 +96,7 @@ impl FaultPlan {
             injected: AtomicU64::new(0),
             recorded: Mutex::new(None),
             sync_hook: Mutex::new(None),
+            power_loss: Default::default(),
         })
     }
 
@@ -121,6 +124,21 @@ impl FaultPlan {
             .sync_hook
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(Arc::new(hook));
+    }
+
+    /// Starts recording, for power-loss crash states, what the engine hands the kernel for
+    /// the files of `directory` (`io/power_loss.rs`). The directory should be empty or
+    /// durable: files already there count as synced. Replaces an earlier recorder.
+    pub fn record_power_loss(
+        &self,
+        directory: &std::path::Path,
+    ) -> std::io::Result<Arc<super::power_loss::PowerLossLog>> {
+        self.power_loss.start(directory)
+    }
+
+    /// Stops power-loss recording (the log keeps what it has).
+    pub fn stop_power_loss(&self) {
+        self.power_loss.stop();
     }
 
     pub fn add(&self, rule: FaultRule) {
@@ -209,7 +227,12 @@ impl FaultPlan {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .clone();
+        let power_loss = self.power_loss.active();
         for (index, op) in ops.iter().enumerate() {
+            if power_loss.as_ref().is_some_and(|log| log.defers(index, op)) {
+                results[index] = 0;
+                continue;
+            }
             if let (Some(hook), Op::Sync { fd, .. } | Op::SyncAfterWrites { fd, .. }) =
                 (&sync_hook, *op)
             {
@@ -284,6 +307,9 @@ impl FaultPlan {
         }?;
         for (index, result) in forwarded_index.into_iter().zip(forwarded_results) {
             results[index] = result;
+        }
+        if let Some(log) = power_loss {
+            log.record_batch(ops, results);
         }
         Ok(entries)
     }

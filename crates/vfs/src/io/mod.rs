@@ -26,6 +26,7 @@ pub(crate) mod fault;
 pub(crate) mod fixed;
 pub(crate) mod fork;
 pub(crate) mod op;
+pub(crate) mod power_loss;
 pub(crate) mod record;
 pub(crate) mod routing;
 pub(crate) mod submit;
