@@ -8,7 +8,8 @@
 
 use std::sync::Arc;
 
-use crate::config::{Backend, Submission, UriOptions};
+use crate::config::{Backend, Options, Submission, UriOptions};
+use crate::sys::Filesystem;
 
 use super::fault::FaultPlan;
 use super::op::{Engine, Op};
@@ -84,22 +85,50 @@ impl EngineKind {
     }
 
     /// The engine once the file is open and its filesystem can be asked: on tmpfs/ramfs
-    /// (`memory_backed`, asked only when it matters) fsync does nothing, so not even the
+    /// (`filesystem`, asked only when it matters) fsync does nothing, so not even the
     /// journal/directory sync pair has anything to overlap and the ring would only add
     /// worker hand-offs (measured: 2.2× `unix` on speed test 1): a routing that sends
     /// only some kinds of op to the ring becomes plain syscalls. Explicitly routing
     /// everything to the ring keeps it.
-    pub(crate) fn for_filesystem(self, memory_backed: impl FnOnce() -> bool) -> EngineKind {
+    pub(crate) fn for_filesystem(
+        self,
+        filesystem: impl FnOnce() -> Option<Filesystem>,
+    ) -> EngineKind {
         match self {
             EngineKind::IoUring(routing)
                 if routing.lone_op_by_syscall
                     && !routing.reads_writes_syncs_by_syscall()
-                    && memory_backed() =>
+                    && filesystem().is_some_and(Filesystem::is_memory_backed) =>
             {
                 EngineKind::Syscall
             }
             other => other,
         }
+    }
+
+    /// `"engine":"…","reads":"…",…`: the engine and routing a main database opened
+    /// without URI parameters on `filesystem` gets from a VFS registered with `options`,
+    /// decided by the same two functions an open calls, in the form
+    /// `PRAGMA io_uring_stats` reports them.
+    pub(crate) fn default_database_routing_json(
+        options: &Options,
+        filesystem: Filesystem,
+    ) -> String {
+        let routing = Routing::from_options(options);
+        let vfs_engine = match options.backend {
+            Backend::IoUring => EngineKind::IoUring(routing),
+            Backend::Syscall => EngineKind::Syscall,
+        };
+        let uri = UriOptions::parse(&[], |_| None).expect("no parameters parse");
+        let engine = EngineKind::for_file(
+            &vfs_engine,
+            routing,
+            &uri,
+            options.direct_io,
+            FileRole::DatabaseOrJournal,
+        )
+        .for_filesystem(|| Some(filesystem));
+        format!(r#""engine":"{}",{}"#, engine.name(), engine.routing_json())
     }
 
     pub(crate) fn name(&self) -> &'static str {
