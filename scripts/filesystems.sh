@@ -3,6 +3,8 @@
 # device) and on tmpfs: `sqlite-uring probe --dir` (do ring writes and fsyncs complete
 # inline or on io-wq workers?), `bench io` (buffered and O_DIRECT, 1 to 128 writes in
 # flight) and `bench speed` (every routing choice as a target, paired against `unix`).
+# Each filesystem's tables (docs/FILESYSTEMS.md shows them) go to <results>/<where>/summary.md,
+# made by scripts/filesystems_tables.py from the result files beside it.
 # docs/FILESYSTEMS.md explains the results and how to measure a real filesystem instead.
 #
 # Usage (as root; mkfs.xfs and mkfs.btrfs are installed with apt-get when missing):
@@ -11,12 +13,19 @@
 #   --fs LIST        filesystems, comma-separated (default ext4,xfs,btrfs,tmpfs)
 #   --results DIR    where result directories go (default docs/results); each
 #                    filesystem's is <fs>-loop-<N>vcpu (tmpfs: tmpfs-<N>vcpu)
+#   --steps LIST     what to measure, comma-separated (default probe,io,speed,speed-off):
+#                    probe: `probe --dir` -> probe.txt; io: `bench io` buffered and
+#                    O_DIRECT -> io-buffered.*, io-direct.*; speed: `bench speed` with
+#                    every routing choice as a target -> speed.*; speed-off: `bench speed`
+#                    with synchronous=OFF, default routing against ring writes, twice the
+#                    runs -> speed-sync-off.* (no fsync: the submission cost alone, without
+#                    the device's noise)
 #   --runs N         measured runs per test and target of `bench speed` (default 10)
 #   --scale F        `bench speed --scale` (default 0.1)
 #   --io-size SIZE   bytes per `bench io` run (default 64MiB)
 #   --io-rounds N    `bench io --rounds` (default 3)
-#   --probe-only     only `probe --dir` on each filesystem
-#   --keep           after measuring (or with --probe-only, after probing), keep the
+#   --probe-only     the same as --steps probe
+#   --keep           after measuring, keep the
 #                    filesystems mounted until Ctrl-C, for other commands to use
 #   --bin PATH       the sqlite-uring binary (default: build target/release/sqlite-uring)
 # Everything it mounted is unmounted, its loop devices detached and its image files
@@ -29,7 +38,7 @@ runs=10
 scale=0.1
 io_size=64MiB
 io_rounds=3
-probe_only=0
+steps=probe,io,speed,speed-off
 keep=0
 bin=
 mount_dir=
@@ -44,7 +53,8 @@ while [ $# -gt 0 ]; do
         --scale) scale=$2; shift 2 ;;
         --io-size) io_size=$2; shift 2 ;;
         --io-rounds) io_rounds=$2; shift 2 ;;
-        --probe-only) probe_only=1; shift ;;
+        --steps) steps=$2; shift 2 ;;
+        --probe-only) steps=probe; shift ;;
         --keep) keep=1; shift ;;
         --bin) bin=$2; shift 2 ;;
         -h|--help) usage 0 ;;
@@ -126,20 +136,34 @@ for fs in "${filesystems[@]}"; do
     out=$results/$where
     mkdir -p "$out"
     echo "== $fs ($dir) -> $out" >&2
-    "$bin" probe --dir "$dir" | tee "$out/probe.txt"
-    [ "$probe_only" = 1 ] && continue
-    for mode in buffered direct; do
-        flags=()
-        [ "$mode" = direct ] && flags=(--direct --preallocate --register-buffers)
-        "$bin" bench io --dir "$dir" --size "$io_size" --rounds "$io_rounds" \
-            --methods pwrite,io_uring --threads 1 --entries 1,8,32,128 --strategy refill \
-            "${flags[@]}" --export-json "$out/io-$mode.json" --export-markdown "$out/io-$mode.md" \
-            >/dev/null
-    done
-    "$bin" bench speed --dir "$dir" --scale "$scale" --warmup 1 --runs "$runs" \
-        --journal delete,wal \
-        --targets 'unix,io_uring,sync,io_uring?uring_writes=ring,io_uring?uring_reads=ring,io_uring?uring_syncs=ring,io_uring?uring_direct=on' \
-        --export-json "$out/speed.json" --export-markdown "$out/speed.md" >/dev/null
+    step() { [[ ",$steps," == *",$1,"* ]]; }
+    if step probe; then
+        "$bin" probe --dir "$dir" | tee "$out/probe.txt"
+    fi
+    if step io; then
+        for mode in buffered direct; do
+            flags=()
+            [ "$mode" = direct ] && flags=(--direct --preallocate --register-buffers)
+            "$bin" bench io --dir "$dir" --size "$io_size" --rounds "$io_rounds" \
+                --methods pwrite,io_uring --threads 1 --entries 1,8,32,128 --strategy refill \
+                "${flags[@]}" --export-json "$out/io-$mode.json" \
+                --export-markdown "$out/io-$mode.md" >/dev/null
+        done
+    fi
+    if step speed; then
+        "$bin" bench speed --dir "$dir" --scale "$scale" --warmup 1 --runs "$runs" \
+            --journal delete,wal \
+            --targets 'unix,io_uring,sync,io_uring?uring_writes=ring,io_uring?uring_reads=ring,io_uring?uring_syncs=ring,io_uring?uring_direct=on' \
+            --export-json "$out/speed.json" --export-markdown "$out/speed.md" >/dev/null
+    fi
+    if step speed-off; then
+        "$bin" bench speed --dir "$dir" --scale "$scale" --warmup 1 --runs $((2 * runs)) \
+            --journal delete,wal --synchronous off \
+            --targets 'unix,io_uring,io_uring?uring_writes=ring' \
+            --export-json "$out/speed-sync-off.json" \
+            --export-markdown "$out/speed-sync-off.md" >/dev/null
+    fi
+    python3 "$repo/scripts/filesystems_tables.py" "$out" > "$out/summary.md"
 done
 
 if [ "$keep" = 1 ]; then
