@@ -850,6 +850,16 @@ fn placement_on_this_thread(
             .map_err(|error| error.raw_os_error().unwrap_or(libc::EIO)),
     }
     .map_err(explain_setup_failure)?;
+    if !ring.params().is_feature_native_workers() {
+        // Before Linux 5.12 io-wq workers were kernel threads, not threads of this
+        // process: counting them here would report every write as inline.
+        return Err(format!(
+            "this kernel's io-wq workers are not threads of the process (Linux {} is \
+             older than 5.12), so where ring writes complete in {} cannot be told",
+            kernel_release(),
+            dir.display()
+        ));
+    }
     let workers_before = io_wq_workers_of_this_thread();
     let entries: Vec<io_uring::squeue::Entry> = match case {
         PlacementCase::Fsync => vec![opcode::Fsync::new(types::Fd(fd)).build()],
