@@ -925,3 +925,36 @@ fn placement_on_this_thread(
         RingCompletion::Inline
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A directory that cannot take a test file is an error naming it, not a report.
+    #[test]
+    fn placement_in_a_missing_directory_names_it() {
+        let missing = std::path::Path::new("/nonexistent-sqlite-uring-dir");
+        let error = ring_placement(missing).unwrap_err();
+        assert!(
+            error.contains("cannot create a test file in /nonexistent-sqlite-uring-dir"),
+            "{error}"
+        );
+    }
+
+    /// Workers are counted per submitting thread: a fresh thread has none, and an fsync
+    /// through a ring (which io_uring always hands to io-wq) starts one of its own.
+    #[test]
+    fn a_ring_fsync_is_counted_as_a_worker_of_its_thread() {
+        let dir = std::env::temp_dir();
+        assert_eq!(
+            std::thread::spawn(io_wq_workers_of_this_thread)
+                .join()
+                .unwrap(),
+            0
+        );
+        assert!(matches!(
+            placement_of(&dir, PlacementCase::Fsync).unwrap(),
+            RingCompletion::Workers(n) if n >= 1
+        ));
+    }
+}
