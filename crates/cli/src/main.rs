@@ -22,7 +22,12 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Say whether io_uring works here, why not if not, and which ring features the VFS uses.
-    Probe,
+    Probe {
+        /// Also probe this directory's filesystem: whether ring writes and fsyncs complete
+        /// inline or on io-wq worker threads there, and how the VFS routes a database there.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<std::path::PathBuf>,
+    },
     /// Benchmarks: `speed` (SQLite's 16 speed tests), `io` (IO models), `blobs` (files in SQLite).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -31,7 +36,7 @@ enum Command {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Probe => probe_cmd::run(),
+        Command::Probe { dir } => probe_cmd::run(dir.as_deref()),
         Command::Bench(command) => bench::run(command),
     };
     match result {

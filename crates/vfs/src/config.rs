@@ -77,8 +77,11 @@ impl SyncMode {
 /// the filesystem cannot complete it without blocking — every buffered write on ext4,
 /// reads on tmpfs — which makes it up to several times slower than `pread`/`pwrite`.
 /// `Syscall` (the default for reads and writes) keeps write-behind and coalescing, so a
-/// commit still makes a fraction of `unix`'s kernel entries; `Ring` is for filesystems and
-/// modes where ring I/O runs inline (XFS/btrfs buffered writes, O_DIRECT).
+/// commit still makes a fraction of `unix`'s kernel entries. `Ring` is for ring I/O the
+/// kernel completes inline: O_DIRECT overwrites on ext4. Buffered ring writes of a commit
+/// go to io-wq workers on ext4, XFS, btrfs and tmpfs alike (XFS completes them inline
+/// only while the file's mtime needs no update, which a commit's first write never finds;
+/// docs/FILESYSTEMS.md); `sqlite-uring probe --dir DIR` checks a filesystem.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Submission {
     /// Through the ring (IORING_OP_READ / IORING_OP_WRITE / IORING_OP_FSYNC).

@@ -14,6 +14,9 @@ pub enum Error {
     RegistrationFailed { vfs_name: String, sqlite_code: i32 },
     /// The parent VFS (`unix`) is not registered in this SQLite.
     NoParentVfs,
+    /// A directory's filesystem could not be probed ([`crate::probe_filesystem`]): the
+    /// directory and the cause.
+    FilesystemProbe(String),
 }
 
 impl fmt::Display for Error {
@@ -32,6 +35,7 @@ impl fmt::Display for Error {
                 f,
                 "SQLite has no \"unix\" VFS to delegate path operations to (is this Linux?)"
             ),
+            Error::FilesystemProbe(why) => write!(f, "cannot probe the filesystem: {why}"),
         }
     }
 }

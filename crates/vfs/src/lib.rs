@@ -43,7 +43,7 @@ mod vfs;
 
 pub use config::{Backend, Options, Submission, SyncMode, SyncPlan};
 pub use error::Error;
-pub use io::diagnose::ProbeReport;
+pub use io::diagnose::{ProbeReport, RingCompletion, RingPlacement};
 pub use register::{
     alloc_error_message, register, register_with_api_routines, register_with_faults,
     reset_vfs_stats, sqlite_version, vfs_stats, Registration,
@@ -54,6 +54,47 @@ pub use stats::IoStats;
 /// the remedy) when io_uring cannot be used here.
 pub fn probe() -> ProbeReport {
     io::uring::probe_report()
+}
+
+/// What [`probe_filesystem`] found about one directory.
+#[derive(Clone, Debug)]
+pub struct FilesystemReport {
+    /// The filesystem's name from its `statfs` magic number (`ext4`, `xfs`, `btrfs`,
+    /// `tmpfs`, …; ext2/3 share ext4's magic), or the magic in hex.
+    pub filesystem: String,
+    /// Whether ring writes and fsyncs there complete inline or on io-wq workers.
+    pub placement: RingPlacement,
+    /// `"engine":"…","reads":"…","writes":"…","syncs":"…","lone_ops":"…","sqpoll":"…"`:
+    /// what a main database opened there without URI parameters gets from a VFS
+    /// registered with default [`Options`], as `PRAGMA io_uring_stats` reports it.
+    pub default_routing: String,
+}
+
+/// Names the filesystem of `dir`, submits batches of ring writes and an fsync to a
+/// temporary file there to see whether the kernel completes them inline or hands them to
+/// io-wq worker threads, and says how the VFS routes a database there by default
+/// (docs/FILESYSTEMS.md). Takes a few milliseconds and a few fsyncs; the temporary files
+/// never have a name for longer than their open.
+pub fn probe_filesystem(dir: &std::path::Path) -> Result<FilesystemReport, Error> {
+    use std::os::fd::AsRawFd;
+    let handle = std::fs::File::open(dir)
+        .map_err(|error| Error::FilesystemProbe(format!("{}: {error}", dir.display())))?;
+    let filesystem = sys::Filesystem::of_fd(handle.as_raw_fd()).map_err(|errno| {
+        Error::FilesystemProbe(format!(
+            "fstatfs of {}: {}",
+            dir.display(),
+            std::io::Error::from_raw_os_error(errno)
+        ))
+    })?;
+    let placement = io::uring::ring_placement(dir).map_err(Error::FilesystemProbe)?;
+    Ok(FilesystemReport {
+        filesystem: filesystem.name(),
+        placement,
+        default_routing: io::EngineKind::default_database_routing_json(
+            &Options::default(),
+            filesystem,
+        ),
+    })
 }
 
 /// Fault injection for tests of error paths (hidden: not a stable API).

@@ -12,7 +12,7 @@ use crate::lock::DbLock;
 use crate::mmap::MemoryMap;
 use crate::stats::SharedStats;
 use crate::sys::{
-    calls, give_created_mode, is_memory_backed, open_above_stdio, stat_path, DEFAULT_FILE_MODE,
+    calls, give_created_mode, open_above_stdio, stat_path, Filesystem, DEFAULT_FILE_MODE,
 };
 use crate::vfs::VfsState;
 use crate::write_behind;
@@ -279,7 +279,7 @@ impl File {
         // With everything routed to syscalls already (the default) there is nothing to
         // decide, and a rollback transaction opens its journal anew each time: the
         // fstatfs is only made when the answer matters.
-        let engine = engine.for_filesystem(|| is_memory_backed(fd));
+        let engine = engine.for_filesystem(|| Filesystem::of_fd(fd).ok());
         let direct = if options.direct && file_type & SQLITE_OPEN_MAIN_DB != 0 {
             match DirectFile::open(&c_path, out_flags & SQLITE_OPEN_READWRITE != 0) {
                 Ok(direct) => Some(direct),

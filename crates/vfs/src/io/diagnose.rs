@@ -21,6 +21,56 @@ impl ProbeReport {
     }
 }
 
+/// How the kernel completed a batch of ring operations of one kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RingCompletion {
+    /// Inside the submitting thread's `io_uring_enter`: no io-wq worker was started.
+    Inline,
+    /// Handed to io-wq: this many `iou-wrk-<tid>` worker threads of the submitting thread
+    /// existed once the batch had completed.
+    Workers(usize),
+    /// Not possible on this filesystem (O_DIRECT refused with EINVAL).
+    Unsupported,
+}
+
+impl RingCompletion {
+    pub fn is_inline(self) -> bool {
+        self == RingCompletion::Inline
+    }
+
+    /// `inline`, `io-wq workers (N)` or `unsupported`.
+    pub fn describe(self) -> String {
+        match self {
+            RingCompletion::Inline => "inline".into(),
+            RingCompletion::Workers(n) => format!("io-wq workers ({n})"),
+            RingCompletion::Unsupported => "unsupported".into(),
+        }
+    }
+}
+
+/// Where ring writes and fsyncs to a file in one directory complete: each kind is
+/// submitted as one batch from a fresh thread, whose `iou-wrk-<tid>` threads are counted
+/// in `/proc/self/task/*/comm` before and after.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingPlacement {
+    /// Buffered 4 KiB writes that extend an empty file, one batch. In every write case
+    /// but the next the file's mtime is in the past, so the first write must update it,
+    /// as a commit's first write must.
+    pub buffered_append: RingCompletion,
+    /// The same right after the file was created, its mtime still current: what a
+    /// benchmark that writes a fresh file in a tight loop sees.
+    pub buffered_append_current_times: RingCompletion,
+    /// Buffered 4 KiB writes into non-adjacent blocks the file already has (a commit's
+    /// database pages).
+    pub buffered_overwrite: RingCompletion,
+    /// O_DIRECT 4 KiB writes that extend an empty file.
+    pub direct_append: RingCompletion,
+    /// O_DIRECT 4 KiB writes into non-adjacent blocks already written and synced.
+    pub direct_overwrite: RingCompletion,
+    /// One `IORING_OP_FSYNC` of a file with dirty pages.
+    pub fsync: RingCompletion,
+}
+
 fn io_uring_disabled_sysctl() -> Option<String> {
     std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled")
         .ok()

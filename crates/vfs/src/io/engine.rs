@@ -8,7 +8,8 @@
 
 use std::sync::Arc;
 
-use crate::config::{Backend, Submission, UriOptions};
+use crate::config::{Backend, Options, Submission, UriOptions};
+use crate::sys::Filesystem;
 
 use super::fault::FaultPlan;
 use super::op::{Engine, Op};
@@ -83,23 +84,59 @@ impl EngineKind {
         engine
     }
 
-    /// The engine once the file is open and its filesystem can be asked: on tmpfs/ramfs
-    /// (`memory_backed`, asked only when it matters) fsync does nothing, so not even the
-    /// journal/directory sync pair has anything to overlap and the ring would only add
-    /// worker hand-offs (measured: 2.2× `unix` on speed test 1): a routing that sends
-    /// only some kinds of op to the ring becomes plain syscalls. Explicitly routing
-    /// everything to the ring keeps it.
-    pub(crate) fn for_filesystem(self, memory_backed: impl FnOnce() -> bool) -> EngineKind {
+    /// The engine once the file is open and its filesystem can be asked (`filesystem`:
+    /// one fstatfs, made only when the answer could change the routing). This is the one
+    /// place where a file's routing follows its filesystem:
+    ///
+    /// * tmpfs/ramfs: fsync does nothing, so not even the journal/directory sync pair has
+    ///   anything to overlap and the ring would only add worker hand-offs (measured: 2.2×
+    ///   `unix` on speed test 1): a routing that sends only some kinds of op to the ring
+    ///   becomes plain syscalls. Explicitly routing everything to the ring keeps it.
+    /// * ext4, XFS, btrfs keep the routing they were given. None of them completes a
+    ///   commit's buffered ring writes inline on Linux 6.18 (XFS only while the file's
+    ///   mtime needs no update, which a commit's first write never finds), and
+    ///   `uring_writes=ring` showed no win on any of them, so ring writes are not made
+    ///   their default (docs/FILESYSTEMS.md; `sqlite-uring probe --dir` re-checks a
+    ///   filesystem, `scripts/filesystems.sh` re-measures).
+    pub(crate) fn for_filesystem(
+        self,
+        filesystem: impl FnOnce() -> Option<Filesystem>,
+    ) -> EngineKind {
         match self {
             EngineKind::IoUring(routing)
                 if routing.lone_op_by_syscall
                     && !routing.reads_writes_syncs_by_syscall()
-                    && memory_backed() =>
+                    && filesystem().is_some_and(Filesystem::is_memory_backed) =>
             {
                 EngineKind::Syscall
             }
             other => other,
         }
+    }
+
+    /// `"engine":"…","reads":"…",…`: the engine and routing a main database opened
+    /// without URI parameters on `filesystem` gets from a VFS registered with `options`,
+    /// decided by the same two functions an open calls, in the form
+    /// `PRAGMA io_uring_stats` reports them.
+    pub(crate) fn default_database_routing_json(
+        options: &Options,
+        filesystem: Filesystem,
+    ) -> String {
+        let routing = Routing::from_options(options);
+        let vfs_engine = match options.backend {
+            Backend::IoUring => EngineKind::IoUring(routing),
+            Backend::Syscall => EngineKind::Syscall,
+        };
+        let uri = UriOptions::parse(&[], |_| None).expect("no parameters parse");
+        let engine = EngineKind::for_file(
+            &vfs_engine,
+            routing,
+            &uri,
+            options.direct_io,
+            FileRole::DatabaseOrJournal,
+        )
+        .for_filesystem(|| Some(filesystem));
+        format!(r#""engine":"{}",{}"#, engine.name(), engine.routing_json())
     }
 
     pub(crate) fn name(&self) -> &'static str {
@@ -177,6 +214,50 @@ mod tests {
 
     use super::*;
     use crate::io::power_loss::Event;
+
+    fn after_open(engine: &EngineKind, filesystem: Filesystem) -> String {
+        let engine = engine.clone().for_filesystem(|| Some(filesystem));
+        format!(r#""engine":"{}",{}"#, engine.name(), engine.routing_json())
+    }
+
+    /// Ring writes stay ring writes on the disk filesystems (none completes a commit's
+    /// buffered ring writes inline, so none gets a different default) and become
+    /// syscalls on tmpfs/ramfs; everything on the ring stays there.
+    #[test]
+    fn routing_follows_the_filesystem() {
+        let ring_writes = EngineKind::IoUring(Routing::new(
+            Submission::Syscall,
+            Submission::Ring,
+            Submission::Syscall,
+        ));
+        let given = after_open(&ring_writes, Filesystem::Other(0));
+        for filesystem in [Filesystem::Ext4, Filesystem::Xfs, Filesystem::Btrfs] {
+            assert_eq!(
+                after_open(&ring_writes, filesystem),
+                given,
+                "{filesystem:?}"
+            );
+        }
+        for filesystem in [Filesystem::Tmpfs, Filesystem::Ramfs] {
+            assert!(after_open(&ring_writes, filesystem).starts_with(r#""engine":"syscall""#));
+        }
+        let all_ring = EngineKind::IoUring(Routing::ALL_RING);
+        assert!(after_open(&all_ring, Filesystem::Tmpfs).contains(r#""writes":"ring""#));
+    }
+
+    /// A file whose routing is all syscalls (the default) never asks its filesystem.
+    #[test]
+    fn default_routing_makes_no_fstatfs() {
+        let default = EngineKind::IoUring(Routing::from_options(&Options::default()));
+        let engine = default.for_filesystem(|| panic!("the filesystem was asked"));
+        assert_eq!(engine.routing(), Routing::ALL_SYSCALL);
+        for filesystem in [Filesystem::Ext4, Filesystem::Xfs, Filesystem::Tmpfs] {
+            assert!(
+                EngineKind::default_database_routing_json(&Options::default(), filesystem)
+                    .contains(r#""reads":"syscall","writes":"syscall","syncs":"syscall""#)
+            );
+        }
+    }
 
     // The power-loss recorder seen through the engine a file uses (a fault engine with a
     // recorder attached).

@@ -20,7 +20,11 @@ use std::os::fd::RawFd;
 
 use io_uring::{opcode, types, IoUring};
 
-use super::diagnose::{explain_setup_failure, kernel_release, ProbeReport};
+use crate::sys::{last_errno, AlignedBuffer};
+
+use super::diagnose::{
+    explain_setup_failure, kernel_release, ProbeReport, RingCompletion, RingPlacement,
+};
 use super::fixed::{buffer_registration_switched_off, fixed_region, FixedRegion};
 use super::fork::fork_generation;
 use super::op::{Engine, Op, MAX_BATCH};
@@ -768,5 +772,271 @@ pub(crate) fn probe_report() -> ProbeReport {
         unavailable_reason: None,
         features,
         opcodes,
+    }
+}
+
+/// Writes per batch of a placement check, each [`PLACEMENT_BLOCK_BYTES`] long.
+const PLACEMENT_WRITES: usize = 8;
+const PLACEMENT_BLOCK_BYTES: usize = 4096;
+
+/// The kind of batch a placement check submits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PlacementCase {
+    BufferedAppend,
+    BufferedAppendCurrentTimes,
+    BufferedOverwrite,
+    DirectAppend,
+    DirectOverwrite,
+    Fsync,
+}
+
+/// Where ring writes and fsyncs to a file in `dir` complete: inline in the submitting
+/// thread, or on io-wq worker threads (docs/FILESYSTEMS.md). Each kind of batch runs on a
+/// fresh thread with a ring of its own, so the workers counted (`iou-wrk-<tid>`, named
+/// after the thread that submitted) are that batch's and no earlier ring's. The temporary
+/// files are unlinked as soon as they are open. The error names `dir` and the cause.
+pub(crate) fn ring_placement(dir: &std::path::Path) -> Result<RingPlacement, String> {
+    Ok(RingPlacement {
+        buffered_append: placement_of(dir, PlacementCase::BufferedAppend)?,
+        buffered_append_current_times: placement_of(
+            dir,
+            PlacementCase::BufferedAppendCurrentTimes,
+        )?,
+        buffered_overwrite: placement_of(dir, PlacementCase::BufferedOverwrite)?,
+        direct_append: placement_of(dir, PlacementCase::DirectAppend)?,
+        direct_overwrite: placement_of(dir, PlacementCase::DirectOverwrite)?,
+        fsync: placement_of(dir, PlacementCase::Fsync)?,
+    })
+}
+
+fn placement_of(dir: &std::path::Path, case: PlacementCase) -> Result<RingCompletion, String> {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| placement_on_this_thread(dir, case))
+            .join()
+            .unwrap_or_else(|_| Err(format!("the {case:?} check panicked")))
+    })
+}
+
+/// io-wq worker threads of this process started for the calling thread's rings.
+fn io_wq_workers_of_this_thread() -> usize {
+    // SAFETY: gettid has no arguments and cannot fail.
+    let name = format!("iou-wrk-{}", unsafe { libc::gettid() });
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.trim_end() == name)
+        .count()
+}
+
+/// A file in `dir` that exists only as a descriptor (unlinked at once), closed on drop.
+fn placement_file(dir: &std::path::Path, direct: bool) -> Result<std::fs::File, i32> {
+    use std::os::unix::fs::OpenOptionsExt;
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let path = dir.join(format!(
+        ".sqlite-uring-placement.{}.{}",
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .custom_flags(if direct { libc::O_DIRECT } else { 0 })
+        .open(&path)
+        .map_err(|error| error.raw_os_error().unwrap_or(libc::EIO))?;
+    let _ = std::fs::remove_file(&path);
+    Ok(file)
+}
+
+fn placement_on_this_thread(
+    dir: &std::path::Path,
+    case: PlacementCase,
+) -> Result<RingCompletion, String> {
+    use std::os::fd::AsRawFd;
+    let failed = |what: &str, errno: i32| {
+        format!(
+            "{what} in {}: {}",
+            dir.display(),
+            std::io::Error::from_raw_os_error(errno)
+        )
+    };
+    let direct = matches!(
+        case,
+        PlacementCase::DirectAppend | PlacementCase::DirectOverwrite
+    );
+    let file = match placement_file(dir, direct) {
+        Ok(file) => file,
+        Err(libc::EINVAL) if direct => return Ok(RingCompletion::Unsupported),
+        Err(errno) => return Err(failed("cannot create a test file", errno)),
+    };
+    let fd = file.as_raw_fd();
+    let mut buffer = AlignedBuffer::with_capacity(2 * PLACEMENT_WRITES * PLACEMENT_BLOCK_BYTES);
+    let pattern: Vec<u8> = (0..buffer.capacity()).map(|i| (i % 251) as u8).collect();
+    buffer.full_mut().copy_from_slice(&pattern);
+    // What the file holds before the batch: an overwrite needs its blocks written and on
+    // disk (allocated, not unwritten extents); an fsync needs dirty pages.
+    let prepared_bytes = match case {
+        PlacementCase::BufferedOverwrite | PlacementCase::DirectOverwrite => buffer.capacity(),
+        PlacementCase::Fsync => PLACEMENT_WRITES * PLACEMENT_BLOCK_BYTES,
+        PlacementCase::BufferedAppend
+        | PlacementCase::BufferedAppendCurrentTimes
+        | PlacementCase::DirectAppend => 0,
+    };
+    if prepared_bytes > 0 {
+        // SAFETY: the buffer holds at least `prepared_bytes` initialised bytes.
+        let written = unsafe {
+            libc::pwrite(
+                fd,
+                buffer.prefix(prepared_bytes).as_ptr().cast(),
+                prepared_bytes,
+                0,
+            )
+        };
+        if written != prepared_bytes as isize {
+            return Err(failed("cannot prepare the test file", last_errno()));
+        }
+        // SAFETY: plain syscall on our descriptor.
+        if case != PlacementCase::Fsync && unsafe { libc::fdatasync(fd) } != 0 {
+            return Err(failed("cannot sync the test file", last_errno()));
+        }
+    }
+    if case != PlacementCase::BufferedAppendCurrentTimes {
+        // A write must update the file's mtime unless it already holds the current
+        // time, and under IOCB_NOWAIT a filesystem that would have to do so may refuse
+        // (EAGAIN → io-wq). A database's commit writes come well after its last change
+        // (and SQLite's fstat makes the next timestamp fine-grained), so set the mtime
+        // into the past: every write case then sees what a commit sees.
+        let times = [
+            libc::timespec {
+                tv_sec: 0,
+                tv_nsec: libc::UTIME_OMIT,
+            },
+            libc::timespec {
+                tv_sec: 1_000_000_000,
+                tv_nsec: 0,
+            },
+        ];
+        // SAFETY: `times` is two valid timespecs; plain syscall on our descriptor.
+        if unsafe { libc::futimens(fd, times.as_ptr()) } != 0 {
+            return Err(failed("cannot set the test file's mtime", last_errno()));
+        }
+    }
+    let mut ring = match simulated_setup_errno() {
+        Some(errno) => Err(errno),
+        None => build_ring(true, false)
+            .or_else(|_| build_ring(false, true))
+            .or_else(|_| build_ring(false, false))
+            .map_err(|error| error.raw_os_error().unwrap_or(libc::EIO)),
+    }
+    .map_err(explain_setup_failure)?;
+    if !ring.params().is_feature_native_workers() {
+        // Before Linux 5.12 io-wq workers were kernel threads, not threads of this
+        // process: counting them here would report every write as inline.
+        return Err(format!(
+            "this kernel's io-wq workers are not threads of the process (Linux {} is \
+             older than 5.12), so where ring writes complete in {} cannot be told",
+            kernel_release(),
+            dir.display()
+        ));
+    }
+    let workers_before = io_wq_workers_of_this_thread();
+    let entries: Vec<io_uring::squeue::Entry> = match case {
+        PlacementCase::Fsync => vec![opcode::Fsync::new(types::Fd(fd)).build()],
+        _ => (0..PLACEMENT_WRITES)
+            .map(|i| {
+                // Appends: consecutive blocks, each extending the file. Overwrites:
+                // every other block, as a commit's pages lie apart.
+                let block = if prepared_bytes > 0 { 2 * i } else { i };
+                let offset = block * PLACEMENT_BLOCK_BYTES;
+                // SAFETY (of the pointer): inside the buffer, which outlives the batch.
+                let buf = unsafe { buffer.prefix(buffer.capacity()).as_ptr().add(offset) };
+                opcode::Write::new(types::Fd(fd), buf, PLACEMENT_BLOCK_BYTES as u32)
+                    .offset(offset as u64)
+                    .build()
+            })
+            .collect(),
+    };
+    for entry in &entries {
+        // SAFETY: every buffer named lives in `buffer`, which is dropped only after this
+        // function has reaped every completion below (or aborted).
+        unsafe { ring.submission().push(entry) }.expect("the ring has room for the batch");
+    }
+    let mut reaped = 0usize;
+    let mut failure = None;
+    while reaped < entries.len() {
+        match ring.submit_and_wait(entries.len() - reaped) {
+            Ok(_) => {}
+            Err(error) if error.raw_os_error() == Some(libc::EINTR) => {}
+            Err(error) => {
+                // The batch may be in the kernel with our buffer: never free it then.
+                eprintln!("sqlite-uring: io_uring_enter failed during a placement check: {error}");
+                std::process::abort();
+            }
+        }
+        for completion in ring.completion() {
+            reaped += 1;
+            let expected = if case == PlacementCase::Fsync {
+                0
+            } else {
+                PLACEMENT_BLOCK_BYTES as i32
+            };
+            if completion.result() != expected && failure.is_none() {
+                failure = Some(completion.result());
+            }
+        }
+    }
+    let workers_after = io_wq_workers_of_this_thread();
+    if let Some(result) = failure {
+        return Err(if result < 0 {
+            failed(&format!("a ring {case:?} failed"), -result)
+        } else {
+            format!(
+                "a ring {case:?} in {} transferred {result} bytes",
+                dir.display()
+            )
+        });
+    }
+    drop(ring);
+    drop(file);
+    Ok(if workers_after > workers_before {
+        RingCompletion::Workers(workers_after)
+    } else {
+        RingCompletion::Inline
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A directory that cannot take a test file is an error naming it, not a report.
+    #[test]
+    fn placement_in_a_missing_directory_names_it() {
+        let missing = std::path::Path::new("/nonexistent-sqlite-uring-dir");
+        let error = ring_placement(missing).unwrap_err();
+        assert!(
+            error.contains("cannot create a test file in /nonexistent-sqlite-uring-dir"),
+            "{error}"
+        );
+    }
+
+    /// Workers are counted per submitting thread: a fresh thread has none, and an fsync
+    /// through a ring (which io_uring always hands to io-wq) starts one of its own.
+    #[test]
+    fn a_ring_fsync_is_counted_as_a_worker_of_its_thread() {
+        let dir = std::env::temp_dir();
+        assert_eq!(
+            std::thread::spawn(io_wq_workers_of_this_thread)
+                .join()
+                .unwrap(),
+            0
+        );
+        assert!(matches!(
+            placement_of(&dir, PlacementCase::Fsync).unwrap(),
+            RingCompletion::Workers(n) if n >= 1
+        ));
     }
 }

@@ -1,5 +1,5 @@
 //! System-call helpers every layer uses: descriptors opened the way os_unix.c opens
-//! them, `stat` wrappers, the filesystem a descriptor lives on, directory names, and the
+//! them, `stat` wrappers, the filesystem a descriptor lives on (`Filesystem`), directory names, and the
 //! page-aligned buffer of O_DIRECT I/O and the write-behind arena. Every system call on a
 //! file goes through [`calls`], the table tests can replace calls in. A leaf: it names no
 //! other module of the crate but `ffi`.
@@ -114,17 +114,66 @@ pub(crate) fn fstat(fd: RawFd) -> Result<libc::stat, i32> {
     }
 }
 
-/// Whether `fd` lives on tmpfs or ramfs (statfs(2) magic numbers).
-pub(crate) fn is_memory_backed(fd: RawFd) -> bool {
-    const TMPFS_MAGIC: i64 = 0x0102_1994;
-    const RAMFS_MAGIC: i64 = 0x8584_58f6;
-    // SAFETY: statfs is plain data written by fstatfs.
-    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `fs` is writable for the call.
-    if unsafe { calls::fstatfs(fd, &mut fs) } != 0 {
-        return false;
+/// The filesystem a descriptor lives on, from its `statfs(2)` magic number: what decides
+/// whether the kernel completes a buffered ring write inline (docs/FILESYSTEMS.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Filesystem {
+    /// EXT4_SUPER_MAGIC, which ext2 and ext3 share (the ext4 driver mounts all three).
+    Ext4,
+    Xfs,
+    Btrfs,
+    Tmpfs,
+    Ramfs,
+    /// Any other magic number.
+    Other(u64),
+}
+
+impl Filesystem {
+    const EXT4_MAGIC: u64 = 0xef53;
+    const XFS_MAGIC: u64 = 0x5846_5342;
+    const BTRFS_MAGIC: u64 = 0x9123_683e;
+    const TMPFS_MAGIC: u64 = 0x0102_1994;
+    const RAMFS_MAGIC: u64 = 0x8584_58f6;
+
+    pub(crate) fn from_magic(magic: u64) -> Filesystem {
+        match magic {
+            Self::EXT4_MAGIC => Filesystem::Ext4,
+            Self::XFS_MAGIC => Filesystem::Xfs,
+            Self::BTRFS_MAGIC => Filesystem::Btrfs,
+            Self::TMPFS_MAGIC => Filesystem::Tmpfs,
+            Self::RAMFS_MAGIC => Filesystem::Ramfs,
+            other => Filesystem::Other(other),
+        }
     }
-    matches!(fs.f_type as i64, TMPFS_MAGIC | RAMFS_MAGIC)
+
+    /// The filesystem of `fd` (one fstatfs); `Err(errno)` if it cannot be asked.
+    pub(crate) fn of_fd(fd: RawFd) -> Result<Filesystem, i32> {
+        // SAFETY: statfs is plain data written by fstatfs.
+        let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+        // SAFETY: `fs` is writable for the call.
+        if unsafe { calls::fstatfs(fd, &mut fs) } != 0 {
+            return Err(last_errno());
+        }
+        // f_type is a signed word whose bits are the magic (btrfs's has the top bit set).
+        Ok(Filesystem::from_magic(fs.f_type as u32 as u64))
+    }
+
+    /// The kernel's name of the filesystem, or its magic number in hex.
+    pub(crate) fn name(self) -> String {
+        match self {
+            Filesystem::Ext4 => "ext4".into(),
+            Filesystem::Xfs => "xfs".into(),
+            Filesystem::Btrfs => "btrfs".into(),
+            Filesystem::Tmpfs => "tmpfs".into(),
+            Filesystem::Ramfs => "ramfs".into(),
+            Filesystem::Other(magic) => format!("unknown (statfs magic {magic:#x})"),
+        }
+    }
+
+    /// tmpfs or ramfs: fsync does nothing there.
+    pub(crate) fn is_memory_backed(self) -> bool {
+        matches!(self, Filesystem::Tmpfs | Filesystem::Ramfs)
+    }
 }
 
 /// Opens the directory that holds `file`, for syncing it (os_unix.c openDirectory, the
@@ -281,6 +330,24 @@ mod tests {
                     .is_ok_and(|mode| mode.contains("[always]")),
             "{resident} of 512 pages resident after a 100-byte write"
         );
+    }
+
+    #[test]
+    fn filesystem_magic_numbers() {
+        assert_eq!(Filesystem::from_magic(0xef53), Filesystem::Ext4);
+        assert_eq!(Filesystem::from_magic(0x5846_5342), Filesystem::Xfs);
+        assert_eq!(Filesystem::from_magic(0x9123_683e), Filesystem::Btrfs);
+        assert!(Filesystem::from_magic(0x0102_1994).is_memory_backed());
+        assert!(Filesystem::from_magic(0x8584_58f6).is_memory_backed());
+        assert_eq!(
+            Filesystem::from_magic(0x6969).name(),
+            "unknown (statfs magic 0x6969)"
+        );
+        // The project's own directory is on a real filesystem that fstatfs can name.
+        let dir = std::fs::File::open(env!("CARGO_MANIFEST_DIR")).unwrap();
+        use std::os::fd::AsRawFd;
+        assert!(Filesystem::of_fd(dir.as_raw_fd()).is_ok());
+        assert_eq!(Filesystem::of_fd(-1), Err(libc::EBADF));
     }
 
     #[test]
