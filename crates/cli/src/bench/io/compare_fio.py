@@ -99,7 +99,7 @@ def run_ours(size, flags, registered, threads, entries, strategy, label):
             methods += ["--register-buffers", "--register-files"]
     cmd = [BIN, "bench", "io", "--dir", DIR, "--size", size, "--rounds", "1"] + methods + flags
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    # stdout is the study's row: method,seconds,bytes_per_sec
+    # stdout is IO Playground's row: method,seconds,bytes_per_sec
     return float(out.strip().split(",")[2])
 
 

@@ -429,7 +429,7 @@ pub fn dd_available() -> bool {
         .unwrap_or(false)
 }
 
-/// The study's control: `dd if=/dev/zero`, with the same block size, O_DIRECT and
+/// IO Playground's control: `dd if=/dev/zero`, with the same block size, O_DIRECT and
 /// durability as the other methods. Timed from spawn to exit (includes exec, ~1 ms).
 fn run_dd(plan: &Plan, path: &Path) -> anyhow::Result<RunOutcome> {
     if plan.preallocate {

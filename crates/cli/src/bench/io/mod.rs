@@ -54,9 +54,9 @@ pub fn run(args: IoArgs) -> anyhow::Result<()> {
 
     let stdout = std::io::stdout();
     let records = execute(&plan, &mut |record: &RunRecord| {
-        // Printed as each run ends, like the study's programs: stdout is the CSV.
+        // Printed as each run ends, like IO Playground's programs: stdout is the CSV.
         let mut out = stdout.lock();
-        let _ = writeln!(out, "{}", record.study_row());
+        let _ = writeln!(out, "{}", record.csv_row());
         let _ = out.flush();
         let workers = if record.kind == "io_uring" {
             format!(", {} iou-wrk", record.io_wq_workers_max)

@@ -88,7 +88,7 @@ pub struct IoArgs {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Strategy {
-    /// Submit E writes, wait until all E complete, then refill (the study's Go code).
+    /// Submit E writes, wait until all E complete, then refill (IO Playground's Go code).
     Batch,
     /// Keep up to E writes in flight; when full, sleep in the kernel until one completes.
     Refill,
@@ -136,7 +136,7 @@ pub enum MethodKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Method {
-    /// `dd if=/dev/zero`, the study's control (writes zeros, not verifiable).
+    /// `dd if=/dev/zero`, IO Playground's control (writes zeros, not verifiable).
     Dd,
     /// One thread, `write(2)` loop at the file position.
     Blocking,
@@ -159,7 +159,7 @@ pub struct RingFlags {
 }
 
 impl Method {
-    /// The study's naming (`10_goroutines_pwrite`) with threads instead of goroutines,
+    /// IO Playground's naming (`10_goroutines_pwrite`) with threads instead of goroutines,
     /// so rows of both can sit in one DuckDB table.
     pub fn name(&self, flags: RingFlags) -> String {
         match *self {

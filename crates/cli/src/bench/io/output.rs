@@ -1,4 +1,4 @@
-//! Results: the study-compatible CSV rows, the per-method summary, exports and chart.
+//! Results: IO Playground-compatible CSV rows, the per-method summary, exports and chart.
 //! Statistics, file export and the chart come from the shared `report` module.
 
 use serde::Serialize;
@@ -10,7 +10,7 @@ use crate::report::stats::{self, Relative, Summary, Warning};
 use crate::report::{export, table};
 
 /// One run, flat so it exports as one CSV row. The first three fields are the
-/// study's columns, with the study's names, so its DuckDB query works.
+/// IO Playground's columns, with IO Playground's names, so its DuckDB query works.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunRecord {
     pub method: String,
@@ -79,9 +79,9 @@ impl RunRecord {
     }
 
     /// `method,seconds,bytes_per_sec` with no header, exactly what each program of
-    /// the study printed, so `… > out.csv` feeds its DuckDB query unchanged
+    /// IO Playground printed, so `… > out.csv` feeds its DuckDB query unchanged
     /// (DuckDB names header-less columns column0, column1, column2).
-    pub fn study_row(&self) -> String {
+    pub fn csv_row(&self) -> String {
         format!(
             "{},{:.6},{:.0}",
             self.method, self.seconds, self.bytes_per_sec
@@ -99,7 +99,7 @@ pub struct MethodSummary {
     pub strategy: Option<Strategy>,
     /// Seconds per run.
     pub time_s: Summary,
-    /// Bytes per second per run (the study averaged this, not size / mean time).
+    /// Bytes per second per run (IO Playground averaged this, not size / mean time).
     pub throughput_bytes_per_s: Summary,
     pub iops_mean: f64,
     /// Speed-up against the baseline (blocking, else the first method): > 1 is faster.
@@ -248,7 +248,7 @@ pub fn notes(plan: &Plan, env: &EnvInfo, summaries: &[MethodSummary]) -> Vec<Str
     }
     if let Some(first) = summaries.first() {
         notes.push(format!(
-            "speed-up = mean time of {} / mean time of the method (> 1: faster), ± propagated σ; throughput is the mean of the rounds' bytes/s, in decimal units (1 MB = 10^6 bytes) as the study printed",
+            "speed-up = mean time of {} / mean time of the method (> 1: faster), ± propagated σ; throughput is the mean of the rounds' bytes/s, in decimal units (1 MB = 10^6 bytes) as IO Playground printed",
             first.baseline
         ));
     }
@@ -275,7 +275,7 @@ pub fn notes(plan: &Plan, env: &EnvInfo, summaries: &[MethodSummary]) -> Vec<Str
     }
     if summaries.iter().any(|s| s.kind == "dd") {
         notes.push(
-            "dd writes zeros from /dev/zero (the study's control); it is not verified".into(),
+            "dd writes zeros from /dev/zero (IO Playground's control); it is not verified".into(),
         );
     }
     notes

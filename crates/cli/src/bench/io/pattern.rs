@@ -1,6 +1,6 @@
 //! Data written by every method: a seeded counter-based generator, so any
 //! thread can produce the bytes of any offset on its own, and `--verify` can
-//! regenerate them. Not zeros (the study's dd and one implementation wrote
+//! regenerate them. Not zeros (IO Playground's dd and one implementation wrote
 //! zeros or allocator filler, which compressing or deduplicating storage
 //! would store for free).
 //!

@@ -1,6 +1,6 @@
 //! Splitting the file into one range per thread.
 //!
-//! The study divided the size by the thread count, which gives ranges that
+//! IO Playground divided the size by the thread count, which gives ranges that
 //! start mid-page (so O_DIRECT fails) and can lose the remainder. Here every
 //! boundary is a multiple of both 4096 and the block size, the ranges are
 //! disjoint, and together they cover `0..size` exactly once.
@@ -110,13 +110,13 @@ mod tests {
     }
 
     #[test]
-    fn study_case_and_edges() {
+    fn playground_case_and_edges() {
         check(1 << 30, 4096, 100);
         check(1 << 30, 4096, 1);
         check(4096, 4096, 100);
         check(1, 4096, 3);
         check(0, 4096, 3);
-        // The study's 1 GiB / 100 threads = 10737418.24 bytes: not aligned.
+        // IO Playground's 1 GiB / 100 threads = 10737418.24 bytes: not aligned.
         let ranges = split_ranges(1 << 30, 4096, 100);
         assert!(ranges.iter().all(|r| r.start % 4096 == 0));
     }

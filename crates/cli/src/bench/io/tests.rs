@@ -131,7 +131,7 @@ fn flag_combinations_are_validated() {
 }
 
 #[test]
-fn default_matrix_is_the_studys() {
+fn default_matrix_is_io_playgrounds() {
     let dir = tempfile::tempdir().unwrap();
     let plan = plan(&["--dir", dir.path().to_str().unwrap()]).unwrap();
     let names: Vec<String> = plan.methods.iter().map(|m| m.name(plan.ring)).collect();
@@ -151,7 +151,7 @@ fn default_matrix_is_the_studys() {
 }
 
 #[test]
-fn study_csv_row_and_exports() {
+fn playground_csv_row_and_exports() {
     let dir = tempfile::tempdir().unwrap();
     let plan = plan(&["--dir", dir.path().to_str().unwrap(), "--size", "1GiB"]).unwrap();
     let outcome = super::engine::RunOutcome {
@@ -165,7 +165,7 @@ fn study_csv_row_and_exports() {
     };
     let record = RunRecord::new(&plan, method, 2, &outcome);
     assert_eq!(
-        record.study_row(),
+        record.csv_row(),
         "10_threads_io_uring_refill_128_entries,0.500000,2147483648"
     );
     let flags = RingFlags {
