@@ -19,7 +19,7 @@ FROM rust:1-bookworm
 # (better-sqlite3): .ci/run installs those too.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      sqlite3 python3 python3-venv python3-pytest e2fsprogs binutils mount \
+      sqlite3 python3 python3-venv python3-pytest e2fsprogs binutils mount make g++ \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /sqlite-uring
