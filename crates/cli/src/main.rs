@@ -23,7 +23,8 @@ struct Cli {
 enum Command {
     /// Say whether io_uring works here, why not if not, and which ring features the VFS uses.
     Probe,
-    /// Benchmarks: `speed` (SQLite's 16 speed tests), `io` (IO models), `blobs` (files in SQLite).
+    /// Benchmarks: `speed` (SQLite's 16 speed tests), `io` (IO models), `blobs` (files in SQLite),
+    /// `concurrency` (threads and processes sharing databases).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
 }

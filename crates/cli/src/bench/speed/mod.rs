@@ -12,7 +12,7 @@ pub(crate) mod isolate;
 mod output;
 mod runner;
 pub(crate) mod targets;
-mod verdict;
+pub(crate) mod verdict;
 mod workload;
 
 use anyhow::{bail, Context, Result};
