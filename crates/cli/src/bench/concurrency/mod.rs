@@ -20,9 +20,9 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::export::ExportManager;
-use super::options::{ExportOptions, RunOptions};
+use super::options::{ExportOptions, PairingOptions, RunOptions};
 use super::signals;
-use crate::bench::speed::targets::{JournalMode, Synchronous};
+use crate::bench::speed::targets::JournalMode;
 use crate::report::envinfo;
 use isolate::RunJob;
 use workload::{CellOutcome, Pattern, Shape, SCAN_ROWS};
@@ -70,9 +70,8 @@ pub struct ConcurrencyArgs {
     )]
     pub targets: Vec<String>,
 
-    /// Target the others are compared to; must be in --targets.
-    #[arg(long, default_value = "unix", value_name = "TARGET")]
-    pub baseline: String,
+    #[command(flatten)]
+    pub pairing: PairingOptions,
 
     /// Journal modes of the databases pattern, comma-separated (readers and processes
     /// are WAL: concurrent readers beside a writer need it).
@@ -84,10 +83,6 @@ pub struct ConcurrencyArgs {
     )]
     pub journal: Vec<JournalMode>,
 
-    /// PRAGMA synchronous of every connection.
-    #[arg(long, value_enum, default_value = "full", value_name = "LEVEL")]
-    pub synchronous: Synchronous,
-
     /// Length of each measured run's window, in milliseconds (10 to 600000). Every
     /// thread works until the window closes: a fixed window keeps all N threads busy
     /// for the whole measurement, where a fixed operation count would end with the
@@ -95,10 +90,6 @@ pub struct ConcurrencyArgs {
     #[arg(long, default_value_t = DEFAULT_DURATION_MS, value_name = "MS",
           value_parser = clap::value_parser!(u64).range(10..=600_000))]
     pub duration_ms: u64,
-
-    /// Unmeasured runs per cell and target before the measured ones.
-    #[arg(long, default_value_t = 1, value_name = "RUNS")]
-    pub warmup: u32,
 
     /// Measured runs per cell and target (at least 1; 6 or more give the paired 95 %
     /// interval the verdict needs).
@@ -183,7 +174,7 @@ impl ConcurrencyArgs {
     fn shape(&self) -> Shape {
         Shape {
             rows: self.rows,
-            synchronous: self.synchronous,
+            synchronous: self.pairing.synchronous,
             duration_ms: self.duration_ms,
             seed: SEED,
         }
@@ -210,13 +201,8 @@ impl ConcurrencyArgs {
         if self.patterns.contains(&Pattern::Databases) && self.journal.is_empty() {
             bail!("--journal is empty; name at least one journal mode, e.g. --journal delete,wal");
         }
-        if !self.targets.iter().any(|t| t.trim() == self.baseline) {
-            bail!(
-                "--baseline {} is not among --targets ({}); add it to --targets or choose one of them",
-                self.baseline,
-                self.targets.join(",")
-            );
-        }
+        self.pairing
+            .check_baseline(self.targets.iter().map(|t| t.trim()), &self.targets)?;
         for target in &self.targets {
             workload::resolve_target(target.trim())?;
         }
@@ -271,12 +257,12 @@ pub fn run(args: ConcurrencyArgs) -> Result<()> {
     let mut header = env.lines();
     header.push(format!(
         "settings:    synchronous={} · {} ms window · {} rows · {} warmup + {} runs · baseline {} · isolation {}",
-        args.synchronous.name(),
+        args.pairing.synchronous.name(),
         args.duration_ms,
         args.rows,
-        args.warmup,
+        args.pairing.warmup,
         args.runs,
-        args.baseline,
+        args.pairing.baseline,
         isolation.name(),
     ));
     if args.patterns.contains(&Pattern::Processes) {
@@ -312,7 +298,7 @@ pub fn run(args: ConcurrencyArgs) -> Result<()> {
         .place
         .dir
         .join(format!("sqlite-uring-concurrency-{}", std::process::id()));
-    let rounds = args.warmup + args.runs;
+    let rounds = args.pairing.warmup + args.runs;
     let progress = ProgressBar::new(cells.len() as u64 * u64::from(rounds) * targets.len() as u64);
     progress.set_style(
         ProgressStyle::with_template("{bar:32} {pos}/{len} {msg} [{elapsed_precise}, ETA {eta}]")
@@ -327,7 +313,11 @@ pub fn run(args: ConcurrencyArgs) -> Result<()> {
         for round in 0..rounds {
             for step in 0..targets.len() {
                 let index = (step + round as usize) % targets.len();
-                let phase = if round < args.warmup { "warmup" } else { "run" };
+                let phase = if round < args.pairing.warmup {
+                    "warmup"
+                } else {
+                    "run"
+                };
                 let job = args.job(cell, &targets[index], &run_dir);
                 progress.set_message(format!("{phase} · {}", job.describe()));
                 crate::trace_file::mark(format_args!(
@@ -339,13 +329,13 @@ pub fn run(args: ConcurrencyArgs) -> Result<()> {
                     Some(exe) => isolate::run_in_worker(exe, &job)?,
                     None => isolate::run_here(&job)?,
                 };
-                if round >= args.warmup {
+                if round >= args.pairing.warmup {
                     outcomes[index].push(outcome);
                 }
                 progress.inc(1);
             }
         }
-        let result = output::summarise(*cell, &targets, &outcomes, &args.baseline)
+        let result = output::summarise(*cell, &targets, &outcomes, &args.pairing.baseline)
             .with_context(|| cell.title())?;
         progress.suspend(|| {
             println!("{}", cell.title());
@@ -364,7 +354,7 @@ pub fn run(args: ConcurrencyArgs) -> Result<()> {
         println!("Trace written to {}", path.display());
         println!();
     }
-    let verdict = output::verdict(&results, &args.baseline);
+    let verdict = output::verdict(&results, &args.pairing.baseline);
     for line in &verdict {
         println!("{line}");
     }
@@ -373,7 +363,7 @@ pub fn run(args: ConcurrencyArgs) -> Result<()> {
         header,
         results,
         verdict,
-        baseline: args.baseline.clone(),
+        baseline: args.pairing.baseline.clone(),
     };
     for warning in exports.write(&report)? {
         eprintln!("warning: {warning}");
@@ -384,6 +374,7 @@ pub fn run(args: ConcurrencyArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::speed::targets::Synchronous;
     use std::path::Path;
 
     fn parse(words: &[&str]) -> Result<ConcurrencyArgs, clap::Error> {
@@ -399,12 +390,12 @@ mod tests {
         );
         assert_eq!(args.threads, [1, 2, 4, 8, 16, 64]);
         assert_eq!(args.targets, ["unix", "io_uring"]);
-        assert_eq!(args.baseline, "unix");
+        assert_eq!(args.pairing.baseline, "unix");
         assert_eq!(args.journal, [JournalMode::Delete, JournalMode::Wal]);
-        assert_eq!(args.synchronous, Synchronous::Full);
+        assert_eq!(args.pairing.synchronous, Synchronous::Full);
         assert_eq!(args.duration_ms, 250);
         assert!(args.duration_ms <= 1000);
-        assert_eq!((args.warmup, args.runs, args.rows), (1, 6, 10_000));
+        assert_eq!((args.pairing.warmup, args.runs, args.rows), (1, 6, 10_000));
         assert_eq!(args.sqlite3, Path::new("sqlite3"));
         assert_eq!(args.run.place.dir, Path::new("."));
         // 6 N × (readers + databases in 2 modes + processes).

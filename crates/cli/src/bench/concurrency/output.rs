@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::workload::{resolve_target, CellOutcome, Kind, Pattern};
 use super::{Cell, ConcurrencyArgs};
-use crate::bench::speed::verdict::chance_limit;
+use crate::bench::speed::verdict::{chance_limit, first_appearances};
 use crate::report::chart::{Line, LineChart};
 use crate::report::export::markdown_table;
 use crate::report::stats::{self, PairedRatio, Relative, Summary, Verdict, Warning};
@@ -272,13 +272,7 @@ pub fn verdict(results: &[CellResult], baseline: &str) -> Vec<String> {
         ));
         return lines;
     }
-    let mut targets: Vec<&str> = Vec::new();
-    for comparison in &comparisons {
-        if !targets.contains(&comparison.target.as_str()) {
-            targets.push(&comparison.target);
-        }
-    }
-    for target in targets {
+    for target in first_appearances(comparisons.iter().map(|c| c.target.as_str())) {
         lines.push(format!("  {target}"));
         let (mut faster, mut slower, mut same, mut undecided) = (0, 0, 0, 0);
         for c in comparisons.iter().filter(|c| c.target == target) {
@@ -379,7 +373,7 @@ pub fn records(results: &[CellResult], args: &ConcurrencyArgs) -> Vec<Concurrenc
                 target: row.target.clone(),
                 vfs: row.vfs.clone(),
                 kind: row.kind.name().into(),
-                synchronous: args.synchronous.name().into(),
+                synchronous: args.pairing.synchronous.name().into(),
                 duration_ms: args.duration_ms,
                 rows: args.rows,
                 runs: row.rates.runs,
@@ -391,7 +385,7 @@ pub fn records(results: &[CellResult], args: &ConcurrencyArgs) -> Vec<Concurrenc
                 rate_max_per_s: row.rates.max,
                 p50_latency_us: row.p50_s * 1e6,
                 p99_latency_us: row.p99_s * 1e6,
-                baseline: args.baseline.clone(),
+                baseline: args.pairing.baseline.clone(),
                 relative: row.relative.map(|r| r.ratio),
                 relative_error: row.relative.and_then(|r| r.error),
                 paired_median: row.paired.map(|p| p.median),
@@ -420,12 +414,13 @@ pub fn records(results: &[CellResult], args: &ConcurrencyArgs) -> Vec<Concurrenc
 /// The summary table of the Markdown report: one line per pattern, journal, kind and N,
 /// the baseline's rate and p99, every other target's paired rate ratio and p99.
 fn summary_table(results: &[CellResult], baseline: &str) -> String {
-    let mut others: Vec<&str> = Vec::new();
-    for row in results.iter().flat_map(|r| &r.rows) {
-        if row.target != baseline && !others.contains(&row.target.as_str()) {
-            others.push(&row.target);
-        }
-    }
+    let others = first_appearances(
+        results
+            .iter()
+            .flat_map(|r| &r.rows)
+            .map(|row| row.target.as_str())
+            .filter(|target| *target != baseline),
+    );
     let mut headers = vec![
         "pattern".to_string(),
         "N".into(),
@@ -597,12 +592,11 @@ impl crate::bench::export::Exportable for ConcurrencyReport {
     }
 
     fn chart(&self) -> Result<LineChart, String> {
-        let mut targets: Vec<String> = Vec::new();
-        for record in &self.records {
-            if !targets.contains(&record.target) {
-                targets.push(record.target.clone());
-            }
-        }
+        let targets: Vec<String> =
+            first_appearances(self.records.iter().map(|r| r.target.as_str()))
+                .into_iter()
+                .map(String::from)
+                .collect();
         chart(&self.results, &targets)
     }
 }
