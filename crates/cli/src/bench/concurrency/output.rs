@@ -24,9 +24,10 @@ pub struct KindRow {
     /// Operations per second, one sample per measured run.
     pub rates: Summary,
     pub ops_mean: f64,
-    /// Median over the runs of each run's percentile.
-    pub p50_s: f64,
-    pub p99_s: f64,
+    /// Median over the runs of each run's percentile (runs without an operation of the
+    /// kind have none); `None` when no run has one.
+    pub p50_s: Option<f64>,
+    pub p99_s: Option<f64>,
     /// Mean rate ÷ the baseline's (above 1: more operations per second).
     pub relative: Option<Relative>,
     /// Run-by-run rate ratios to the baseline's runs of the same rounds; `None` for the
@@ -43,10 +44,15 @@ pub struct CellResult {
     pub rows: Vec<KindRow>,
 }
 
-/// Median of the finite values (a run with no operation of a kind has no percentile).
-fn finite_median(values: impl Iterator<Item = f64>) -> f64 {
-    let finite: Vec<f64> = values.filter(|v| v.is_finite()).collect();
-    stats::median(&finite)
+/// Median of the values there are (a run with no operation of a kind has no percentile).
+fn median_of_some(values: impl Iterator<Item = Option<f64>>) -> Option<f64> {
+    let some: Vec<f64> = values.flatten().collect();
+    (!some.is_empty()).then(|| stats::median(&some))
+}
+
+/// A latency, or `–` where there is none.
+fn format_latency(seconds: Option<f64>) -> String {
+    seconds.map_or_else(|| "–".into(), stats::format_seconds)
 }
 
 /// The rows of one cell from the outcomes of each target (in round order).
@@ -106,8 +112,8 @@ pub fn summarise(
                     .as_ref()
                     .and_then(|b| summary.relative_to(b)),
                 ops_mean: runs.iter().map(|k| k.ops as f64).sum::<f64>() / runs.len() as f64,
-                p50_s: finite_median(runs.iter().map(|k| k.p50_s)),
-                p99_s: finite_median(runs.iter().map(|k| k.p99_s)),
+                p50_s: median_of_some(runs.iter().map(|k| k.p50_s)),
+                p99_s: median_of_some(runs.iter().map(|k| k.p99_s)),
                 rates: summary,
                 paired,
                 warnings,
@@ -161,8 +167,8 @@ fn table_rows(result: &CellResult) -> Vec<Vec<String>> {
                 format_rate_summary(&row.rates),
                 row.relative.map_or_else(|| "–".into(), |r| r.display()),
                 display_paired(&row.paired),
-                stats::format_seconds(row.p50_s),
-                stats::format_seconds(row.p99_s),
+                format_latency(row.p50_s),
+                format_latency(row.p99_s),
                 format!("{:.0}", row.ops_mean),
             ]
         })
@@ -348,8 +354,10 @@ pub struct ConcurrencyRecord {
     pub rate_median_per_s: f64,
     pub rate_min_per_s: f64,
     pub rate_max_per_s: f64,
-    pub p50_latency_us: f64,
-    pub p99_latency_us: f64,
+    /// Median over the runs of each run's latency percentile; null when no run
+    /// completed an operation of the kind.
+    pub p50_latency_us: Option<f64>,
+    pub p99_latency_us: Option<f64>,
     pub baseline: String,
     pub relative: Option<f64>,
     pub relative_error: Option<f64>,
@@ -383,8 +391,8 @@ pub fn records(results: &[CellResult], args: &ConcurrencyArgs) -> Vec<Concurrenc
                 rate_median_per_s: row.rates.median,
                 rate_min_per_s: row.rates.min,
                 rate_max_per_s: row.rates.max,
-                p50_latency_us: row.p50_s * 1e6,
-                p99_latency_us: row.p99_s * 1e6,
+                p50_latency_us: row.p50_s.map(|s| s * 1e6),
+                p99_latency_us: row.p99_s.map(|s| s * 1e6),
                 baseline: args.pairing.baseline.clone(),
                 relative: row.relative.map(|r| r.ratio),
                 relative_error: row.relative.and_then(|r| r.error),
@@ -464,7 +472,7 @@ fn summary_table(results: &[CellResult], baseline: &str) -> String {
                     result.cell.threads.to_string(),
                     kind.name().to_string(),
                     format_rate(base.rates.mean),
-                    stats::format_seconds(base.p99_s),
+                    format_latency(base.p99_s),
                 ];
                 for other in &others {
                     match find(other) {
@@ -475,7 +483,7 @@ fn summary_table(results: &[CellResult], baseline: &str) -> String {
                                 Some(Verdict::Below) => format!("_{ratio}_"),
                                 _ => ratio,
                             });
-                            line.push(stats::format_seconds(row.p99_s));
+                            line.push(format_latency(row.p99_s));
                         }
                         None => line.extend(["–".to_string(), "–".to_string()]),
                     }
@@ -614,8 +622,8 @@ mod tests {
                 kind: Kind::Commit,
                 ops: commit_rate as u64,
                 rate_per_s: commit_rate,
-                p50_s: 1e-3,
-                p99_s: 4e-3,
+                p50_s: Some(1e-3),
+                p99_s: Some(4e-3),
             }],
         }
     }
@@ -676,7 +684,7 @@ mod tests {
                 Some("same")
             ]
         );
-        assert_eq!(records[1].p99_latency_us, 4000.0);
+        assert_eq!(records[1].p99_latency_us, Some(4000.0));
         // A run missing a kind the others have is an error, not a silent gap.
         let mut broken = unix.clone();
         broken[3].kinds.clear();

@@ -130,9 +130,10 @@ pub struct KindOutcome {
     pub ops: u64,
     /// `ops` over the run's elapsed time.
     pub rate_per_s: f64,
-    /// Latency percentiles of the run's operations of this kind (nearest rank).
-    pub p50_s: f64,
-    pub p99_s: f64,
+    /// Latency percentiles of the run's operations of this kind (nearest rank); `None`
+    /// when a starved run completed no operation of the kind.
+    pub p50_s: Option<f64>,
+    pub p99_s: Option<f64>,
 }
 
 /// What one measured run reports.
@@ -195,7 +196,7 @@ impl Latencies {
             .into_iter()
             .map(|(kind, mut samples)| {
                 samples.sort_unstable();
-                let seconds = |p| percentile(&samples, p).map_or(f64::NAN, |ns| ns as f64 / 1e9);
+                let seconds = |p| percentile(&samples, p).map(|ns| ns as f64 / 1e9);
                 KindOutcome {
                     kind,
                     ops: samples.len() as u64,
@@ -556,12 +557,18 @@ mod tests {
         let lookup = &outcome.kinds[0];
         assert_eq!(lookup.ops, 300);
         assert_eq!(lookup.rate_per_s, 600.0);
-        assert_eq!(lookup.p50_s, 150e-6);
-        assert_eq!(lookup.p99_s, 297e-6);
+        assert_eq!(lookup.p50_s, Some(150e-6));
+        assert_eq!(lookup.p99_s, Some(297e-6));
         assert_eq!(outcome.kinds[1].ops, 0);
-        assert!(outcome.kinds[1].p50_s.is_nan());
+        assert_eq!(outcome.kinds[1].p50_s, None);
+        // It crosses the worker pipe as it is.
+        let text = serde_json::to_string(&outcome).unwrap();
+        assert_eq!(serde_json::from_str::<CellOutcome>(&text).unwrap(), outcome);
         let commit = &outcome.kinds[2];
-        assert_eq!((commit.ops, commit.p50_s, commit.p99_s), (2, 2e-3, 4e-3));
+        assert_eq!(
+            (commit.ops, commit.p50_s, commit.p99_s),
+            (2, Some(2e-3), Some(4e-3))
+        );
     }
 
     fn shape() -> Shape {
