@@ -28,7 +28,8 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         dir: Option<std::path::PathBuf>,
     },
-    /// Benchmarks: `speed` (SQLite's 16 speed tests), `io` (IO models), `blobs` (files in SQLite).
+    /// Benchmarks: `speed` (SQLite's 16 speed tests), `io` (IO models), `blobs` (files in SQLite),
+    /// `concurrency` (threads and processes sharing databases).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
 }

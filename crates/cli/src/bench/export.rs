@@ -8,7 +8,7 @@ use anyhow::Result;
 use serde::Serialize;
 
 use super::options::{check_output_path, ExportOptions};
-use crate::report::chart::BarChart;
+use crate::report::chart::SvgChart;
 use crate::report::export;
 
 /// What a benchmark's results look like in each export format.
@@ -17,13 +17,15 @@ pub trait Exportable {
     type CsvRow: Serialize;
     /// One element of the JSON array.
     type JsonItem: Serialize;
+    /// What `--chart` draws.
+    type Chart: SvgChart;
 
     fn csv_rows(&self) -> &[Self::CsvRow];
     fn json_items(&self) -> &[Self::JsonItem];
     /// The whole report as a Markdown document.
     fn markdown(&self) -> String;
     /// The chart, or why these results have nothing to chart.
-    fn chart(&self) -> Result<BarChart, String>;
+    fn chart(&self) -> Result<Self::Chart, String>;
 }
 
 /// One requested result file.
@@ -102,6 +104,7 @@ impl ExportManager {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::chart::BarChart;
     use std::path::Path;
 
     struct Fake {
@@ -112,6 +115,7 @@ mod tests {
     impl Exportable for Fake {
         type CsvRow = (u32, f64);
         type JsonItem = (u32, f64);
+        type Chart = BarChart;
 
         fn csv_rows(&self) -> &[(u32, f64)] {
             &self.rows

@@ -3,6 +3,7 @@
 use clap::{Subcommand, ValueEnum};
 
 mod blobs;
+pub(crate) mod concurrency;
 mod export;
 mod io;
 mod options;
@@ -20,7 +21,11 @@ pub enum BenchCommand {
     Io(Box<io::IoArgs>),
     /// Files stored in SQLite: blob sizes, commit batching, zstd, backends.
     Blobs(Box<blobs::BlobsArgs>),
-    /// Internal: one measured run, in a fresh process, for `speed` and `blobs`.
+    /// Connection pools and many databases: reader threads beside a WAL writer, one
+    /// database per thread, readers in other processes (stock sqlite3 among them).
+    Concurrency(Box<concurrency::ConcurrencyArgs>),
+    /// Internal: one measured run, in a fresh process, for `speed`, `blobs` and
+    /// `concurrency`.
     #[command(hide = true)]
     Worker(worker::WorkerArgs),
 }
@@ -100,6 +105,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Speed(args) => speed::run(*args),
         BenchCommand::Io(args) => io::run(*args),
         BenchCommand::Blobs(args) => blobs::run(*args),
+        BenchCommand::Concurrency(args) => concurrency::run(*args),
         BenchCommand::Worker(args) => worker::serve(args),
     }
 }

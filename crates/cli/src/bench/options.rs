@@ -7,6 +7,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 
 use super::Isolation;
+use crate::bench::speed::targets::Synchronous;
 
 /// Where a benchmark writes and whether it may run at all.
 #[derive(Args, Debug, Clone)]
@@ -84,6 +85,42 @@ impl RunOptions {
             check_output_path("--trace", path)?;
         }
         Ok(debug_warning)
+    }
+}
+
+/// What a benchmark of SQLite targets pairs its runs against, with which durability,
+/// after how many unmeasured runs (`speed`, `concurrency`).
+#[derive(Args, Debug, Clone)]
+pub struct PairingOptions {
+    /// Target the others are compared to (relative columns, paired ratios, verdict,
+    /// chart); must be in --targets.
+    #[arg(long, default_value = "unix", value_name = "TARGET")]
+    pub baseline: String,
+
+    /// PRAGMA synchronous, applied identically to every file target.
+    #[arg(long, value_enum, default_value = "full", value_name = "LEVEL")]
+    pub synchronous: Synchronous,
+
+    /// Unmeasured runs per case and target before the measured ones (warm caches).
+    #[arg(long, default_value_t = 1, value_name = "RUNS")]
+    pub warmup: u32,
+}
+
+impl PairingOptions {
+    /// `--baseline` must name one of `labels`, the `--targets` as given in `targets`.
+    pub fn check_baseline<'a>(
+        &self,
+        mut labels: impl Iterator<Item = &'a str>,
+        targets: &[String],
+    ) -> anyhow::Result<()> {
+        if !labels.any(|label| label == self.baseline) {
+            bail!(
+                "--baseline {} is not among --targets ({}); add it to --targets or choose one of them",
+                self.baseline,
+                targets.join(",")
+            );
+        }
+        Ok(())
     }
 }
 

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 pub enum Job {
     Speed(crate::bench::speed::isolate::Job),
     Blobs(crate::bench::blobs::isolate::Job),
+    Concurrency(crate::bench::concurrency::isolate::Job),
 }
 
 impl Job {
@@ -59,6 +60,7 @@ pub fn serve(args: WorkerArgs) -> anyhow::Result<()> {
     match &args.job {
         Job::Speed(job) => crate::bench::speed::isolate::serve(job),
         Job::Blobs(job) => crate::bench::blobs::isolate::serve(job),
+        Job::Concurrency(job) => crate::bench::concurrency::isolate::serve(job),
     }
 }
 
@@ -74,9 +76,7 @@ pub fn run<T: DeserializeOwned>(
     on_line: &mut dyn FnMut(&str, &str) -> anyhow::Result<()>,
     supervise: &dyn Fn(Option<u32>) -> anyhow::Result<()>,
 ) -> anyhow::Result<T> {
-    let job = serde_json::to_string(job).context("serializing a worker's job")?;
-    let mut child = Command::new(exe)
-        .args(["bench", "worker", JOB_FLAG, &job])
+    let mut child = command(exe, job)?
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -115,6 +115,16 @@ pub fn run<T: DeserializeOwned>(
         return Err(error.context(what.to_string()));
     }
     result.ok_or_else(|| anyhow!("{what}: the worker sent no result"))
+}
+
+/// The command line of a worker process of `exe` running `job` (its stdio still to be
+/// chosen): for callers that talk to a worker while it runs rather than only reading
+/// its result.
+pub fn command(exe: &Path, job: &Job) -> anyhow::Result<Command> {
+    let job = serde_json::to_string(job).context("serializing a worker's job")?;
+    let mut command = Command::new(exe);
+    command.args(["bench", "worker", JOB_FLAG, &job]);
+    Ok(command)
 }
 
 /// An `on_line` for workers that send nothing but their result.

@@ -1,4 +1,6 @@
-//! SVG grouped bar chart: one group of bars per category, one colour per series.
+//! SVG charts: a grouped bar chart (one group of bars per category, one colour per
+//! series) and a line chart on logarithmic axes (one line per series, e.g. throughput
+//! against thread count). Both are [`SvgChart`]s, what the export manager writes.
 //!
 //! Kept to what reads at a glance: bars from zero, an optional dashed reference line
 //! (e.g. 1.0 = as fast as the baseline), optional ±error whiskers, a legend, and category
@@ -9,6 +11,7 @@ use std::path::Path;
 
 use anyhow::{anyhow, Context, Result};
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 /// One coloured series of bars.
 #[derive(Clone, Debug)]
@@ -29,6 +32,149 @@ pub struct BarChart {
     pub series: Vec<Series>,
     /// Horizontal dashed line, e.g. `Some(1.0)` for "same as baseline".
     pub reference_line: Option<f64>,
+}
+
+/// A chart the export manager can write to `--chart FILE.svg`.
+pub trait SvgChart {
+    /// Renders the chart as an SVG file; the error names the file.
+    fn write_svg(&self, path: &Path) -> Result<()>;
+}
+
+impl SvgChart for BarChart {
+    fn write_svg(&self, path: &Path) -> Result<()> {
+        BarChart::write_svg(self, path)
+    }
+}
+
+/// One line of a [`LineChart`]: points `(x, y)`, both positive (log axes).
+#[derive(Clone, Debug)]
+pub struct Line {
+    pub name: String,
+    /// Index into the palette: lines of one quantity share a colour.
+    pub color: usize,
+    /// Index of the marker shape (circle, triangle, cross, square): lines of one
+    /// target share a marker.
+    pub marker: usize,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Lines on log-log axes, x labelled with the x values the lines have (thread counts).
+#[derive(Clone, Debug)]
+pub struct LineChart {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub lines: Vec<Line>,
+}
+
+impl LineChart {
+    /// The smallest and largest positive finite coordinate along `axis`, with room
+    /// around them (and a decade when all are equal), or `None` when no point has one.
+    fn range(&self, axis: fn(&(f64, f64)) -> f64, margin: f64) -> Option<(f64, f64)> {
+        let values = self
+            .lines
+            .iter()
+            .flat_map(|line| &line.points)
+            .map(axis)
+            .filter(|v| v.is_finite() && *v > 0.0);
+        let (low, high) = values.fold(None, |range: Option<(f64, f64)>, v| {
+            Some(range.map_or((v, v), |(low, high)| (low.min(v), high.max(v))))
+        })?;
+        Some((low / margin, high * margin))
+    }
+
+    fn draw(&self, path: &Path) -> Result<()> {
+        let plot_error = |e: &dyn std::fmt::Display| anyhow!("{e}");
+        let (x_low, x_high) = self
+            .range(|p| p.0, 1.25)
+            .ok_or_else(|| anyhow!("no point with positive coordinates to draw"))?;
+        // Headroom at the top for the legend.
+        let (y_low, y_high) = self.range(|p| p.1, 1.5).unwrap_or((0.1, 10.0));
+        let y_high = y_high * (y_high / y_low).powf(0.6);
+        let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| plot_error(&e))?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(&self.title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(72)
+            .build_cartesian_2d((x_low..x_high).log_scale(), (y_low..y_high).log_scale())
+            .map_err(|e| plot_error(&e))?;
+        let mut ticks: Vec<f64> = self
+            .lines
+            .iter()
+            .flat_map(|line| line.points.iter().map(|p| p.0))
+            .collect();
+        ticks.sort_by(f64::total_cmp);
+        ticks.dedup();
+        // The axis's own key points of a log range are not the x values; those are
+        // written along the bottom edge instead.
+        chart
+            .configure_mesh()
+            .x_desc(&self.x_label)
+            .y_desc(&self.y_label)
+            .disable_x_mesh()
+            .x_label_formatter(&|_| String::new())
+            .label_style(("sans-serif", 13))
+            .draw()
+            .map_err(|e| plot_error(&e))?;
+        let style = TextStyle::from(("sans-serif", 13).into_font())
+            .pos(Pos::new(HPos::Center, VPos::Bottom));
+        chart
+            .draw_series(
+                ticks
+                    .iter()
+                    .map(|&x| Text::new(format!("{x}"), (x, y_low), style.clone())),
+            )
+            .map_err(|e| plot_error(&e))?;
+        for line in &self.lines {
+            let color = COLORS[line.color % COLORS.len()];
+            let points: Vec<(f64, f64)> = line
+                .points
+                .iter()
+                .copied()
+                .filter(|(x, y)| x.is_finite() && *x > 0.0 && y.is_finite() && *y > 0.0)
+                .collect();
+            let marker = line.marker % 4;
+            chart
+                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
+                .map_err(|e| plot_error(&e))?
+                .label(line.name.as_str())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
+                });
+            let shapes = points.into_iter().map(move |point| -> DynElement<_, _> {
+                match marker {
+                    0 => Circle::new(point, 4, color.filled()).into_dyn(),
+                    1 => TriangleMarker::new(point, 5, color.filled()).into_dyn(),
+                    2 => Cross::new(point, 5, color.stroke_width(2)).into_dyn(),
+                    _ => Rectangle::new([point, point], color.stroke_width(6)).into_dyn(),
+                }
+            });
+            chart.draw_series(shapes).map_err(|e| plot_error(&e))?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 12))
+            .draw()
+            .map_err(|e| plot_error(&e))?;
+        root.present().map_err(|e| plot_error(&e))?;
+        Ok(())
+    }
+}
+
+impl SvgChart for LineChart {
+    fn write_svg(&self, path: &Path) -> Result<()> {
+        self.draw(path).with_context(|| {
+            format!(
+                "cannot write the chart {}: check that its directory exists and is writable",
+                path.display()
+            )
+        })
+    }
 }
 
 const COLORS: [RGBColor; 8] = [
@@ -214,6 +360,53 @@ mod tests {
         ] {
             assert!(svg.contains(text), "missing {text:?}");
         }
+    }
+
+    #[test]
+    fn writes_a_line_chart_with_every_line_and_the_x_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lines.svg");
+        let line = |name: &str, color, marker, scale: f64| Line {
+            name: name.into(),
+            color,
+            marker,
+            points: [1.0, 2.0, 4.0, 64.0]
+                .iter()
+                .map(|&x| (x, x * scale))
+                .collect(),
+        };
+        let chart = LineChart {
+            title: "Throughput by threads".into(),
+            x_label: "threads".into(),
+            y_label: "operations/s".into(),
+            lines: vec![
+                line("reads/s unix", 0, 0, 1000.0),
+                line("reads/s io_uring", 0, 1, 1100.0),
+                line("commits/s unix", 1, 0, 3.0),
+                line("commits/s io_uring", 1, 1, 3.3),
+            ],
+        };
+        SvgChart::write_svg(&chart, &path).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        assert!(svg.starts_with("<svg"));
+        for text in [
+            "Throughput by threads",
+            "reads/s io_uring",
+            "commits/s unix",
+            "\n64\n",
+            "\n4\n",
+        ] {
+            assert!(svg.contains(text), "missing {text:?}");
+        }
+        let empty = LineChart {
+            lines: vec![],
+            ..chart
+        };
+        let message = format!("{:#}", SvgChart::write_svg(&empty, &path).unwrap_err());
+        assert!(
+            message.contains("no point") && message.contains("lines.svg"),
+            "{message}"
+        );
     }
 
     #[test]

@@ -563,6 +563,7 @@ struct BlobsReport<'a> {
 impl crate::bench::export::Exportable for BlobsReport<'_> {
     type CsvRow = BlobRecord;
     type JsonItem = BlobRecord;
+    type Chart = BarChart;
 
     fn csv_rows(&self) -> &[BlobRecord] {
         &self.records

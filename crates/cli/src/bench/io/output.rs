@@ -421,6 +421,7 @@ pub struct IoReport<'a> {
 impl<'a> crate::bench::export::Exportable for IoReport<'a> {
     type CsvRow = RunRecord;
     type JsonItem = JsonReport<'a>;
+    type Chart = BarChart;
 
     fn csv_rows(&self) -> &[RunRecord] {
         self.json.runs

@@ -76,7 +76,7 @@ impl Job {
             test: number,
             target: combo.target.label.clone(),
             journal: combo.journal.unwrap_or(JournalMode::Delete),
-            synchronous: args.synchronous,
+            synchronous: args.pairing.synchronous,
             scale: args.scale,
             prepared: args.prepared,
             database: database.to_path_buf(),
@@ -166,7 +166,7 @@ mod tests {
             assert_eq!(child.test, 12);
             assert_eq!(child.target, combo.target.label);
             assert_eq!(child.journal, combo.journal.unwrap_or(JournalMode::Delete));
-            assert_eq!(child.synchronous, parent.synchronous);
+            assert_eq!(child.synchronous, parent.pairing.synchronous);
             assert_eq!(child.scale.to_bits(), parent.scale.to_bits());
             assert!(child.prepared);
             assert_eq!(child.database, database);

@@ -12,7 +12,7 @@ pub(crate) mod isolate;
 mod output;
 mod runner;
 pub(crate) mod targets;
-mod verdict;
+pub(crate) mod verdict;
 mod workload;
 
 use anyhow::{bail, Context, Result};
@@ -20,12 +20,12 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::export::ExportManager;
-use super::options::{ExportOptions, RunOptions};
+use super::options::{ExportOptions, PairingOptions, RunOptions};
 use super::signals;
 use crate::report::{envinfo, stats};
 use output::{ComboResult, RunInfo, TestResult};
 use runner::{Mode, RunOutcome, TestPlan};
-use targets::{IoCounts, JournalMode, Settings, Synchronous, Target};
+use targets::{IoCounts, JournalMode, Settings, Target};
 use workload::{Checksum, Sizes};
 
 /// Measured runs per test and target by default: the fewest that give most comparisons
@@ -34,8 +34,6 @@ use workload::{Checksum, Sizes};
 /// suite (16 tests × 5 targets × 11 rounds, a fresh process each) still takes about two
 /// minutes on 2 cores.
 pub const DEFAULT_RUNS: u32 = 10;
-/// Unmeasured runs per test and target before the measured ones by default.
-pub const DEFAULT_WARMUP: u32 = 1;
 
 /// Options of `bench speed`.
 #[derive(Args, Debug, Clone)]
@@ -53,9 +51,8 @@ pub struct SpeedArgs {
     )]
     pub targets: Vec<String>,
 
-    /// Target the others are compared to (Relative column, chart); must be in --targets.
-    #[arg(long, default_value = "unix", value_name = "TARGET")]
-    pub baseline: String,
+    #[command(flatten)]
+    pub pairing: PairingOptions,
 
     /// Journal modes, comma-separated; every file target runs in each (memory always
     /// journals in memory).
@@ -66,14 +63,6 @@ pub struct SpeedArgs {
         value_name = "LIST"
     )]
     pub journal: Vec<JournalMode>,
-
-    /// PRAGMA synchronous, applied identically to every file target.
-    #[arg(long, value_enum, default_value = "full", value_name = "LEVEL")]
-    pub synchronous: Synchronous,
-
-    /// Unmeasured runs per test and target before the measured ones (warm caches).
-    #[arg(long, default_value_t = DEFAULT_WARMUP, value_name = "RUNS")]
-    pub warmup: u32,
 
     /// Measured runs per test and target (at least 1; 3 or more give σ and error bars, 6 or
     /// more the paired 95 % interval, which the closing verdict needs).
@@ -159,13 +148,8 @@ pub fn run(args: SpeedArgs) -> Result<()> {
     tests.dedup();
 
     let targets = targets::resolve(&args.targets)?;
-    if !targets.iter().any(|t| t.label == args.baseline) {
-        bail!(
-            "--baseline {} is not among --targets ({}); add it to --targets or choose one of them",
-            args.baseline,
-            args.targets.join(",")
-        );
-    }
+    args.pairing
+        .check_baseline(targets.iter().map(|t| t.label.as_str()), &args.targets)?;
     let combos = combos(&targets, &journals);
     let mode = if args.prepared {
         Mode::Prepared
@@ -178,13 +162,13 @@ pub fn run(args: SpeedArgs) -> Result<()> {
     let mut header = env.lines();
     header.push(format!(
         "settings:    synchronous={} · journal {} · {} statements · scale {} · {} warmup + {} runs · baseline {} · isolation {}",
-        args.synchronous.name(),
+        args.pairing.synchronous.name(),
         journals.iter().map(|j| j.name()).collect::<Vec<_>>().join(","),
         mode.name(),
         args.scale,
-        args.warmup,
+        args.pairing.warmup,
         args.runs,
-        args.baseline,
+        args.pairing.baseline,
         isolation.name(),
     ));
     if targets
@@ -230,7 +214,7 @@ pub fn run(args: SpeedArgs) -> Result<()> {
         .place
         .dir
         .join(format!("sqlite-uring-speed-{}.db", std::process::id()));
-    let rounds = args.warmup + args.runs;
+    let rounds = args.pairing.warmup + args.runs;
     let progress = ProgressBar::new(tests.len() as u64 * u64::from(rounds) * combos.len() as u64);
     progress.set_style(
         ProgressStyle::with_template("{bar:32} {pos}/{len} {msg} [{elapsed_precise}, ETA {eta}]")
@@ -249,11 +233,15 @@ pub fn run(args: SpeedArgs) -> Result<()> {
                 // Rotating the order each round spreads any "goes first" effect over all.
                 let index = (step + round as usize) % combos.len();
                 let combo = &combos[index];
-                let phase = if round < args.warmup { "warmup" } else { "run" };
+                let phase = if round < args.pairing.warmup {
+                    "warmup"
+                } else {
+                    "run"
+                };
                 progress.set_message(format!("test {number} · {phase} · {}", combo.label()));
                 let settings = Settings {
                     journal: combo.journal.unwrap_or(JournalMode::Delete),
-                    synchronous: args.synchronous,
+                    synchronous: args.pairing.synchronous,
                 };
                 crate::trace_file::mark(format_args!(
                     "speed test {number} ({}) · {phase} {} · {}",
@@ -268,13 +256,19 @@ pub fn run(args: SpeedArgs) -> Result<()> {
                     )?,
                     None => runner::run_once(&combo.target, settings, &database_path, &plan, mode)?,
                 };
-                if round >= args.warmup {
+                if round >= args.pairing.warmup {
                     outcomes[index].push(outcome);
                 }
                 progress.inc(1);
             }
         }
-        let result = summarise(number, &combos, &outcomes, &args.baseline, &journals)?;
+        let result = summarise(
+            number,
+            &combos,
+            &outcomes,
+            &args.pairing.baseline,
+            &journals,
+        )?;
         progress.suspend(|| {
             println!("{}", output::title(&result));
             println!("{}", output::terminal_table(&result, table_output));
@@ -306,12 +300,12 @@ pub fn run(args: SpeedArgs) -> Result<()> {
         println!("  {label:<24} {mean:.3}  ({count} tests)");
     }
     println!();
-    for line in verdict::summary(&results, &args.baseline) {
+    for line in verdict::summary(&results, &args.pairing.baseline) {
         println!("{line}");
     }
 
     let info = RunInfo {
-        synchronous: args.synchronous.name().to_string(),
+        synchronous: args.pairing.synchronous.name().to_string(),
         mode: mode.name().to_string(),
         scale: args.scale,
     };
@@ -319,7 +313,7 @@ pub fn run(args: SpeedArgs) -> Result<()> {
         records: output::records(&results, &info),
         header,
         results,
-        baseline: args.baseline.clone(),
+        baseline: args.pairing.baseline.clone(),
     };
     for warning in exports.write(&report)? {
         eprintln!("warning: {warning}");

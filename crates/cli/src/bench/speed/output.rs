@@ -463,6 +463,7 @@ pub struct SpeedReport {
 impl crate::bench::export::Exportable for SpeedReport {
     type CsvRow = SpeedRecord;
     type JsonItem = SpeedRecord;
+    type Chart = BarChart;
 
     fn csv_rows(&self) -> &[SpeedRecord] {
         &self.records

@@ -251,12 +251,36 @@ impl Drop for Database {
 }
 
 /// The database file and its journal, WAL and shared-memory companions.
-fn remove_database_files(path: &Path) {
+pub fn remove_database_files(path: &Path) {
     for suffix in ["", "-journal", "-wal", "-shm"] {
         let mut name = path.as_os_str().to_owned();
         name.push(suffix);
         let _ = std::fs::remove_file(PathBuf::from(name));
     }
+}
+
+/// A connection to the database file at `path` (created if missing) through the VFS
+/// `vfs` of `target`, with the target's URI parameters; for one thread
+/// (`SQLITE_OPEN_NO_MUTEX`). No PRAGMA is applied: see [`configure`].
+pub fn connect(target: &Target, vfs: &str, path: &Path) -> Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let opened = match &target.uri_parameters {
+        None => Connection::open_with_flags_and_vfs(path, flags, vfs),
+        Some(parameters) => Connection::open_with_flags_and_vfs(
+            uri_filename(path, parameters),
+            flags | OpenFlags::SQLITE_OPEN_URI,
+            vfs,
+        ),
+    };
+    opened.with_context(|| {
+        format!(
+            "cannot open {} with VFS {vfs} (target {})",
+            path.display(),
+            target.label
+        )
+    })
 }
 
 /// Opens a fresh database for `target` at `path` (ignored for memory) and applies and
@@ -269,26 +293,8 @@ pub fn open(target: &Target, path: &Path, settings: Settings) -> Result<Database
         },
         Some(vfs) => {
             remove_database_files(path);
-            let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-                | OpenFlags::SQLITE_OPEN_CREATE
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-            let opened = match &target.uri_parameters {
-                None => Connection::open_with_flags_and_vfs(path, flags, vfs.as_str()),
-                Some(parameters) => Connection::open_with_flags_and_vfs(
-                    uri_filename(path, parameters),
-                    flags | OpenFlags::SQLITE_OPEN_URI,
-                    vfs.as_str(),
-                ),
-            };
-            let connection = opened.with_context(|| {
-                format!(
-                    "cannot open {} with VFS {vfs} (target {})",
-                    path.display(),
-                    target.label
-                )
-            })?;
             Database {
-                connection: Some(connection),
+                connection: Some(connect(target, vfs, path)?),
                 path: Some(path.to_path_buf()),
             }
         }

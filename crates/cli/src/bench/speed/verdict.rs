@@ -235,6 +235,17 @@ pub fn conclusion_line(target: &str, baseline: &str, comparisons: &[&Comparison]
     }
 }
 
+/// Each name once, in the order of its first appearance: the targets of a verdict.
+pub fn first_appearances<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut found: Vec<&str> = Vec::new();
+    for name in names {
+        if !found.contains(&name) {
+            found.push(name);
+        }
+    }
+    found
+}
+
 /// The closing summary: a title, one line per target × journal mode, and one conclusion
 /// per target.
 pub fn summary(results: &[TestResult], baseline: &str) -> Vec<String> {
@@ -255,13 +266,7 @@ pub fn summary(results: &[TestResult], baseline: &str) -> Vec<String> {
         ));
         return lines;
     }
-    let mut targets: Vec<&str> = Vec::new();
-    for comparison in &comparisons {
-        if !targets.contains(&comparison.target.as_str()) {
-            targets.push(&comparison.target);
-        }
-    }
-    for target in targets {
+    for target in first_appearances(comparisons.iter().map(|c| c.target.as_str())) {
         let of_target: Vec<&Comparison> =
             comparisons.iter().filter(|c| c.target == target).collect();
         lines.push(format!("  {target}"));

@@ -1,0 +1,697 @@
+//! Results of `bench concurrency`: per cell, target and kind of operation, the rate over
+//! the runs (mean ± σ), its ratio to the baseline (of the means, and the paired median
+//! with its 95 % interval), and latency percentiles; the terminal tables, the verdict,
+//! and the exports (records, Markdown, the throughput-by-threads chart).
+
+use anyhow::{bail, Result};
+use comfy_table::Table;
+use serde::{Deserialize, Serialize};
+
+use super::workload::{resolve_target, CellOutcome, Kind, Pattern};
+use super::{Cell, ConcurrencyArgs};
+use crate::bench::speed::verdict::{chance_limit, first_appearances};
+use crate::report::chart::{Line, LineChart};
+use crate::report::export::markdown_table;
+use crate::report::stats::{self, PairedRatio, Relative, Summary, Verdict, Warning};
+use crate::report::table;
+
+/// One target's numbers for one kind of operation in one cell.
+#[derive(Clone, Debug)]
+pub struct KindRow {
+    pub target: String,
+    pub vfs: String,
+    pub kind: Kind,
+    /// Operations per second, one sample per measured run.
+    pub rates: Summary,
+    pub ops_mean: f64,
+    /// Median over the runs of each run's percentile (runs without an operation of the
+    /// kind have none); `None` when no run has one.
+    pub p50_s: Option<f64>,
+    pub p99_s: Option<f64>,
+    /// Mean rate ÷ the baseline's (above 1: more operations per second).
+    pub relative: Option<Relative>,
+    /// Run-by-run rate ratios to the baseline's runs of the same rounds; `None` for the
+    /// baseline itself.
+    pub paired: Option<PairedRatio>,
+    /// Warnings on the per-run time per operation (so that "first run slow" means slow).
+    pub warnings: Vec<Warning>,
+}
+
+/// Everything measured in one cell, rows by kind, then in `--targets` order.
+#[derive(Clone, Debug)]
+pub struct CellResult {
+    pub cell: Cell,
+    pub rows: Vec<KindRow>,
+}
+
+/// Median of the values there are (a run with no operation of a kind has no percentile).
+fn median_of_some(values: impl Iterator<Item = Option<f64>>) -> Option<f64> {
+    let some: Vec<f64> = values.flatten().collect();
+    (!some.is_empty()).then(|| stats::median(&some))
+}
+
+/// A latency, or `–` where there is none.
+fn format_latency(seconds: Option<f64>) -> String {
+    seconds.map_or_else(|| "–".into(), stats::format_seconds)
+}
+
+/// The rows of one cell from the outcomes of each target (in round order).
+pub fn summarise(
+    cell: Cell,
+    targets: &[String],
+    outcomes: &[Vec<CellOutcome>],
+    baseline: &str,
+) -> Result<CellResult> {
+    let mut kinds: Vec<Kind> = outcomes
+        .iter()
+        .flatten()
+        .flat_map(|o| o.kinds.iter().map(|k| k.kind))
+        .collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    let baseline_index = targets.iter().position(|t| t == baseline);
+    let mut rows = Vec::new();
+    for &kind in &kinds {
+        let mut of_kind = Vec::new();
+        for (target, runs) in targets.iter().zip(outcomes) {
+            let mut found = Vec::new();
+            for run in runs {
+                match run.kinds.iter().find(|k| k.kind == kind) {
+                    Some(k) => found.push(k.clone()),
+                    None => bail!("a run on {target} reported no {} operations", kind.name()),
+                }
+            }
+            of_kind.push(found);
+        }
+        let rates_of =
+            |index: usize| -> Vec<f64> { of_kind[index].iter().map(|k| k.rate_per_s).collect() };
+        let baseline_rates = baseline_index.map(rates_of);
+        let baseline_summary = baseline_rates.as_deref().and_then(Summary::from_samples);
+        for (index, target) in targets.iter().enumerate() {
+            let rates = rates_of(index);
+            let Some(summary) = Summary::from_samples(&rates) else {
+                bail!("{target}: no valid {} rate", kind.name());
+            };
+            let is_baseline = Some(index) == baseline_index;
+            let paired = match (&baseline_rates, is_baseline) {
+                (Some(base), false) => stats::paired_ratio(&rates, base),
+                _ => None,
+            };
+            let per_op_s: Vec<f64> = rates.iter().map(|r| 1.0 / r).collect();
+            let warnings = if rates.iter().all(|r| *r > 0.0) {
+                stats::warnings(&per_op_s)
+            } else {
+                Vec::new()
+            };
+            let runs = &of_kind[index];
+            rows.push(KindRow {
+                target: target.clone(),
+                vfs: resolve_target(target)?.vfs.unwrap_or_default(),
+                kind,
+                relative: baseline_summary
+                    .as_ref()
+                    .and_then(|b| summary.relative_to(b)),
+                ops_mean: runs.iter().map(|k| k.ops as f64).sum::<f64>() / runs.len() as f64,
+                p50_s: median_of_some(runs.iter().map(|k| k.p50_s)),
+                p99_s: median_of_some(runs.iter().map(|k| k.p99_s)),
+                rates: summary,
+                paired,
+                warnings,
+            });
+        }
+    }
+    Ok(CellResult { cell, rows })
+}
+
+/// `12345`, `812.4`: operations per second.
+fn format_rate(rate: f64) -> String {
+    if !rate.is_finite() {
+        "n/a".into()
+    } else if rate >= 100.0 {
+        format!("{rate:.0}")
+    } else {
+        format!("{rate:.1}")
+    }
+}
+
+fn format_rate_summary(summary: &Summary) -> String {
+    match summary.stddev {
+        Some(stddev) => format!("{} ± {}", format_rate(summary.mean), format_rate(stddev)),
+        None => format_rate(summary.mean),
+    }
+}
+
+fn display_paired(paired: &Option<PairedRatio>) -> String {
+    paired.map_or_else(|| "–".into(), |p| p.display())
+}
+
+const HEADERS: [&str; 8] = [
+    "Target",
+    "Kind",
+    "Rate/s mean ± σ",
+    "× base",
+    "Paired × base [95 % CI]",
+    "p50",
+    "p99",
+    "Ops/run",
+];
+
+fn table_rows(result: &CellResult) -> Vec<Vec<String>> {
+    result
+        .rows
+        .iter()
+        .map(|row| {
+            vec![
+                row.target.clone(),
+                row.kind.name().to_string(),
+                format_rate_summary(&row.rates),
+                row.relative.map_or_else(|| "–".into(), |r| r.display()),
+                display_paired(&row.paired),
+                format_latency(row.p50_s),
+                format_latency(row.p99_s),
+                format!("{:.0}", row.ops_mean),
+            ]
+        })
+        .collect()
+}
+
+pub fn terminal_table(result: &CellResult, output: table::Output) -> Table {
+    table::new(&HEADERS, &table_rows(result), 2, output)
+}
+
+/// Warnings under a cell's table.
+pub fn notes(result: &CellResult) -> Vec<String> {
+    result
+        .rows
+        .iter()
+        .flat_map(|row| {
+            row.warnings.iter().map(move |w| {
+                format!(
+                    "warning: {} {}: {}",
+                    row.target,
+                    row.kind.name(),
+                    w.message()
+                )
+            })
+        })
+        .collect()
+}
+
+/// The verdict of one target on one kind in one pattern and journal mode, over N.
+struct Comparison {
+    target: String,
+    what: String,
+    faster: Vec<u32>,
+    slower: Vec<u32>,
+    same: Vec<u32>,
+    undecided: Vec<u32>,
+    medians: Vec<f64>,
+}
+
+fn comparisons(results: &[CellResult], baseline: &str) -> Vec<Comparison> {
+    let mut found: Vec<Comparison> = Vec::new();
+    for result in results {
+        let cell = result.cell;
+        for row in result.rows.iter().filter(|r| r.target != baseline) {
+            let Some(paired) = row.paired else { continue };
+            let what = format!(
+                "{} ({}) {}",
+                cell.pattern.name(),
+                cell.journal.name(),
+                row.kind.rate_unit()
+            );
+            let index = match found
+                .iter()
+                .position(|c| c.target == row.target && c.what == what)
+            {
+                Some(index) => index,
+                None => {
+                    found.push(Comparison {
+                        target: row.target.clone(),
+                        what,
+                        faster: vec![],
+                        slower: vec![],
+                        same: vec![],
+                        undecided: vec![],
+                        medians: vec![],
+                    });
+                    found.len() - 1
+                }
+            };
+            let comparison = &mut found[index];
+            // Rate ratios: above 1 is faster.
+            match paired.verdict() {
+                Some(Verdict::Above) => comparison.faster.push(cell.threads),
+                Some(Verdict::Below) => comparison.slower.push(cell.threads),
+                Some(Verdict::Straddles) => comparison.same.push(cell.threads),
+                None => comparison.undecided.push(cell.threads),
+            }
+            if paired.median > 0.0 && paired.median.is_finite() {
+                comparison.medians.push(paired.median);
+            }
+        }
+    }
+    found
+}
+
+fn list_n(threads: &[u32]) -> String {
+    if threads.is_empty() {
+        return "no N".into();
+    }
+    let numbers: Vec<String> = threads.iter().map(u32::to_string).collect();
+    format!("N = {}", numbers.join(", "))
+}
+
+/// The closing verdict: per target, per pattern, journal mode and kind, the N where the
+/// target's rate is higher (faster), lower (slower) or the same as the baseline's beyond
+/// the noise; then a count over all of them with what chance alone would give.
+pub fn verdict(results: &[CellResult], baseline: &str) -> Vec<String> {
+    let comparisons = comparisons(results, baseline);
+    let mut lines = vec![
+        format!("Verdict against {baseline}, run by run: faster or slower where the 95 % interval of the"),
+        format!("median rate ratio (target ÷ {baseline}; above 1: more operations per second) excludes 1;"),
+        "rate ×: geometric mean over N of the median rate ratio.".to_string(),
+    ];
+    if comparisons.is_empty() {
+        lines.push(format!(
+            "  nothing to compare: no target besides {baseline}, or too few runs for pairs"
+        ));
+        return lines;
+    }
+    for target in first_appearances(comparisons.iter().map(|c| c.target.as_str())) {
+        lines.push(format!("  {target}"));
+        let (mut faster, mut slower, mut same, mut undecided) = (0, 0, 0, 0);
+        for c in comparisons.iter().filter(|c| c.target == target) {
+            let mut line = format!(
+                "    {}: faster at {} · slower at {} · same at {}",
+                c.what,
+                list_n(&c.faster),
+                list_n(&c.slower),
+                list_n(&c.same)
+            );
+            if !c.undecided.is_empty() {
+                line.push_str(&format!(
+                    " · too few runs at {} (need ≥ 6)",
+                    list_n(&c.undecided)
+                ));
+            }
+            if !c.medians.is_empty() {
+                let mean_log =
+                    c.medians.iter().map(|m| m.ln()).sum::<f64>() / c.medians.len() as f64;
+                line.push_str(&format!(" · rate ×{:.2}", mean_log.exp()));
+            }
+            lines.push(line);
+            faster += c.faster.len();
+            slower += c.slower.len();
+            same += c.same.len();
+            undecided += c.undecided.len();
+        }
+        let decided = faster + slower + same;
+        if decided == 0 {
+            lines.push(format!(
+                "  => no verdict on {target}: too few paired runs; rerun with --runs 6 or more"
+            ));
+            continue;
+        }
+        let limit = chance_limit(decided);
+        let side = |count: usize| {
+            if count > limit {
+                format!("{count} (beyond chance)")
+            } else {
+                format!("{count} (within chance)")
+            }
+        };
+        lines.push(format!(
+            "  => {target}: faster in {}, slower in {}, the same in {same} of {decided} comparisons{}; with no real difference, chance puts up to {limit} on each side",
+            side(faster),
+            side(slower),
+            if undecided > 0 {
+                format!(" ({undecided} more without enough runs)")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    lines
+}
+
+/// One exported record: a target's numbers for one kind in one cell.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConcurrencyRecord {
+    pub pattern: String,
+    pub journal: String,
+    pub threads: u32,
+    pub target: String,
+    pub vfs: String,
+    pub kind: String,
+    pub synchronous: String,
+    pub duration_ms: u64,
+    pub rows: u64,
+    pub runs: usize,
+    pub ops_mean: f64,
+    pub rate_mean_per_s: f64,
+    pub rate_stddev_per_s: Option<f64>,
+    pub rate_median_per_s: f64,
+    pub rate_min_per_s: f64,
+    pub rate_max_per_s: f64,
+    /// Median over the runs of each run's latency percentile; null when no run
+    /// completed an operation of the kind.
+    pub p50_latency_us: Option<f64>,
+    pub p99_latency_us: Option<f64>,
+    pub baseline: String,
+    pub relative: Option<f64>,
+    pub relative_error: Option<f64>,
+    pub paired_median: Option<f64>,
+    pub paired_ci_low: Option<f64>,
+    pub paired_ci_high: Option<f64>,
+    /// `faster`, `slower`, `same` (rate against the baseline beyond the noise), or null.
+    pub verdict: Option<String>,
+    pub warnings: String,
+}
+
+pub fn records(results: &[CellResult], args: &ConcurrencyArgs) -> Vec<ConcurrencyRecord> {
+    let mut records = Vec::new();
+    for result in results {
+        for row in &result.rows {
+            let interval = row.paired.and_then(|p| p.interval);
+            records.push(ConcurrencyRecord {
+                pattern: result.cell.pattern.name().into(),
+                journal: result.cell.journal.name().into(),
+                threads: result.cell.threads,
+                target: row.target.clone(),
+                vfs: row.vfs.clone(),
+                kind: row.kind.name().into(),
+                synchronous: args.pairing.synchronous.name().into(),
+                duration_ms: args.duration_ms,
+                rows: args.rows,
+                runs: row.rates.runs,
+                ops_mean: row.ops_mean,
+                rate_mean_per_s: row.rates.mean,
+                rate_stddev_per_s: row.rates.stddev,
+                rate_median_per_s: row.rates.median,
+                rate_min_per_s: row.rates.min,
+                rate_max_per_s: row.rates.max,
+                p50_latency_us: row.p50_s.map(|s| s * 1e6),
+                p99_latency_us: row.p99_s.map(|s| s * 1e6),
+                baseline: args.pairing.baseline.clone(),
+                relative: row.relative.map(|r| r.ratio),
+                relative_error: row.relative.and_then(|r| r.error),
+                paired_median: row.paired.map(|p| p.median),
+                paired_ci_low: interval.map(|(low, _)| low),
+                paired_ci_high: interval.map(|(_, high)| high),
+                verdict: row.paired.and_then(|p| p.verdict()).map(|v| {
+                    match v {
+                        Verdict::Above => "faster",
+                        Verdict::Below => "slower",
+                        Verdict::Straddles => "same",
+                    }
+                    .to_string()
+                }),
+                warnings: row
+                    .warnings
+                    .iter()
+                    .map(Warning::short)
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            });
+        }
+    }
+    records
+}
+
+/// The summary table of the Markdown report: one line per pattern, journal, kind and N,
+/// the baseline's rate and p99, every other target's paired rate ratio and p99.
+fn summary_table(results: &[CellResult], baseline: &str) -> String {
+    let others = first_appearances(
+        results
+            .iter()
+            .flat_map(|r| &r.rows)
+            .map(|row| row.target.as_str())
+            .filter(|target| *target != baseline),
+    );
+    let mut headers = vec![
+        "pattern".to_string(),
+        "N".into(),
+        "kind".into(),
+        format!("{baseline} rate/s"),
+        format!("{baseline} p99"),
+    ];
+    for other in &others {
+        headers.push(format!("{other} ÷ {baseline} [95 % CI]"));
+        headers.push(format!("{other} p99"));
+    }
+    let mut rows = Vec::new();
+    let mut kinds: Vec<Kind> = results
+        .iter()
+        .flat_map(|r| r.rows.iter().map(|row| row.kind))
+        .collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    let mut groups: Vec<(Pattern, &str)> = Vec::new();
+    for result in results {
+        let group = (result.cell.pattern, result.cell.journal.name());
+        if !groups.contains(&group) {
+            groups.push(group);
+        }
+    }
+    for (pattern, journal) in groups {
+        for &kind in &kinds {
+            for result in results
+                .iter()
+                .filter(|r| r.cell.pattern == pattern && r.cell.journal.name() == journal)
+            {
+                let find = |target: &str| {
+                    result
+                        .rows
+                        .iter()
+                        .find(|row| row.kind == kind && row.target == target)
+                };
+                let Some(base) = find(baseline) else { continue };
+                let mut line = vec![
+                    format!("{} ({journal})", pattern.name()),
+                    result.cell.threads.to_string(),
+                    kind.name().to_string(),
+                    format_rate(base.rates.mean),
+                    format_latency(base.p99_s),
+                ];
+                for other in &others {
+                    match find(other) {
+                        Some(row) => {
+                            let ratio = display_paired(&row.paired);
+                            line.push(match row.paired.and_then(|p| p.verdict()) {
+                                Some(Verdict::Above) => format!("**{ratio}**"),
+                                Some(Verdict::Below) => format!("_{ratio}_"),
+                                _ => ratio,
+                            });
+                            line.push(format_latency(row.p99_s));
+                        }
+                        None => line.extend(["–".to_string(), "–".to_string()]),
+                    }
+                }
+                rows.push(line);
+            }
+        }
+    }
+    markdown_table(&headers, &rows)
+}
+
+pub fn markdown(report: &ConcurrencyReport) -> String {
+    let mut out = String::from("# sqlite-uring bench concurrency\n\n");
+    for line in &report.header {
+        out.push_str(&format!("- {line}\n"));
+    }
+    out.push_str(&format!(
+        "\n## Summary\n\nPaired median of the rate ratio to {0} [95 % interval]; **bold**: \
+         more operations per second than {0} beyond the noise, _italic_: fewer.\n\n",
+        report.baseline
+    ));
+    out.push_str(&summary_table(&report.results, &report.baseline));
+    out.push_str("\n## Verdict\n\n```\n");
+    for line in &report.verdict {
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.push_str("```\n");
+    for result in &report.results {
+        out.push_str(&format!("\n## {}\n\n", result.cell.title()));
+        out.push_str(&markdown_table(&HEADERS, &table_rows(result)));
+        let notes = notes(result);
+        if !notes.is_empty() {
+            out.push('\n');
+            for note in notes {
+                out.push_str(&format!("- {note}\n"));
+            }
+        }
+    }
+    out
+}
+
+/// Mean rate against N: one colour per pattern, journal mode and kind, one marker per
+/// target.
+pub fn chart(results: &[CellResult], targets: &[String]) -> Result<LineChart, String> {
+    let mut lines: Vec<Line> = Vec::new();
+    let mut quantities: Vec<String> = Vec::new();
+    for result in results {
+        for row in &result.rows {
+            let quantity = match result.cell.pattern {
+                Pattern::Databases => format!(
+                    "databases ({}) {}",
+                    result.cell.journal.name(),
+                    row.kind.rate_unit()
+                ),
+                pattern => format!("{} {}", pattern.name(), row.kind.rate_unit()),
+            };
+            let color = match quantities.iter().position(|q| *q == quantity) {
+                Some(index) => index,
+                None => {
+                    quantities.push(quantity.clone());
+                    quantities.len() - 1
+                }
+            };
+            let marker = targets.iter().position(|t| *t == row.target).unwrap_or(0);
+            let name = format!("{quantity} · {}", row.target);
+            let point = (f64::from(result.cell.threads), row.rates.mean);
+            match lines.iter_mut().find(|line| line.name == name) {
+                Some(line) => line.points.push(point),
+                None => lines.push(Line {
+                    name,
+                    color,
+                    marker,
+                    points: vec![point],
+                }),
+            }
+        }
+    }
+    if lines.is_empty() {
+        return Err("no results to chart".into());
+    }
+    Ok(LineChart {
+        title: "bench concurrency: operations per second by N (log-log)".into(),
+        x_label: "N (threads or reader processes)".into(),
+        y_label: "operations/s (mean over runs)".into(),
+        lines,
+    })
+}
+
+/// Everything `bench concurrency` exports.
+pub struct ConcurrencyReport {
+    pub records: Vec<ConcurrencyRecord>,
+    pub header: Vec<String>,
+    pub results: Vec<CellResult>,
+    pub verdict: Vec<String>,
+    pub baseline: String,
+}
+
+impl crate::bench::export::Exportable for ConcurrencyReport {
+    type CsvRow = ConcurrencyRecord;
+    type JsonItem = ConcurrencyRecord;
+    type Chart = LineChart;
+
+    fn csv_rows(&self) -> &[ConcurrencyRecord] {
+        &self.records
+    }
+
+    fn json_items(&self) -> &[ConcurrencyRecord] {
+        &self.records
+    }
+
+    fn markdown(&self) -> String {
+        markdown(self)
+    }
+
+    fn chart(&self) -> Result<LineChart, String> {
+        let targets: Vec<String> =
+            first_appearances(self.records.iter().map(|r| r.target.as_str()))
+                .into_iter()
+                .map(String::from)
+                .collect();
+        chart(&self.results, &targets)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::concurrency::workload::KindOutcome;
+    use crate::bench::speed::targets::JournalMode;
+
+    fn outcome(commit_rate: f64) -> CellOutcome {
+        CellOutcome {
+            elapsed_s: 1.0,
+            kinds: vec![KindOutcome {
+                kind: Kind::Commit,
+                ops: commit_rate as u64,
+                rate_per_s: commit_rate,
+                p50_s: Some(1e-3),
+                p99_s: Some(4e-3),
+            }],
+        }
+    }
+
+    fn cell(threads: u32) -> Cell {
+        Cell {
+            pattern: Pattern::Databases,
+            journal: JournalMode::Wal,
+            threads,
+        }
+    }
+
+    /// Rates are "higher is better": a target with more commits per second in every
+    /// round is faster, fewer slower, and the verdict says so per N.
+    #[test]
+    fn rate_ratios_read_the_right_way_round() {
+        let _counters = crate::bench::speed::targets::counters_lock();
+        let targets = vec!["unix".to_string(), "io_uring".to_string()];
+        let unix: Vec<CellOutcome> = (0..8).map(|i| outcome(100.0 + i as f64)).collect();
+        let run = |factor: f64, threads| {
+            let other = unix
+                .iter()
+                .map(|o| outcome(o.kinds[0].rate_per_s * factor))
+                .collect();
+            summarise(cell(threads), &targets, &[unix.clone(), other], "unix").unwrap()
+        };
+        let results = vec![run(1.2, 1), run(0.8, 2), run(1.0, 4)];
+        let io_uring = &results[0].rows[1];
+        assert_eq!(io_uring.target, "io_uring");
+        assert!((io_uring.paired.unwrap().median - 1.2).abs() < 1e-9);
+        assert!(
+            results[0].rows[0].paired.is_none(),
+            "the baseline is not paired"
+        );
+        let lines = verdict(&results, "unix");
+        let line = lines
+            .iter()
+            .find(|l| l.contains("databases (wal) commits/s"))
+            .unwrap();
+        assert!(
+            line.contains("faster at N = 1 · slower at N = 2 · same at N = 4"),
+            "{line}"
+        );
+        // Equal rates make the interval [1, 1], which contains 1.
+        let same = &results[2].rows[1];
+        assert_eq!(same.paired.unwrap().verdict(), Some(Verdict::Straddles));
+        let args: ConcurrencyArgs = crate::bench::parse_flags(["--runs", "8"]).unwrap();
+        let records = records(&results, &args);
+        let verdicts: Vec<Option<&str>> = records.iter().map(|r| r.verdict.as_deref()).collect();
+        assert_eq!(
+            verdicts,
+            [
+                None,
+                Some("faster"),
+                None,
+                Some("slower"),
+                None,
+                Some("same")
+            ]
+        );
+        assert_eq!(records[1].p99_latency_us, Some(4000.0));
+        // A run missing a kind the others have is an error, not a silent gap.
+        let mut broken = unix.clone();
+        broken[3].kinds.clear();
+        let error = summarise(cell(1), &targets, &[unix.clone(), broken], "unix").unwrap_err();
+        assert!(
+            error.to_string().contains("no commit operations"),
+            "{error}"
+        );
+    }
+}
