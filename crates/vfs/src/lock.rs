@@ -100,9 +100,7 @@ pub(crate) fn conflicting_lock(
         )
     } != 0
     {
-        return Err(std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO));
+        return Err(crate::sys::last_errno());
     }
     Ok(match lock.l_type as c_int {
         libc::F_RDLCK => Some(LockType::Read),

@@ -303,7 +303,5 @@ impl Drop for Shm {
 }
 
 fn last_errno() -> i32 {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO)
+    crate::sys::last_errno()
 }

@@ -23,7 +23,9 @@ use rusqlite::ffi;
 struct Plan {
     /// Calls whose file's path ends with this fail (all files when empty).
     suffix: Mutex<String>,
-    /// The errno of a failure; 0: calls go through (short transfers may still apply).
+    /// The errno of a failure; 0: calls go through (short transfers may still apply);
+    /// [`NO_ERRNO`]: calls fail and set errno to 0, as `test_syscall`'s `read` and
+    /// `write` do by default.
     errno: AtomicI32,
     /// Matching calls to let through before failing.
     skip: AtomicI64,
@@ -37,6 +39,9 @@ struct Plan {
     /// a disk with that much room (ENOSPC), whatever the number of calls.
     room_bytes: AtomicI64,
 }
+
+/// A failure that sets errno to 0 (see [`Plan::errno`]).
+const NO_ERRNO: i32 = -1;
 
 static PLAN: Plan = Plan {
     suffix: Mutex::new(String::new()),
@@ -103,6 +108,7 @@ fn fails(path: &str) -> Option<c_int> {
     if count > 0 {
         PLAN.count.fetch_sub(1, Ordering::SeqCst);
     }
+    let errno = errno.max(0);
     // SAFETY: errno is thread-local; writing it is what a failing libc call does.
     unsafe { *libc::__errno_location() = errno };
     Some(errno)
@@ -1000,4 +1006,36 @@ fn a_failing_fstat_never_makes_a_database_look_moved() {
         outcomes.push(codes);
     }
     assert_eq!(outcomes[1], outcomes[0], "io_uring differs from unix");
+}
+
+/// `test_syscall` fails `read` and `write` with errno 0 by default: os_unix.c reads that as
+/// the call's I/O error (SQLITE_IOERR_WRITE / READ), not as a full disk.
+#[test]
+fn a_failure_without_errno_is_an_io_error_like_unix() {
+    let _serial = serial();
+    let outcome = compare(
+        SEED_SQL,
+        &write_calls(),
+        || set_plan("test.db", NO_ERRNO, 0, -1, false),
+        update_all,
+    );
+    assert_eq!(outcome.codes, vec![ffi::SQLITE_IOERR_WRITE]);
+    let outcome = compare(
+        SEED_SQL,
+        &read_calls(),
+        || set_plan("test.db", NO_ERRNO, 0, -1, false),
+        |path, vfs_name| match rusqlite::Connection::open_with_flags_and_vfs(
+            path,
+            rusqlite::OpenFlags::default(),
+            vfs_name,
+        ) {
+            Err(error) => vec![extended_code(&error)],
+            Ok(conn) => {
+                vec![code_of(conn.query_row("SELECT count(*) FROM t", [], |r| {
+                    r.get::<_, i64>(0)
+                }))]
+            }
+        },
+    );
+    assert_eq!(outcome.codes, vec![ffi::SQLITE_IOERR_READ]);
 }

@@ -15,9 +15,7 @@ pub(crate) struct SyscallEngine;
 
 fn result_of(ret: isize) -> i32 {
     if ret < 0 {
-        -std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO)
+        -crate::sys::last_errno()
     } else {
         ret.min(i32::MAX as isize) as i32
     }
@@ -153,9 +151,7 @@ fn pread_loop(fd: RawFd, buf: &mut [u8], offset: u64, done: usize) -> (Result<us
             n if n > 0 && n as usize > len => break Err(libc::EIO),
             n if n > 0 => done += n as usize,
             _ => {
-                let errno = std::io::Error::last_os_error()
-                    .raw_os_error()
-                    .unwrap_or(libc::EIO);
+                let errno = crate::sys::last_errno();
                 if is_retryable(errno) && retries < RETRY_LIMIT {
                     retries += 1;
                 } else {

@@ -481,9 +481,7 @@ impl Ring {
         if unsafe { crate::sys::calls::ftruncate(fd, len as i64) } == 0 {
             0
         } else {
-            -std::io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EIO)
+            -crate::sys::last_errno()
         }
     }
 }

@@ -14,11 +14,21 @@ use std::os::fd::RawFd;
 const MINIMUM_FILE_DESCRIPTOR: RawFd = 3;
 
 /// The calling thread's errno (EIO if, impossibly, there is none).
+///
+/// A failed call that set no errno (only a replaced system call does that: SQLite's
+/// `test_syscall` fails `read` and `write` with errno 0 by default) is reported as
+/// [`UNKNOWN_ERRNO`], never as 0, which callers would read as success or as a write that
+/// made no progress (SQLITE_FULL); os_unix.c reads it as the call's I/O error.
 pub(crate) fn last_errno() -> i32 {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO)
+    match std::io::Error::last_os_error().raw_os_error() {
+        Some(0) | None => UNKNOWN_ERRNO,
+        Some(errno) => errno,
+    }
 }
+
+/// The errno of a failure that set none: a value no errno has (Linux errnos stay below
+/// 4095, `MAX_ERRNO`), which the SQLite-code mapping treats as a plain I/O error.
+pub(crate) const UNKNOWN_ERRNO: i32 = 4095;
 
 /// open(2), retried on EINTR, with the descriptor moved to [`MINIMUM_FILE_DESCRIPTOR`] or
 /// above, and the low slot it was handed plugged with `/dev/null`, so later opens do not
