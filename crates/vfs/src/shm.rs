@@ -129,7 +129,7 @@ impl Shm {
                 // truncation is recognisable when debugging.
                 // SAFETY: plain syscall on our own fd.
                 if unsafe { calls::ftruncate(self.fd, 3) } != 0 {
-                    return Err(Failure::ShmOpen(last_errno()));
+                    return Err(Failure::ShmOpen(crate::sys::last_errno()));
                 }
             }
             Some(LockType::Write) => return Err(Failure::Busy),
@@ -185,7 +185,7 @@ impl Shm {
                     )
                 };
                 if base == libc::MAP_FAILED {
-                    return Err(Failure::ShmMap(last_errno()));
+                    return Err(Failure::ShmMap(crate::sys::last_errno()));
                 }
                 self.regions.push(base as *mut u8);
             }
@@ -300,8 +300,4 @@ impl Drop for Shm {
             self.fd = -1;
         }
     }
-}
-
-fn last_errno() -> i32 {
-    crate::sys::last_errno()
 }

@@ -465,6 +465,19 @@ fn compare(
     ours
 }
 
+/// The result code of counting the seeded table's rows on `conn`.
+fn count_code(conn: &rusqlite::Connection) -> i32 {
+    code_of(conn.query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0)))
+}
+
+/// The seed, once in rollback (DELETE) and once in WAL journal mode.
+fn seeds_in_both_journal_modes() -> [String; 2] {
+    [
+        format!("PRAGMA journal_mode=DELETE; {SEED_SQL}"),
+        format!("PRAGMA journal_mode=WAL; {SEED_SQL}"),
+    ]
+}
+
 /// A transaction big enough to spill nothing but to rewrite many pages at commit.
 fn update_all(path: &Path, vfs_name: &str) -> Vec<i32> {
     let conn = open(path, vfs_name);
@@ -550,10 +563,7 @@ fn short_reads_and_writes_complete_like_unix() {
     let _serial = serial();
     let mut calls = read_calls();
     calls.extend(write_calls());
-    for setup in [
-        format!("PRAGMA journal_mode=DELETE; {SEED_SQL}"),
-        format!("PRAGMA journal_mode=WAL; {SEED_SQL}"),
-    ] {
+    for setup in seeds_in_both_journal_modes() {
         let outcome = compare(
             &setup,
             &calls,
@@ -580,10 +590,7 @@ fn interrupted_opens_are_retried_like_unix() {
         c"open",
         erase(st_open as unsafe extern "C" fn(_, _, _) -> _),
     )];
-    for setup in [
-        format!("PRAGMA journal_mode=DELETE; {SEED_SQL}"),
-        format!("PRAGMA journal_mode=WAL; {SEED_SQL}"),
-    ] {
+    for setup in seeds_in_both_journal_modes() {
         // The first three opens of every kind of file are interrupted.
         let outcome = compare(
             &setup,
@@ -611,7 +618,7 @@ fn a_database_that_cannot_be_opened_for_writing_is_read_only_like_unix() {
         |path, vfs_name| {
             let conn = open(path, vfs_name);
             vec![
-                code_of(conn.query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0))),
+                count_code(&conn),
                 code_of(conn.execute("DELETE FROM t", [])),
             ]
         },
@@ -910,9 +917,7 @@ fn interrupted_locks_are_busy_like_unix_not_retried_forever() {
             || set_plan("test.db", libc::EINTR, 0, -1, false),
             |path, vfs_name| {
                 let conn = open(path, vfs_name);
-                vec![code_of(conn.query_row("SELECT count(*) FROM t", [], |r| {
-                    r.get::<_, i64>(0)
-                }))]
+                vec![count_code(&conn)]
             },
         )
     });
@@ -1031,9 +1036,7 @@ fn a_failure_without_errno_is_an_io_error_like_unix() {
         ) {
             Err(error) => vec![extended_code(&error)],
             Ok(conn) => {
-                vec![code_of(conn.query_row("SELECT count(*) FROM t", [], |r| {
-                    r.get::<_, i64>(0)
-                }))]
+                vec![count_code(&conn)]
             }
         },
     );
