@@ -3,34 +3,52 @@
 //! # Layout, compatible with SQLite's `unix` VFS (os_unix.c, walformat.html)
 //! * File: the database path plus `-shm`, created with the database file's permission bits
 //!   (and owner, when running as root).
-//! * Regions of `region_size_bytes` (SQLite asks for 32 KiB) mapped `MAP_SHARED` from the
-//!   file at `region * region_size_bytes`; the file is extended by writing one byte at
-//!   the end of each new 4 KiB page, so that later accesses do not SIGBUS.
+//! * Regions of `region_size_bytes` (SQLite asks for 32 KiB), mapped `MAP_SHARED` from the
+//!   file at `region * region_size_bytes`, `getpagesize() / region_size_bytes` regions per
+//!   mapping (one on a 4 KiB-page kernel, two on a 64 KiB-page one). The file is extended
+//!   by writing one byte at the end of each new 4 KiB page, so that later accesses do not
+//!   SIGBUS.
 //! * Lock slots: `SQLITE_SHM_NLOCK` (8) one-byte locks at `SHM_LOCK_BASE` (120) + slot:
 //!   0 WRITE, 1 CHECKPOINT, 2 RECOVER, 3..7 READ(0..4). The dead-man switch (DMS) byte
-//!   is `SHM_LOCK_BASE + 8` (128): every connection using the file holds a read lock on
-//!   it; the first one in (no lock held by anyone) takes it for write and truncates the
-//!   file, discarding an index that a crash may have left inconsistent.
+//!   is `SHM_LOCK_BASE + 8` (128): every process using the file holds a read lock on it;
+//!   the first one in (no lock held by anyone) takes it for write and truncates the file,
+//!   discarding an index that a crash may have left inconsistent.
 //!
-//! # Per-connection state
-//! Each database handle opens its own `-shm` descriptor, mapping and OFD locks. OFD locks
-//! make two connections of one process conflict like two processes (see `lock.rs`), and
-//! `MAP_SHARED` mappings of one file share the same pages, so no in-process registry (the
-//! `unixShmNode` of os_unix.c) is needed.
+//! # One node per database per process (os_unix.c `unixShmNode`)
+//! All connections of this process to one database file (found by device and inode)
+//! share one [`Node`]: one `-shm` descriptor, one set of mappings, one DMS read lock and
+//! one count per lock slot. Lock rules, held under the node's mutex:
+//! * `holders[slot]` is the number of this process's connections holding `slot` shared,
+//!   or [`EXCLUSIVE`] when one connection holds it exclusively. A connection's own masks
+//!   say which of those holds are its own.
+//! * The OS lock (an OFD lock on the node's descriptor) changes only on the transitions:
+//!   the first shared holder takes a read lock, the last one releases it; an exclusive
+//!   request is refused with SQLITE_BUSY while any other connection of the process holds
+//!   the slot, and otherwise takes a write lock.
+//!
+//! So a read transaction of a reader thread takes and drops its read mark with no system
+//! call while another thread of the process holds the same mark, and other processes —
+//! stock `sqlite3` among them — see exactly the locks they would see from `unix`: the
+//! OFD locks of one descriptor conflict with every other process's and with a `unix`
+//! connection's POSIX locks in this process.
 //!
 //! # Flush rule (for write-behind)
 //! No connection may observe a WAL-index header that names frames not yet written to the
-//! `-wal` file. Any queued writes of this process must therefore be submitted and completed
-//! before xShmBarrier, before xShmLock changes a lock, and before xSync or a database-lock
-//! change returns (docs/ARCHITECTURE.md, "Write-behind and its flush points").
+//! `-wal` file. Any queued writes of the database must therefore be submitted and
+//! completed before xShmBarrier, before xShmLock changes a lock, and before xSync or a
+//! database-lock change returns (docs/ARCHITECTURE.md, "Write-behind and its flush
+//! points"). The callers in `file/` flush before calling in here.
 
 use std::ffi::CString;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::Failure;
 use crate::ffi::{
     SQLITE_SHM_EXCLUSIVE, SQLITE_SHM_LOCK, SQLITE_SHM_NLOCK, SQLITE_SHM_SHARED, SQLITE_SHM_UNLOCK,
 };
+use crate::io::fork::register_child_hook;
 use crate::io::Submitter;
 use crate::lock::{conflicting_lock, set_lock, LockType};
 use crate::sys::calls;
@@ -45,77 +63,97 @@ pub(crate) const SHM_DMS: i64 = SHM_LOCK_BASE + SQLITE_SHM_NLOCK as i64;
 const SHM_EXTEND_PAGE_BYTES: i64 = 4096;
 /// The first read-mark slot (wal.c WAL_READ_LOCK(0)).
 const FIRST_READ_SLOT: i64 = 3;
+/// Number of lock slots.
+const SLOTS: usize = SQLITE_SHM_NLOCK as usize;
+/// `holders[slot]` when one connection of this process holds the slot exclusively.
+const EXCLUSIVE: i32 = -1;
 
-pub(crate) struct Shm {
+// ─── The process-wide registry ──────────────────────────────────────────────────────────
+
+type Registry = Mutex<Vec<Arc<Node>>>;
+
+/// The nodes of this process, one per database file with a WAL index in use. Behind a
+/// pointer so that a forked child can start from an empty registry without taking a lock
+/// a thread of its parent may have held at the fork: the parent's registry is leaked in
+/// the child (its nodes belong to the parent's connections).
+static REGISTRY: AtomicPtr<Registry> = AtomicPtr::new(std::ptr::null_mut());
+
+fn registry() -> &'static Registry {
+    let current = REGISTRY.load(Ordering::Acquire);
+    if !current.is_null() {
+        // SAFETY: registries are leaked boxes, never freed, so the pointer stays valid.
+        return unsafe { &*current };
+    }
+    let fresh = Box::into_raw(Box::new(Mutex::new(Vec::new())));
+    match REGISTRY.compare_exchange(
+        std::ptr::null_mut(),
+        fresh,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ) {
+        Ok(_) => {
+            register_child_hook(forget_registry_after_fork);
+            // SAFETY: just leaked above; never freed.
+            unsafe { &*fresh }
+        }
+        Err(existing) => {
+            // SAFETY: `fresh` was never published; we still own it.
+            drop(unsafe { Box::from_raw(fresh) });
+            // SAFETY: as above, registries are never freed.
+            unsafe { &*existing }
+        }
+    }
+}
+
+/// Fork hook: the child's next WAL-index user builds its own node. Touches one atomic.
+fn forget_registry_after_fork() {
+    REGISTRY.store(std::ptr::null_mut(), Ordering::Release);
+}
+
+/// Locks a mutex whose data stays consistent even if a holder panicked (every update
+/// below is completed before anything that can fail is called).
+fn lock_ignoring_poison<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+// ─── The node: one per database file per process ────────────────────────────────────────
+
+struct Node {
+    /// The database file's device and inode.
+    device: u64,
+    inode: u64,
+    /// The registry that lists this node (a forked child has a new one).
+    registry: &'static Registry,
+    state: Mutex<NodeState>,
+}
+
+struct NodeState {
     fd: RawFd,
     path: CString,
     readonly: bool,
-    /// A read-only connection found no one holding the DMS: SQLite must build a private
-    /// heap index (SQLITE_READONLY_CANTINIT) until someone initialises the file.
+    /// A read-only node found no one holding the DMS: SQLite must build a private heap
+    /// index (SQLITE_READONLY_CANTINIT) until someone initialises the file.
     dms_unlocked: bool,
     region_size_bytes: usize,
+    /// Regions mapped per `mmap` call.
+    regions_per_map: usize,
+    /// Start of every mapped region, in order; a mapping of `regions_per_map` regions
+    /// starts at every `regions_per_map`-th entry.
     regions: Vec<*mut u8>,
-    shared_mask: u16,
-    exclusive_mask: u16,
+    /// Per slot: shared holders in this process, or EXCLUSIVE.
+    holders: [i32; SLOTS],
+    /// Connections attached.
+    connections: usize,
 }
 
-// SAFETY: the regions are shared file mappings owned by one database handle, which SQLite
-// uses from one thread at a time.
-unsafe impl Send for Shm {}
+// SAFETY: the region pointers are shared file mappings owned by the node and valid until
+// it unmaps them when its last connection leaves; they may be used from any thread.
+unsafe impl Send for NodeState {}
 
-impl Shm {
-    /// Opens (creating if allowed) `<db>-shm` and joins the DMS protocol.
-    /// `db_stat` is the database file's fstat, for permission bits and owner.
-    pub(crate) fn open(
-        db_path: &str,
-        db_stat: &libc::stat,
-        readonly_shm: bool,
-    ) -> Result<Shm, Failure> {
-        let path =
-            CString::new(format!("{db_path}-shm")).map_err(|_| Failure::CantOpen(libc::EINVAL))?;
-        let mode = db_stat.st_mode & 0o777;
-        // os_unix.c unixOpenSharedMemory opens it through robust_open with the database's
-        // bits: created with them and, when the umask took some away, fchmod'ed to them.
-        let open =
-            |flags: i32| crate::sys::open_with_created_mode(&path, flags | libc::O_NOFOLLOW, mode);
-        let mut readonly = false;
-        let read_write = if readonly_shm {
-            Err(libc::EACCES)
-        } else {
-            open(libc::O_RDWR | libc::O_CREAT)
-        };
-        let fd = match read_write {
-            Ok(fd) => fd,
-            Err(_) => {
-                readonly = true;
-                open(libc::O_RDONLY).map_err(Failure::CantOpen)?
-            }
-        };
-        // Running as root must not leave a -shm file other users of the database cannot
-        // open (os_unix.c robustFchown).
-        // SAFETY: plain syscalls on our own fd.
-        unsafe {
-            if calls::geteuid() == 0 {
-                let _ = calls::fchown(fd, db_stat.st_uid, db_stat.st_gid);
-            }
-        }
-        let mut shm = Shm {
-            fd,
-            path,
-            readonly,
-            dms_unlocked: false,
-            region_size_bytes: 0,
-            regions: Vec::new(),
-            shared_mask: 0,
-            exclusive_mask: 0,
-        };
-        match shm.join_dead_man_switch() {
-            Ok(()) | Err(Failure::ReadonlyCantInit) => Ok(shm),
-            Err(failure) => Err(failure),
-        }
-    }
-
-    /// os_unix.c unixLockSharedMemory: first user in truncates the index; later users
+impl NodeState {
+    /// os_unix.c unixLockSharedMemory: the first user in truncates the index; later users
     /// join with a shared DMS lock; a user mid-initialisation makes us return BUSY.
     fn join_dead_man_switch(&mut self) -> Result<(), Failure> {
         match conflicting_lock(self.fd, LockType::Write, SHM_DMS, 1).map_err(Failure::Lock)? {
@@ -127,7 +165,7 @@ impl Shm {
                 set_lock(self.fd, LockType::Write, SHM_DMS, 1).map_err(|_| Failure::Busy)?;
                 // Truncate to 3 bytes rather than 0, as os_unix.c does, so a legitimate
                 // truncation is recognisable when debugging.
-                // SAFETY: plain syscall on our own fd.
+                // SAFETY: plain syscall on the node's own fd.
                 if unsafe { calls::ftruncate(self.fd, 3) } != 0 {
                     return Err(Failure::ShmOpen(crate::sys::last_errno()));
                 }
@@ -140,9 +178,7 @@ impl Shm {
         Ok(())
     }
 
-    /// xShmMap. Returns the region pointer (null when it does not exist and `extend` is
-    /// false) and whether the connection is read-only (SQLite then gets SQLITE_READONLY).
-    pub(crate) fn map(
+    fn map(
         &mut self,
         io: &mut Submitter<'_>,
         region: usize,
@@ -154,9 +190,16 @@ impl Shm {
         }
         assert!(self.regions.is_empty() || region_size_bytes == self.region_size_bytes);
         assert!(region_size_bytes > 0 && region_size_bytes as i64 % SHM_EXTEND_PAGE_BYTES == 0);
-        self.region_size_bytes = region_size_bytes;
+        if self.regions.is_empty() {
+            self.region_size_bytes = region_size_bytes;
+            let page_bytes = usize::try_from(calls::getpagesize()).unwrap_or(0);
+            self.regions_per_map = (page_bytes / region_size_bytes).max(1);
+        }
         if self.regions.len() <= region {
-            let needed_bytes = ((region + 1) * region_size_bytes) as i64;
+            // Whole mappings only: a 64 KiB page holds two 32 KiB regions.
+            let per_map = self.regions_per_map;
+            let wanted_regions = (region + per_map) / per_map * per_map;
+            let needed_bytes = (wanted_regions * region_size_bytes) as i64;
             let size_bytes = crate::sys::fstat(self.fd)
                 .map_err(Failure::ShmSize)?
                 .st_size;
@@ -171,13 +214,14 @@ impl Shm {
             } else {
                 libc::PROT_READ | libc::PROT_WRITE
             };
-            while self.regions.len() <= region {
+            let map_bytes = per_map * region_size_bytes;
+            while self.regions.len() < wanted_regions {
                 let offset = (self.regions.len() * region_size_bytes) as i64;
-                // SAFETY: a new shared mapping of our own fd; kept until `unmap`.
+                // SAFETY: a new shared mapping of the node's fd; kept until `unmap_all`.
                 let base = unsafe {
                     calls::mmap(
                         std::ptr::null_mut(),
-                        region_size_bytes,
+                        map_bytes,
                         protection,
                         libc::MAP_SHARED,
                         self.fd,
@@ -187,7 +231,11 @@ impl Shm {
                 if base == libc::MAP_FAILED {
                     return Err(Failure::ShmMap(crate::sys::last_errno()));
                 }
-                self.regions.push(base as *mut u8);
+                for index in 0..per_map {
+                    // SAFETY: inside the mapping of `map_bytes` just made.
+                    self.regions
+                        .push(unsafe { base.cast::<u8>().add(index * region_size_bytes) });
+                }
             }
         }
         Ok(self.regions[region])
@@ -219,51 +267,216 @@ impl Shm {
             })
     }
 
-    pub(crate) fn is_readonly(&self) -> bool {
-        self.readonly
+    /// Drops one connection's holds on the slots of `mask` (`exclusive`: it held them
+    /// exclusively). The OS lock goes when no one in the process holds a slot any more.
+    fn release(&mut self, mask: u16, exclusive: bool) -> Result<(), Failure> {
+        let mut unlock_mask = 0u16;
+        for slot in slots_of(mask) {
+            if exclusive {
+                assert_eq!(self.holders[slot], EXCLUSIVE, "slot {slot} not exclusive");
+                self.holders[slot] = 0;
+                unlock_mask |= 1 << slot;
+            } else {
+                assert!(self.holders[slot] > 0, "slot {slot} has no shared holder");
+                self.holders[slot] -= 1;
+                if self.holders[slot] == 0 {
+                    unlock_mask |= 1 << slot;
+                }
+            }
+        }
+        // Unlock runs of adjacent slots with one call each (an exclusive lock is one run).
+        let mut result = Ok(());
+        let mut slot = 0;
+        while slot < SLOTS {
+            if unlock_mask & (1 << slot) == 0 {
+                slot += 1;
+                continue;
+            }
+            let start = slot;
+            while slot < SLOTS && unlock_mask & (1 << slot) != 0 {
+                slot += 1;
+            }
+            let unlocked = set_lock(
+                self.fd,
+                LockType::Unlock,
+                SHM_LOCK_BASE + start as i64,
+                (slot - start) as i64,
+            );
+            if let Err(errno) = unlocked {
+                result = Err(Failure::Unlock(errno));
+            }
+        }
+        result
     }
 
-    /// xShmLock on slots `[offset, offset + count)`.
+    fn unmap_all(&mut self) {
+        let map_bytes = self.regions_per_map * self.region_size_bytes;
+        for base in self.regions.iter().step_by(self.regions_per_map.max(1)) {
+            // SAFETY: every `regions_per_map`-th region starts a mapping of `map_bytes`
+            // made in `map`; no connection uses it any more (the last one left).
+            unsafe { calls::munmap(base.cast(), map_bytes) };
+        }
+        self.regions.clear();
+    }
+}
+
+impl Drop for NodeState {
+    fn drop(&mut self) {
+        self.unmap_all();
+        if self.fd >= 0 {
+            // Releases the node's OFD locks; parks the fd if a `unix` connection of this
+            // process holds POSIX locks on the -shm file.
+            crate::lock::close_preserving_process_locks(self.fd);
+            self.fd = -1;
+        }
+    }
+}
+
+fn slots_of(mask: u16) -> impl Iterator<Item = usize> {
+    (0..SLOTS).filter(move |slot| mask & (1 << slot) != 0)
+}
+
+// ─── One connection's handle ────────────────────────────────────────────────────────────
+
+/// A connection's use of its database's node: which slots it holds.
+pub(crate) struct Shm {
+    node: Arc<Node>,
+    shared_mask: u16,
+    exclusive_mask: u16,
+    /// Detached already (by `close`).
+    left: bool,
+}
+
+impl Shm {
+    /// Attaches to this process's node for the database, opening (creating if allowed)
+    /// `<db>-shm` and joining the DMS protocol when this is the first connection.
+    /// `db_stat` is the database file's fstat: its device and inode find the node, its
+    /// permission bits and owner are given to a new `-shm` file.
+    pub(crate) fn open(
+        db_path: &str,
+        db_stat: &libc::stat,
+        readonly_shm: bool,
+    ) -> Result<Shm, Failure> {
+        let registry = registry();
+        let mut nodes = lock_ignoring_poison(registry);
+        let device = db_stat.st_dev;
+        let inode = db_stat.st_ino;
+        let node = match nodes
+            .iter()
+            .find(|node| node.device == device && node.inode == inode)
+        {
+            Some(node) => Arc::clone(node),
+            None => {
+                let state = open_node_state(db_path, db_stat, readonly_shm)?;
+                let node = Arc::new(Node {
+                    device,
+                    inode,
+                    registry,
+                    state: Mutex::new(state),
+                });
+                nodes.push(Arc::clone(&node));
+                node
+            }
+        };
+        lock_ignoring_poison(&node.state).connections += 1;
+        Ok(Shm {
+            node,
+            shared_mask: 0,
+            exclusive_mask: 0,
+            left: false,
+        })
+    }
+
+    /// xShmMap. Returns the region pointer (null when it does not exist and `extend` is
+    /// false) and whether the node is read-only (SQLite then gets SQLITE_READONLY).
+    pub(crate) fn map(
+        &mut self,
+        io: &mut Submitter<'_>,
+        region: usize,
+        region_size_bytes: usize,
+        extend: bool,
+    ) -> Result<(*mut u8, bool), Failure> {
+        let mut state = lock_ignoring_poison(&self.node.state);
+        let readonly = state.readonly;
+        state
+            .map(io, region, region_size_bytes, extend)
+            .map(|base| (base, readonly))
+    }
+
+    /// xShmLock on slots `[offset, offset + count)` (os_unix.c unixShmLock's rules; see
+    /// the module docs).
     pub(crate) fn lock(&mut self, offset: i32, count: i32, flags: i32) -> Result<(), Failure> {
         assert!(offset >= 0 && count >= 1 && offset + count <= SQLITE_SHM_NLOCK);
         let mask: u16 = (((1u32 << count) - 1) << offset) as u16;
-        let start = SHM_LOCK_BASE + offset as i64;
+        let mut state = lock_ignoring_poison(&self.node.state);
         if flags & SQLITE_SHM_UNLOCK != 0 {
-            if (self.shared_mask | self.exclusive_mask) & mask != 0 {
-                set_lock(self.fd, LockType::Unlock, start, count as i64)
-                    .map_err(Failure::Unlock)?;
-            }
+            let shared = self.shared_mask & mask;
+            let exclusive = self.exclusive_mask & mask;
             self.shared_mask &= !mask;
             self.exclusive_mask &= !mask;
-            return Ok(());
+            let released_shared = state.release(shared, false);
+            let released_exclusive = state.release(exclusive, true);
+            return released_shared.and(released_exclusive);
         }
         assert!(flags & SQLITE_SHM_LOCK != 0);
-        let kind = if flags & SQLITE_SHM_SHARED != 0 {
+        if flags & SQLITE_SHM_SHARED != 0 {
             assert_eq!(
                 count, 1,
                 "SQLite takes shared WAL-index locks one slot at a time"
             );
-            LockType::Read
-        } else {
-            assert!(flags & SQLITE_SHM_EXCLUSIVE != 0);
-            LockType::Write
-        };
-        // os_unix.c unixShmSystemLock: any failure to lock is reported as SQLITE_BUSY.
-        set_lock(self.fd, kind, start, count as i64).map_err(|_| Failure::Busy)?;
-        if kind == LockType::Read {
+            let slot = offset as usize;
+            if self.shared_mask & mask != 0 {
+                return Ok(());
+            }
+            assert!(
+                self.exclusive_mask & mask == 0,
+                "a shared request on a slot held exclusively"
+            );
+            match state.holders[slot] {
+                EXCLUSIVE => return Err(Failure::Busy),
+                0 => {
+                    // os_unix.c unixShmSystemLock: any failure to lock is SQLITE_BUSY.
+                    set_lock(state.fd, LockType::Read, SHM_LOCK_BASE + offset as i64, 1)
+                        .map_err(|_| Failure::Busy)?;
+                }
+                _ => {}
+            }
+            state.holders[slot] += 1;
             self.shared_mask |= mask;
-            self.exclusive_mask &= !mask;
-        } else {
-            self.exclusive_mask |= mask;
-            self.shared_mask &= !mask;
+            return Ok(());
         }
+        assert!(flags & SQLITE_SHM_EXCLUSIVE != 0);
+        if self.exclusive_mask & mask == mask {
+            return Ok(());
+        }
+        for slot in slots_of(mask) {
+            let own = i32::from(self.shared_mask & (1 << slot) != 0);
+            if self.exclusive_mask & (1 << slot) == 0 && state.holders[slot] != own {
+                // Another connection of this process holds it: no need to ask the kernel.
+                return Err(Failure::Busy);
+            }
+        }
+        set_lock(
+            state.fd,
+            LockType::Write,
+            SHM_LOCK_BASE + offset as i64,
+            count as i64,
+        )
+        .map_err(|_| Failure::Busy)?;
+        for slot in slots_of(mask) {
+            state.holders[slot] = EXCLUSIVE;
+        }
+        self.exclusive_mask |= mask;
+        self.shared_mask &= !mask;
         Ok(())
     }
 
-    /// SQLITE_FCNTL_EXTERNAL_READER: does another connection hold a read mark?
+    /// SQLITE_FCNTL_EXTERNAL_READER: does another process hold a read mark? (As in
+    /// os_unix.c, this process's own connections are not external.)
     pub(crate) fn has_external_reader(&self) -> Result<bool, Failure> {
+        let state = lock_ignoring_poison(&self.node.state);
         conflicting_lock(
-            self.fd,
+            state.fd,
             LockType::Write,
             SHM_LOCK_BASE + FIRST_READ_SLOT,
             SQLITE_SHM_NLOCK as i64 - FIRST_READ_SLOT,
@@ -272,32 +485,166 @@ impl Shm {
         .map_err(Failure::Lock)
     }
 
-    /// xShmUnmap: unmap, close (dropping our OFD locks) and, when SQLite says this is the
-    /// last connection, delete the file.
+    /// xShmUnmap: detach; when this was the node's last connection, unmap, close
+    /// (dropping the OFD locks) and, if SQLite says so, delete the file.
     pub(crate) fn close(mut self, delete: bool) {
-        self.unmap_regions();
-        if delete {
-            // SAFETY: `path` is NUL-terminated.
-            unsafe { calls::unlink(self.path.as_ptr()) };
-        }
+        self.leave(delete);
     }
 
-    fn unmap_regions(&mut self) {
-        for base in self.regions.drain(..) {
-            // SAFETY: each region is a mapping of region_size_bytes that we created.
-            unsafe { calls::munmap(base.cast(), self.region_size_bytes) };
+    fn leave(&mut self, delete: bool) {
+        assert!(!self.left);
+        self.left = true;
+        let node = Arc::clone(&self.node);
+        // Registry before node, as in `open`: no one attaches to a node being closed.
+        let mut nodes = lock_ignoring_poison(node.registry);
+        let mut state = lock_ignoring_poison(&node.state);
+        // SQLite drops its locks before xShmUnmap; a connection closed without it (an
+        // error path) must not leave its slots counted.
+        let _ = state.release(self.shared_mask, false);
+        let _ = state.release(self.exclusive_mask, true);
+        self.shared_mask = 0;
+        self.exclusive_mask = 0;
+        assert!(state.connections > 0);
+        state.connections -= 1;
+        if state.connections > 0 {
+            return;
+        }
+        nodes.retain(|listed| !Arc::ptr_eq(listed, &node));
+        state.unmap_all();
+        if delete {
+            // SAFETY: `path` is NUL-terminated.
+            unsafe { calls::unlink(state.path.as_ptr()) };
+        }
+        if state.fd >= 0 {
+            crate::lock::close_preserving_process_locks(state.fd);
+            state.fd = -1;
         }
     }
 }
 
 impl Drop for Shm {
     fn drop(&mut self) {
-        self.unmap_regions();
-        if self.fd >= 0 {
-            // Releases our OFD locks; parks the fd if a `unix` connection of this process
-            // holds POSIX locks on the -shm file.
-            crate::lock::close_preserving_process_locks(self.fd);
-            self.fd = -1;
+        if !self.left {
+            self.leave(false);
         }
+    }
+}
+
+/// Opens `<db>-shm` for a new node (os_unix.c unixOpenSharedMemory) and joins the DMS.
+fn open_node_state(
+    db_path: &str,
+    db_stat: &libc::stat,
+    readonly_shm: bool,
+) -> Result<NodeState, Failure> {
+    let path =
+        CString::new(format!("{db_path}-shm")).map_err(|_| Failure::CantOpen(libc::EINVAL))?;
+    let mode = db_stat.st_mode & 0o777;
+    // os_unix.c opens it through robust_open with the database's bits: created with them
+    // and, when the umask took some away, fchmod'ed to them.
+    let open =
+        |flags: i32| crate::sys::open_with_created_mode(&path, flags | libc::O_NOFOLLOW, mode);
+    let mut readonly = false;
+    let read_write = if readonly_shm {
+        Err(libc::EACCES)
+    } else {
+        open(libc::O_RDWR | libc::O_CREAT)
+    };
+    let fd = match read_write {
+        Ok(fd) => fd,
+        Err(_) => {
+            readonly = true;
+            open(libc::O_RDONLY).map_err(Failure::CantOpen)?
+        }
+    };
+    // Running as root must not leave a -shm file other users of the database cannot open
+    // (os_unix.c robustFchown).
+    // SAFETY: plain syscalls on our own fd.
+    unsafe {
+        if calls::geteuid() == 0 {
+            let _ = calls::fchown(fd, db_stat.st_uid, db_stat.st_gid);
+        }
+    }
+    // From here on, dropping `state` closes the fd.
+    let mut state = NodeState {
+        fd,
+        path,
+        readonly,
+        dms_unlocked: false,
+        region_size_bytes: 0,
+        regions_per_map: 1,
+        regions: Vec::new(),
+        holders: [0; SLOTS],
+        connections: 0,
+    };
+    match state.join_dead_man_switch() {
+        Ok(()) | Err(Failure::ReadonlyCantInit) => Ok(state),
+        Err(failure) => Err(failure),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stat_of(path: &std::path::Path) -> libc::stat {
+        let file = std::fs::File::create(path).unwrap();
+        crate::sys::fstat(std::os::fd::AsRawFd::as_raw_fd(&file)).unwrap()
+    }
+
+    #[test]
+    fn connections_share_a_node_until_the_last_leaves_and_a_forked_child_starts_afresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("node.db");
+        let st = stat_of(&db);
+        let path = db.to_str().unwrap();
+        let first = Shm::open(path, &st, false).unwrap();
+        let second = Shm::open(path, &st, false).unwrap();
+        assert!(Arc::ptr_eq(&first.node, &second.node));
+        assert_eq!(lock_ignoring_poison(&first.node.state).connections, 2);
+        // What the fork hook does: the child's next user gets a node (and descriptor) of
+        // its own, never the parent's.
+        forget_registry_after_fork();
+        let in_child = Shm::open(path, &st, false).unwrap();
+        assert!(!Arc::ptr_eq(&first.node, &in_child.node));
+        let parent_fd = lock_ignoring_poison(&first.node.state).fd;
+        assert_ne!(lock_ignoring_poison(&in_child.node.state).fd, parent_fd);
+        drop(in_child);
+        drop(second);
+        let node = Arc::clone(&first.node);
+        first.close(true);
+        // The last connection closed the descriptor and deleted the file.
+        assert_eq!(lock_ignoring_poison(&node.state).fd, -1);
+        assert!(!dir.path().join("node.db-shm").exists());
+    }
+
+    #[test]
+    fn slot_counts_follow_each_connections_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("slots.db");
+        let st = stat_of(&db);
+        let path = db.to_str().unwrap();
+        let mut first = Shm::open(path, &st, false).unwrap();
+        let mut second = Shm::open(path, &st, false).unwrap();
+        let shared = SQLITE_SHM_LOCK | SQLITE_SHM_SHARED;
+        let exclusive = SQLITE_SHM_LOCK | SQLITE_SHM_EXCLUSIVE;
+        let unlock_shared = SQLITE_SHM_UNLOCK | SQLITE_SHM_SHARED;
+        let unlock_exclusive = SQLITE_SHM_UNLOCK | SQLITE_SHM_EXCLUSIVE;
+        let holders = |shm: &Shm| lock_ignoring_poison(&shm.node.state).holders;
+        first.lock(3, 1, shared).unwrap();
+        second.lock(3, 1, shared).unwrap();
+        assert_eq!(holders(&first)[3], 2);
+        assert!(matches!(second.lock(3, 1, exclusive), Err(Failure::Busy)));
+        first.lock(3, 1, unlock_shared).unwrap();
+        // The last holder may take it exclusively (an upgrade of its own hold).
+        second.lock(3, 1, exclusive).unwrap();
+        assert_eq!(holders(&first)[3], EXCLUSIVE);
+        assert!(matches!(first.lock(3, 1, shared), Err(Failure::Busy)));
+        second.lock(3, 1, unlock_exclusive).unwrap();
+        first.lock(0, 2, exclusive).unwrap();
+        assert_eq!(holders(&first)[..3], [EXCLUSIVE, EXCLUSIVE, 0]);
+        // A connection dropped while holding locks gives them back.
+        drop(first);
+        assert_eq!(holders(&second), [0; SLOTS]);
+        second.lock(0, 8, exclusive).unwrap();
     }
 }

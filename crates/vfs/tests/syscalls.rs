@@ -291,6 +291,21 @@ unsafe extern "C" fn st_pwrite_int(
     unsafe { libc::pwrite(fd, buf, len, offset) as c_int }
 }
 
+unsafe extern "C" fn st_mmap(
+    addr: *mut c_void,
+    len: libc::size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    offset: libc::off_t,
+) -> *mut c_void {
+    if fd >= 0 && fails(&path_of_fd(fd)).is_some() {
+        return libc::MAP_FAILED;
+    }
+    // SAFETY: forwarded arguments.
+    unsafe { libc::mmap(addr, len, prot, flags, fd, offset) }
+}
+
 unsafe extern "C" fn st_fstat(fd: c_int, out: *mut libc::stat) -> c_int {
     if fails(&path_of_fd(fd)).is_some() {
         return -1;
@@ -703,8 +718,17 @@ fn an_unopenable_directory_is_not_an_error_like_unix() {
     assert!(PLAN.seen.load(Ordering::SeqCst) == 0, "reset after the run");
 }
 
+/// The size of `db`'s `-shm` file, as an `i32` for an outcome (0 when absent).
+fn shm_size(db: &Path) -> i32 {
+    let mut shm = db.as_os_str().to_owned();
+    shm.push("-shm");
+    std::fs::metadata(shm).map_or(0, |m| m.len() as i32)
+}
+
+/// A kernel with 64 KiB pages (SQLite's wal64k.test): the WAL index is mapped and grown in
+/// whole 64 KiB pages, two 32 KiB regions at a time, exactly as under `unix`.
 #[test]
-fn a_64k_page_size_changes_nothing_visible() {
+fn a_64k_page_size_maps_the_wal_index_like_unix() {
     let _serial = serial();
     let calls = [(
         c"getpagesize",
@@ -720,10 +744,34 @@ fn a_64k_page_size_changes_nothing_visible() {
             codes.push(code_of(
                 conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)"),
             ));
+            // A WAL index that outgrows its first 64 KiB: small pages, many frames.
+            let grown = path.with_file_name("grown.db");
+            let conn = open(&grown, vfs_name);
+            conn.execute_batch(
+                "PRAGMA page_size=512; PRAGMA journal_mode=WAL; CREATE TABLE g(x); BEGIN;",
+            )
+            .unwrap();
+            codes.push(shm_size(&grown));
+            let mut inserts = 0;
+            while shm_size(&grown) == codes[codes.len() - 1] && inserts < 100_000 {
+                conn.execute("INSERT INTO g VALUES(zeroblob(400))", [])
+                    .unwrap();
+                inserts += 1;
+            }
+            conn.execute_batch("COMMIT").unwrap();
+            codes.push(inserts);
+            codes.push(shm_size(&grown));
+            integrity_ok(&conn);
             codes
         },
     );
-    assert_eq!(outcome.codes, vec![0, 0]);
+    assert_eq!(outcome.codes[..2], [0, 0]);
+    assert_eq!(
+        outcome.codes[2], 65536,
+        "one 64 KiB page: {:?}",
+        outcome.codes
+    );
+    assert_eq!(outcome.codes[4], 131072, "then two: {:?}", outcome.codes);
 }
 
 /// `xFullPathname` is delegated to `unix`: a replaced `getcwd` reaches it there, so a
@@ -898,6 +946,51 @@ fn within(limit_s: u64, what: &str, body: impl FnOnce() -> Outcome + Send + 'sta
     receiver
         .recv_timeout(std::time::Duration::from_secs(limit_s))
         .unwrap_or_else(|_| panic!("{what}: still running after {limit_s} s (a retry loop?)"))
+}
+
+/// Connections of one process share one WAL index per database, as under `unix`
+/// (os_unix.c `unixShmNode`): while one connection holds a read transaction, a second
+/// one opens, reads and closes without opening, mapping or locking the `-shm` file.
+/// Every such call passes through the counting stand-ins (`open`, `mmap`, the locking
+/// `fcntl`s) and is counted for files whose name ends in `-shm`.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn a_second_connection_shares_the_wal_index_like_unix() {
+    let _serial = serial();
+    let calls = [
+        (
+            c"open",
+            erase(st_open as unsafe extern "C" fn(_, _, _) -> _),
+        ),
+        (
+            c"mmap",
+            erase(st_mmap as unsafe extern "C" fn(_, _, _, _, _, _) -> _),
+        ),
+        (
+            c"fcntl",
+            erase(st_fcntl as unsafe extern "C" fn(_, _, _) -> _),
+        ),
+    ];
+    let outcome = compare(
+        &format!("PRAGMA journal_mode=WAL; {SEED_SQL}"),
+        &calls,
+        || set_plan("-shm", 0, 0, -1, false),
+        |path, vfs_name| {
+            let first = open(path, vfs_name);
+            first.execute_batch("BEGIN").unwrap();
+            let mut codes = vec![count_code(&first)];
+            let opened_by_first = PLAN.seen.swap(0, Ordering::SeqCst);
+            let second = open(path, vfs_name);
+            codes.push(count_code(&second));
+            drop(second);
+            codes.push(PLAN.seen.swap(0, Ordering::SeqCst) as i32);
+            first.execute_batch("COMMIT").unwrap();
+            // The first connection did open, map and lock it.
+            codes.push((opened_by_first > 0) as i32);
+            codes
+        },
+    );
+    assert_eq!(outcome.codes, vec![0, 0, 0, 1]);
 }
 
 /// Every lock request interrupted (EINTR), for good: os_unix.c does not retry a

@@ -301,3 +301,85 @@ fn mmap_results_identical_to_reads_while_growing() {
         );
     }
 }
+
+/// What a stock `sqlite3` process gets for `sql` with no busy timeout: its output, or
+/// its error message.
+fn stock(db: &Path, sql: &str) -> String {
+    let output = common::stock_run(db, 0, sql);
+    let text = if output.status.success() {
+        output.stdout
+    } else {
+        output.stderr
+    };
+    String::from_utf8_lossy(&text).trim().to_string()
+}
+
+/// Connections of one process share one WAL index per database, as under `unix`: read
+/// marks are counted per slot, so another process sees a mark held until the last of
+/// them lets it go; an exclusive request fails while another connection of the process
+/// holds the slot; and the process's locks stop other processes exactly as `unix`'s do.
+#[test]
+fn connections_of_one_process_lock_the_wal_index_like_unix() {
+    differential(|vfs, dir| {
+        let mut log = Vec::new();
+        let db = dir.join("n.db");
+        let writer = open(&db, vfs);
+        log.extend(rows(&writer, "PRAGMA journal_mode=WAL"));
+        writer
+            .execute_batch(
+                "PRAGMA wal_autocheckpoint=0; CREATE TABLE t(x); INSERT INTO t VALUES(1);",
+            )
+            .unwrap();
+        let first = open(&db, vfs);
+        let second = open(&db, vfs);
+        for conn in [&writer, &first, &second] {
+            conn.busy_timeout(std::time::Duration::ZERO).unwrap();
+        }
+        // Two readers on one snapshot hold the same read mark.
+        first.execute_batch("BEGIN").unwrap();
+        log.extend(rows(&first, "SELECT count(*) FROM t"));
+        second.execute_batch("BEGIN").unwrap();
+        log.extend(rows(&second, "SELECT count(*) FROM t"));
+        writer.execute("INSERT INTO t VALUES(2)", []).unwrap();
+        log.push(format!(
+            "both reading: {}",
+            stock(&db, "PRAGMA wal_checkpoint(TRUNCATE);")
+        ));
+        first.execute_batch("COMMIT").unwrap();
+        log.push(format!(
+            "one reading: {}",
+            stock(&db, "PRAGMA wal_checkpoint(TRUNCATE);")
+        ));
+        second.execute_batch("COMMIT").unwrap();
+        log.push(format!(
+            "none reading: {}",
+            stock(&db, "PRAGMA wal_checkpoint(TRUNCATE);")
+        ));
+        // The write lock: refused to a second connection and to another process.
+        first.execute_batch("BEGIN IMMEDIATE").unwrap();
+        log.push(outcome(second.execute_batch("BEGIN IMMEDIATE")));
+        log.push(format!(
+            "other process: {}",
+            stock(&db, "INSERT INTO t VALUES(3);")
+        ));
+        first.execute("INSERT INTO t VALUES(4)", []).unwrap();
+        first.execute_batch("COMMIT").unwrap();
+        log.push(outcome(second.execute_batch(
+            "BEGIN IMMEDIATE; INSERT INTO t VALUES(5); COMMIT;",
+        )));
+        // A reader of this process on an old snapshot stops this process's RESTART, and
+        // a stock reader stops it the same way.
+        first.execute_batch("BEGIN").unwrap();
+        log.extend(rows(&first, "SELECT count(*) FROM t"));
+        writer.execute("INSERT INTO t VALUES(6)", []).unwrap();
+        log.extend(rows(&writer, "PRAGMA wal_checkpoint(RESTART)"));
+        first.execute_batch("COMMIT").unwrap();
+        log.extend(rows(&writer, "PRAGMA wal_checkpoint(RESTART)"));
+        log.push(stock(&db, "SELECT group_concat(x) FROM t;"));
+        drop(first);
+        drop(second);
+        drop(writer);
+        log.push(format!("closed: {}", files(dir)));
+        log
+    });
+}

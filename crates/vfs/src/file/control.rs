@@ -246,9 +246,8 @@ impl File {
         }
         let mut shm = self.shm.take().expect("opened above");
         let result = shm.map(&mut self.submitter(), region, region_size_bytes, extend);
-        let readonly = shm.is_readonly();
         self.shm = Some(shm);
-        Ok((result?, readonly))
+        result
     }
 
     pub(crate) fn shm_lock(

@@ -10,8 +10,8 @@
 //! Names os_unix.c has but this VFS never calls (`pread64`, `pwrite64`, `fallocate`,
 //! `mkdir`, `rmdir`, `mremap`, `ioctl`) have no default, so `xGetSystemCall` returns null
 //! for them and `xNextSystemCall` skips them, as os_unix.c does for calls a build leaves
-//! out; they can still be set, to no effect. `getpagesize` is listed (SQLite's tests
-//! replace it), but this VFS maps the WAL index one region at a time and never asks.
+//! out; they can still be set, to no effect. `getpagesize` sizes the WAL-index
+//! mappings, as in os_unix.c (SQLite's tests replace it to act as a 64 KiB-page kernel).
 //!
 //! Overriding one call changes it for every VFS this library registered (the table is
 //! per process, like os_unix.c's). `xSetSystemCall(NULL)` restores every default.
@@ -157,6 +157,7 @@ const FCHOWN: usize = 20;
 const GETEUID: usize = 21;
 const MMAP: usize = 22;
 const MUNMAP: usize = 23;
+const GETPAGESIZE: usize = 25;
 const FSYNC: usize = 29;
 const FDATASYNC: usize = 30;
 const FSTATFS: usize = 31;
@@ -404,6 +405,11 @@ pub(crate) unsafe fn mmap(
 pub(crate) unsafe fn munmap(addr: *mut c_void, len: libc::size_t) -> c_int {
     unsafe { function::<Munmap>(MUNMAP)(addr, len) }
 }
+/// The page size the WAL index is mapped in (os_unix.c `unixShmRegionPerMap`).
+pub(crate) fn getpagesize() -> c_int {
+    // SAFETY: `getpagesize` takes no arguments; a stand-in has the same signature.
+    unsafe { function::<Getpagesize>(GETPAGESIZE)() }
+}
 pub(crate) unsafe fn fsync(fd: c_int) -> c_int {
     unsafe { function::<Fsync>(FSYNC)(fd) }
 }
@@ -435,6 +441,8 @@ mod tests {
         assert_eq!(TABLE[OPEN].name, c"open");
         assert_eq!(TABLE[OPEN_DIRECTORY].name, c"openDirectory");
         assert_eq!(TABLE[STATX].name, c"statx");
+        assert_eq!(TABLE[GETPAGESIZE].name, c"getpagesize");
+        assert_eq!(TABLE[MUNMAP].name, c"munmap");
         for delegated in PATH_OPERATION_CALLS {
             assert!(get(delegated).is_some(), "{delegated:?} has a default");
         }
