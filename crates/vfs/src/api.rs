@@ -5,7 +5,7 @@
 //! A program that links SQLite itself (rusqlite `bundled`) fills the same table from the
 //! linked symbols ([`SqliteApi::linked`]). The rest of the crate only sees [`SqliteApi`].
 
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 
 use crate::ffi::sqlite3_vfs;
 
@@ -16,6 +16,9 @@ type UriParameter = unsafe extern "C" fn(*const c_char, *const c_char) -> *const
 type UriKey = unsafe extern "C" fn(*const c_char, c_int) -> *const c_char;
 type Log = unsafe extern "C" fn(c_int, *const c_char, ...);
 type Libversion = unsafe extern "C" fn() -> *const c_char;
+type LibversionNumber = unsafe extern "C" fn() -> c_int;
+type Sourceid = unsafe extern "C" fn() -> *const c_char;
+type TestControl = unsafe extern "C" fn(c_int, ...) -> c_int;
 
 #[derive(Clone, Copy)]
 pub(crate) struct SqliteApi {
@@ -26,16 +29,22 @@ pub(crate) struct SqliteApi {
     uri_key: UriKey,
     log: Log,
     libversion: Libversion,
+    libversion_number: LibversionNumber,
+    test_control: TestControl,
+    sourceid: Sourceid,
 }
 
 /// Slot numbers of the functions we use in `struct sqlite3_api_routines` (`sqlite3ext.h`):
 /// the position of each member, counting from zero. The struct only ever grows at the end.
 mod slot {
     pub const LIBVERSION: usize = 66;
+    pub const LIBVERSION_NUMBER: usize = 67;
     pub const MALLOC: usize = 68;
     pub const VFS_FIND: usize = 141;
     pub const VFS_REGISTER: usize = 142;
+    pub const TEST_CONTROL: usize = 147;
     pub const LOG: usize = 167;
+    pub const SOURCEID: usize = 169;
     pub const URI_PARAMETER: usize = 189;
     pub const URI_KEY: usize = 245;
 }
@@ -50,6 +59,9 @@ mod linked {
         pub fn sqlite3_uri_key(name: *const c_char, index: c_int) -> *const c_char;
         pub fn sqlite3_log(code: c_int, format: *const c_char, ...);
         pub fn sqlite3_libversion() -> *const c_char;
+        pub fn sqlite3_libversion_number() -> c_int;
+        pub fn sqlite3_test_control(op: c_int, ...) -> c_int;
+        pub fn sqlite3_sourceid() -> *const c_char;
     }
 }
 
@@ -65,6 +77,9 @@ impl SqliteApi {
             uri_key: linked::sqlite3_uri_key,
             log: linked::sqlite3_log,
             libversion: linked::sqlite3_libversion,
+            libversion_number: linked::sqlite3_libversion_number,
+            test_control: linked::sqlite3_test_control,
+            sourceid: linked::sqlite3_sourceid,
         }
     }
 
@@ -98,6 +113,15 @@ impl SqliteApi {
                 log: std::mem::transmute::<unsafe extern "C" fn(), Log>(get(slot::LOG)?),
                 libversion: std::mem::transmute::<unsafe extern "C" fn(), Libversion>(get(
                     slot::LIBVERSION,
+                )?),
+                libversion_number: std::mem::transmute::<unsafe extern "C" fn(), LibversionNumber>(
+                    get(slot::LIBVERSION_NUMBER)?,
+                ),
+                test_control: std::mem::transmute::<unsafe extern "C" fn(), TestControl>(get(
+                    slot::TEST_CONTROL,
+                )?),
+                sourceid: std::mem::transmute::<unsafe extern "C" fn(), Sourceid>(get(
+                    slot::SOURCEID,
                 )?),
             })
         }
@@ -181,7 +205,7 @@ impl SqliteApi {
         keys
     }
 
-    /// Writes `message` to SQLite's error log (`SQLITE_CONFIG_LOG`), as os_unix.c does.
+    /// Writes `message` to SQLite's error log (`SQLITE_CONFIG_LOG`).
     pub(crate) fn log(&self, code: c_int, message: &str) {
         let Ok(message) = CString::new(message.replace('\0', " ")) else {
             return;
@@ -196,4 +220,83 @@ impl SqliteApi {
             .to_string_lossy()
             .into_owned()
     }
+
+    /// `sqlite3_libversion_number()`: 3046000 for SQLite 3.46.0.
+    pub(crate) fn libversion_number(&self) -> c_int {
+        // SAFETY: sqlite3_libversion_number has no preconditions.
+        unsafe { (self.libversion_number)() }
+    }
+
+    /// The byte whose lock guards new readers (`PENDING_BYTE`), where this SQLite puts it:
+    /// 0x40000000 unless `sqlite3_test_control(SQLITE_TESTCTRL_PENDING_BYTE, x)` moved it
+    /// (SQLite's own test suite moves it to 0x10000). The test control with 0 returns the
+    /// current value and changes nothing; a build without test controls
+    /// (`SQLITE_UNTESTABLE`) answers 0, and its pending byte cannot have moved.
+    pub(crate) fn pending_byte(&self) -> i64 {
+        // SAFETY: SQLITE_TESTCTRL_PENDING_BYTE reads exactly one `unsigned int` variadic
+        // argument (main.c); 0 asks for no change.
+        let byte = unsafe { (self.test_control)(SQLITE_TESTCTRL_PENDING_BYTE, 0 as c_uint) };
+        if byte > 0 {
+            i64::from(byte)
+        } else {
+            DEFAULT_PENDING_BYTE
+        }
+    }
+
+    /// Writes a failed system call to SQLite's log in the form os_unix.c's
+    /// `unixLogErrorAtLine` uses, `os_unix.c:LINE: (ERRNO) CALL(PATH) - MESSAGE`, with the
+    /// result code SQLite will see. Tools that read SQLite's log for OS errors (SQLite's
+    /// `oserror.test` among them) match the `os_unix.c:` prefix, so it is kept; LINE is
+    /// the line of this crate's source that logged the failure. A failure without an errno
+    /// ([`crate::sys::UNKNOWN_ERRNO`]) is logged as errno 0, which is what os_unix.c reads
+    /// after such a call. SQLITE_CANTOPEN is preceded, as os_unix.c's
+    /// `SQLITE_CANTOPEN_BKPT` does it, by SQLite's `cannot open file at line LINE of
+    /// [SOURCE-ID]` (the ten characters of `sqlite3_sourceid()` after its date).
+    #[track_caller]
+    pub(crate) fn log_os_error(&self, code: c_int, call: &str, path: &str, errno: i32) {
+        let line = std::panic::Location::caller().line();
+        if code == crate::ffi::SQLITE_CANTOPEN {
+            // SAFETY: sqlite3_sourceid returns a static NUL-terminated string.
+            let source = unsafe { CStr::from_ptr((self.sourceid)()) }.to_string_lossy();
+            let check_in: String = source.chars().skip(20).take(10).collect();
+            self.log(
+                code,
+                &format!("cannot open file at line {line} of [{check_in}]"),
+            );
+        }
+        let errno = if errno == crate::sys::UNKNOWN_ERRNO {
+            0
+        } else {
+            errno
+        };
+        self.log(
+            code,
+            &format!(
+                "os_unix.c:{line}: ({errno}) {call}({path}) - {}",
+                strerror(errno)
+            ),
+        );
+    }
+}
+
+/// Where SQLite puts `PENDING_BYTE` unless a test moves it.
+pub(crate) const DEFAULT_PENDING_BYTE: i64 = 0x4000_0000;
+
+/// `sqlite3.h`: the test control that reads (argument 0) or moves the pending byte.
+const SQLITE_TESTCTRL_PENDING_BYTE: c_int = 11;
+
+/// The C library's message for `errno`, as os_unix.c takes it from `strerror_r` into an
+/// 80-byte buffer.
+fn strerror(errno: i32) -> String {
+    let mut buf = [0 as c_char; 80];
+    // SAFETY: strerror_r writes at most `len` bytes, NUL included, into `buf`; the last
+    // byte stays 0 whatever it does.
+    let rc = unsafe { libc::strerror_r(errno, buf.as_mut_ptr(), buf.len() - 1) };
+    if rc != 0 && buf[0] == 0 {
+        return String::new();
+    }
+    // SAFETY: `buf` is NUL-terminated (its last byte is never written).
+    unsafe { CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
 }

@@ -58,9 +58,11 @@ unsafe fn file_of<'a>(raw: *mut sqlite3_file) -> &'a mut File {
     unsafe { &mut *(*(raw as *mut RawFile)).file }
 }
 
-/// Runs a file method; a failure's errno is remembered for SQLITE_FCNTL_LAST_ERRNO and
-/// real I/O errors are written to SQLite's log, as os_unix.c's unixLogError does. With
-/// tracing on, the call is recorded with its result and duration.
+/// Runs a file method; a failure's errno is remembered for SQLITE_FCNTL_LAST_ERRNO. With
+/// tracing on, the call is recorded with its result and duration. Failed system calls are
+/// logged where they fail, as os_unix.c's unixLogError does, only for the calls it logs
+/// (`SqliteApi::log_os_error`): a failed read, write, lock or fstat is not logged, under
+/// `unix` or here.
 ///
 /// # Safety
 /// As [`file_of`]; out-pointers in `call` must be the ones SQLite passed to this call.
@@ -79,24 +81,6 @@ unsafe fn with_file(
         if let Err(failure) = result {
             if failure.errno() != 0 {
                 file.last_errno = failure.errno();
-            }
-            let quiet = matches!(
-                failure,
-                Failure::Busy
-                    | Failure::ShortRead
-                    | Failure::BadArgument
-                    | Failure::ReadonlyCantInit
-            );
-            if !quiet {
-                vfs.api.log(
-                    failure.code(),
-                    &format!(
-                        "sqlite-uring: {what} failed on {} ({} engine): {failure:?}: {}",
-                        file.path().unwrap_or("<temporary file>"),
-                        file.engine_name(),
-                        std::io::Error::from_raw_os_error(failure.errno())
-                    ),
-                );
             }
         }
         result

@@ -17,6 +17,10 @@
 //! * Unlock to SHARED: read-lock the shared range, release PENDING and RESERVED bytes.
 //!   Unlock to NONE: release everything.
 //!
+//! `PENDING_BYTE` is where SQLite says it is when the database is opened
+//! (`SqliteApi::pending_byte`): 0x40000000, unless `SQLITE_TESTCTRL_PENDING_BYTE` moved it,
+//! as SQLite's own test suite does (to 0x10000). os_unix.c reads the same global.
+//!
 //! # Why open-file-description locks
 //! We take the same byte ranges with `F_OFD_SETLK` instead of `F_SETLK`. OFD locks and
 //! classic POSIX locks conflict with each other, so a stock `sqlite3` process (POSIX locks)
@@ -37,9 +41,7 @@ use crate::ffi::{
 };
 use crate::sys::calls;
 
-pub(crate) const PENDING_BYTE: i64 = 0x4000_0000;
-pub(crate) const RESERVED_BYTE: i64 = PENDING_BYTE + 1;
-pub(crate) const SHARED_FIRST: i64 = PENDING_BYTE + 2;
+/// Bytes of the shared range, which starts two bytes after the pending byte.
 pub(crate) const SHARED_SIZE: i64 = 510;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,13 +114,24 @@ pub(crate) fn conflicting_lock(
 /// The SQLite lock level one database file handle holds.
 pub(crate) struct DbLock {
     level: c_int,
+    /// `PENDING_BYTE`; RESERVED_BYTE is the next byte and the shared range starts after it.
+    pending_byte: i64,
 }
 
 impl DbLock {
-    pub(crate) fn new() -> DbLock {
+    pub(crate) fn new(pending_byte: i64) -> DbLock {
         DbLock {
             level: SQLITE_LOCK_NONE,
+            pending_byte,
         }
+    }
+
+    fn reserved_byte(&self) -> i64 {
+        self.pending_byte + 1
+    }
+
+    fn shared_first(&self) -> i64 {
+        self.pending_byte + 2
     }
 
     pub(crate) fn level(&self) -> c_int {
@@ -147,25 +160,25 @@ impl DbLock {
             } else {
                 LockType::Write
             };
-            set_lock(fd, kind, PENDING_BYTE, 1).map_err(busy_or(Failure::Lock))?;
+            set_lock(fd, kind, self.pending_byte, 1).map_err(busy_or(Failure::Lock))?;
             if level == SQLITE_LOCK_EXCLUSIVE {
                 self.level = SQLITE_LOCK_PENDING;
             }
         }
 
         if level == SQLITE_LOCK_SHARED {
-            let shared = set_lock(fd, LockType::Read, SHARED_FIRST, SHARED_SIZE)
+            let shared = set_lock(fd, LockType::Read, self.shared_first(), SHARED_SIZE)
                 .map_err(busy_or(Failure::Lock));
-            let released = set_lock(fd, LockType::Unlock, PENDING_BYTE, 1);
+            let released = set_lock(fd, LockType::Unlock, self.pending_byte, 1);
             shared?;
             released.map_err(Failure::Unlock)?;
             self.level = SQLITE_LOCK_SHARED;
             return Ok(());
         }
         let (start, len) = if level == SQLITE_LOCK_RESERVED {
-            (RESERVED_BYTE, 1)
+            (self.reserved_byte(), 1)
         } else {
-            (SHARED_FIRST, SHARED_SIZE)
+            (self.shared_first(), SHARED_SIZE)
         };
         set_lock(fd, LockType::Write, start, len).map_err(busy_or(Failure::Lock))?;
         self.level = level;
@@ -180,9 +193,10 @@ impl DbLock {
         }
         if self.level > SQLITE_LOCK_SHARED {
             if level == SQLITE_LOCK_SHARED {
-                set_lock(fd, LockType::Read, SHARED_FIRST, SHARED_SIZE).map_err(Failure::RdLock)?;
+                set_lock(fd, LockType::Read, self.shared_first(), SHARED_SIZE)
+                    .map_err(Failure::RdLock)?;
             }
-            set_lock(fd, LockType::Unlock, PENDING_BYTE, 2).map_err(Failure::Unlock)?;
+            set_lock(fd, LockType::Unlock, self.pending_byte, 2).map_err(Failure::Unlock)?;
             self.level = SQLITE_LOCK_SHARED;
         }
         if level == SQLITE_LOCK_NONE {
@@ -197,7 +211,7 @@ impl DbLock {
         if self.level > SQLITE_LOCK_SHARED {
             return Ok(true);
         }
-        conflicting_lock(fd, LockType::Write, RESERVED_BYTE, 1)
+        conflicting_lock(fd, LockType::Write, self.reserved_byte(), 1)
             .map(|conflict| conflict.is_some())
             .map_err(Failure::Lock)
     }

@@ -15,9 +15,20 @@ use crate::error::Failure;
 /// `SQLITE_MAX_MMAP_SIZE` of the default build: the largest mapping SQLite asks for.
 pub(crate) const MAX_MMAP_SIZE_BYTES: i64 = 0x7fff_0000;
 
-/// Bytes of addressable memory required after a fetched page: SQLite may over-read a
-/// corrupt page slightly (os_unix.c, unixFetch, "nEofBuffer").
-const EOF_BUFFER_BYTES: i64 = 256;
+/// Bytes of addressable memory xFetch requires after a page it hands out, as the `unix`
+/// VFS of SQLite `libversion_number` does. From SQLite 3.46.0 on, os_unix.c's unixFetch
+/// serves a page from the mapping only when 256 more mapped bytes follow it ("nEofBuffer":
+/// SQLite may over-read a corrupt page slightly), so the file's last page is read with
+/// xRead; up to 3.45 it requires none and the last page is fetched too. Matching it keeps
+/// the number of xRead calls (SQLite's `mmap1.test` counts them) and what a corrupt page
+/// can reach identical to `unix` of the same SQLite.
+pub(crate) fn eof_buffer_bytes(libversion_number: i32) -> i64 {
+    if libversion_number >= 3_046_000 {
+        256
+    } else {
+        0
+    }
+}
 
 pub(crate) struct MemoryMap {
     base: *mut u8,
@@ -29,6 +40,11 @@ pub(crate) struct MemoryMap {
     limit_bytes: i64,
     /// Pages handed to SQLite by xFetch and not yet returned by xUnfetch.
     fetch_count: i32,
+    /// Mapped bytes a fetched page must be followed by ([`eof_buffer_bytes`]).
+    eof_buffer_bytes: i64,
+    /// errno of an `mmap` that failed and switched mapping off, until
+    /// [`MemoryMap::take_failure`] collects it for the log.
+    failed_errno: Option<i32>,
 }
 
 // SAFETY: the mapping is owned by one file object, which SQLite uses from one thread at a
@@ -36,14 +52,21 @@ pub(crate) struct MemoryMap {
 unsafe impl Send for MemoryMap {}
 
 impl MemoryMap {
-    pub(crate) fn new(limit_bytes: i64) -> MemoryMap {
+    pub(crate) fn new(limit_bytes: i64, eof_buffer_bytes: i64) -> MemoryMap {
         MemoryMap {
             base: std::ptr::null_mut(),
             size_bytes: 0,
             mapped_bytes: 0,
             limit_bytes,
             fetch_count: 0,
+            eof_buffer_bytes,
+            failed_errno: None,
         }
+    }
+
+    /// The errno of the `mmap` that failed since the last call, if one did.
+    pub(crate) fn take_failure(&mut self) -> Option<i32> {
+        self.failed_errno.take()
     }
 
     pub(crate) fn is_mapped(&self) -> bool {
@@ -85,7 +108,7 @@ impl MemoryMap {
         if self.base.is_null() {
             self.map(fd, None)?;
         }
-        if self.size_bytes >= offset + amount as i64 + EOF_BUFFER_BYTES {
+        if self.size_bytes >= offset + amount as i64 + self.eof_buffer_bytes {
             self.fetch_count += 1;
             // SAFETY: offset < size_bytes <= mapped_bytes, inside the mapping.
             return Ok(unsafe { self.base.add(offset as usize) });
@@ -162,6 +185,7 @@ impl MemoryMap {
             )
         };
         if base == libc::MAP_FAILED {
+            self.failed_errno = Some(crate::sys::last_errno());
             self.limit_bytes = 0;
             return Ok(());
         }
@@ -186,5 +210,18 @@ impl MemoryMap {
 impl Drop for MemoryMap {
     fn drop(&mut self) {
         self.unmap();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::eof_buffer_bytes;
+
+    #[test]
+    fn the_eof_buffer_follows_the_running_sqlite() {
+        assert_eq!(eof_buffer_bytes(3_040_001), 0);
+        assert_eq!(eof_buffer_bytes(3_045_003), 0);
+        assert_eq!(eof_buffer_bytes(3_046_000), 256);
+        assert_eq!(eof_buffer_bytes(3_054_001), 256);
     }
 }

@@ -165,6 +165,7 @@ fn register_impl(
         sync_submission: options.sync_submission,
         sqpoll: options.sqpoll,
         fallback_reason: fallback_reason.clone(),
+        mmap_eof_buffer_bytes: crate::mmap::eof_buffer_bytes(api.libversion_number()),
         c_name,
     }));
     let vfs: *mut sqlite3_vfs = Box::leak(Box::new(sqlite3_vfs {

@@ -10,6 +10,7 @@ use crate::error::Failure;
 use crate::ffi::*;
 use crate::io::{EngineKind, Routing, Submitter};
 use crate::stats::SharedStats;
+use crate::sys::calls;
 use crate::write_behind;
 
 /// Everything a registered VFS needs; leaked at registration (SQLite keeps the pointer
@@ -35,6 +36,9 @@ pub(crate) struct VfsState {
     /// Default of the `uring_sqpoll` URI parameter.
     pub(crate) sqpoll: bool,
     pub(crate) fallback_reason: Option<String>,
+    /// Mapped bytes xFetch requires past a page, as the `unix` VFS of the running SQLite
+    /// does (`mmap::eof_buffer_bytes`).
+    pub(crate) mmap_eof_buffer_bytes: i64,
     pub(crate) c_name: CString,
 }
 
@@ -54,13 +58,14 @@ impl VfsState {
         write_behind::flush_for_delete(path)?;
         let c_path = CString::new(path).map_err(|_| Failure::Delete(libc::EINVAL))?;
         // SAFETY: `c_path` is NUL-terminated.
-        if unsafe { crate::sys::calls::unlink(c_path.as_ptr()) } != 0 {
+        if unsafe { calls::unlink(c_path.as_ptr()) } != 0 {
             let errno = crate::sys::last_errno();
-            return Err(if errno == libc::ENOENT {
-                Failure::DeleteNoent
-            } else {
-                Failure::Delete(errno)
-            });
+            if errno == libc::ENOENT {
+                return Err(Failure::DeleteNoent);
+            }
+            self.api
+                .log_os_error(SQLITE_IOERR_DELETE, "unlink", path, errno);
+            return Err(Failure::Delete(errno));
         }
         if sync_dir {
             let scratch = SharedStats::default();
@@ -69,11 +74,34 @@ impl VfsState {
                 file_stats: &scratch,
                 vfs_stats: &self.stats,
             };
-            match io.sync_directory_of(path, self.sync_mode == SyncMode::Fdatasync) {
-                // os_unix.c: a directory that cannot be opened is not an error.
-                Ok(()) | Err(Failure::CantOpen(_)) => {}
-                Err(failure) => return Err(failure),
+            // As os_unix.c unixDelete: a directory that cannot be opened is logged (by
+            // the default openDirectory) and is not an error of the delete; a failed fsync
+            // is, logged under the deleted file's name; a failed close is logged.
+            let dir_fd = match crate::sys::open_directory_of(path) {
+                Ok(fd) => fd,
+                Err(errno) => {
+                    if !calls::is_replaced(c"openDirectory") {
+                        self.api.log_os_error(
+                            SQLITE_CANTOPEN,
+                            "openDirectory",
+                            &crate::sys::directory_of(path),
+                            errno,
+                        );
+                    }
+                    return Ok(());
+                }
+            };
+            let synced = io.sync(dir_fd, self.sync_mode == SyncMode::Fdatasync);
+            if let Err(errno) = synced {
+                self.api
+                    .log_os_error(SQLITE_IOERR_DIR_FSYNC, "fsync", path, errno);
             }
+            // SAFETY: the directory descriptor is ours and closed once, here.
+            if unsafe { calls::close(dir_fd) } != 0 {
+                self.api
+                    .log_os_error(SQLITE_IOERR_CLOSE, "close", "", crate::sys::last_errno());
+            }
+            synced.map_err(Failure::DirFsync)?;
         }
         Ok(())
     }

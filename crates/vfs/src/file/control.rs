@@ -99,12 +99,15 @@ impl File {
         if self.mmap.wants_growth(size_bytes) {
             if self.chunk_size_bytes <= 0 {
                 let fd = self.fd;
-                self.submitter()
-                    .truncate(fd, size_bytes as u64)
-                    .map_err(Failure::Truncate)?;
+                if let Err(errno) = self.submitter().truncate(fd, size_bytes as u64) {
+                    self.log_os_error(SQLITE_IOERR_TRUNCATE, "ftruncate", errno);
+                    return Err(Failure::Truncate(errno));
+                }
                 self.note_size_at_least(size_bytes);
             }
-            self.mmap.grow_to(self.fd, size_bytes)?;
+            let grown = self.mmap.grow_to(self.fd, size_bytes);
+            self.log_map_failure();
+            grown?;
         }
         Ok(())
     }
@@ -206,7 +209,9 @@ impl File {
             FileControl::MmapSize(requested) => {
                 // Mapped reads would go through the page cache O_DIRECT bypasses.
                 let requested = if self.direct.is_some() { 0 } else { requested };
-                ControlReply::Int64(self.mmap.set_limit(self.fd, requested)?)
+                let old = self.mmap.set_limit(self.fd, requested);
+                self.log_map_failure();
+                ControlReply::Int64(old?)
             }
             FileControl::ExternalReader => {
                 let external = match &self.shm {
@@ -283,7 +288,17 @@ impl File {
     pub(crate) fn fetch(&mut self, offset: i64, amount: c_int) -> Result<*mut u8, Failure> {
         // A fetched page is read straight from the page cache: queued writes first.
         self.flush_queue(self.as_reader())?;
-        self.mmap.fetch(self.fd, offset, amount)
+        let page = self.mmap.fetch(self.fd, offset, amount);
+        self.log_map_failure();
+        page
+    }
+
+    /// A failed `mmap` switches mapping off and is logged as os_unix.c unixRemapfile logs
+    /// it, with SQLITE_OK: SQLite goes on with xRead.
+    fn log_map_failure(&mut self) {
+        if let Some(errno) = self.mmap.take_failure() {
+            self.log_os_error(SQLITE_OK, "mmap", errno);
+        }
     }
 
     pub(crate) fn unfetch(&mut self, page: *mut u8) {

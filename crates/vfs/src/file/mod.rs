@@ -112,18 +112,19 @@ impl File {
         self.vfs.stats.add(&delta);
     }
 
-    pub(crate) fn path(&self) -> Option<&str> {
-        self.path.as_deref()
+    /// Logs a failed system call on this file as os_unix.c does (`SqliteApi::log_os_error`;
+    /// an anonymous temporary file has an empty path there too).
+    #[track_caller]
+    fn log_os_error(&self, code: std::ffi::c_int, call: &str, errno: i32) {
+        self.vfs
+            .api
+            .log_os_error(code, call, self.path.as_deref().unwrap_or(""), errno);
     }
 
     /// Opened with `nolock=1`: no OS locks and no shared memory (os_unix.c's
     /// nolockIoMethods).
     pub(crate) fn uses_nolock(&self) -> bool {
         self.nolock
-    }
-
-    pub(crate) fn engine_name(&self) -> &'static str {
-        self.engine.name()
     }
 
     /// What trace records say about this file.
@@ -198,8 +199,17 @@ impl Drop for File {
             if self.carries_locks {
                 crate::lock::close_preserving_process_locks(self.fd);
             } else {
-                // Nobody locks journals, WALs or temp files.
-                crate::sys::close(self.fd);
+                // Nobody locks journals, WALs or temp files. A failed close leaks nothing
+                // (Linux frees the descriptor whatever close(2) returns) and is only
+                // logged, as os_unix.c robust_close does.
+                // SAFETY: the descriptor is ours and closed once, here.
+                if unsafe { crate::sys::calls::close(self.fd) } != 0 {
+                    self.log_os_error(
+                        crate::ffi::SQLITE_IOERR_CLOSE,
+                        "close",
+                        crate::sys::last_errno(),
+                    );
+                }
             }
             self.fd = -1;
         }

@@ -249,17 +249,28 @@ impl File {
         let fd = match unnamed_fd.map_or_else(|| open(os_flags), Ok) {
             Ok(fd) => fd,
             Err(errno) => {
-                // SAFETY: `c_path` is NUL-terminated.
-                let exists = unsafe { calls::access(c_path.as_ptr(), libc::F_OK) } == 0;
-                if is_new_journal && errno == libc::EACCES && !exists {
-                    return Err(Failure::ReadonlyDirectory(errno));
-                } else if errno != libc::EISDIR && is_readwrite {
+                // Every failed open is logged as os_unix.c unixOpen logs it: "open", the
+                // name, and the errno left by the last call made (for a journal in a
+                // directory we may not write, that of the access(2) that found no file).
+                let log_open = |errno| vfs.api.log_os_error(SQLITE_CANTOPEN, "open", &path, errno);
+                if is_new_journal && errno == libc::EACCES {
+                    // SAFETY: `c_path` is NUL-terminated.
+                    if unsafe { calls::access(c_path.as_ptr(), libc::F_OK) } != 0 {
+                        log_open(crate::sys::last_errno());
+                        return Err(Failure::ReadonlyDirectory(errno));
+                    }
+                }
+                if errno != libc::EISDIR && is_readwrite {
                     // os_unix.c: a database we may not write is opened read-only.
                     let readonly = (os_flags & !(libc::O_RDWR | libc::O_CREAT)) | libc::O_RDONLY;
                     out_flags = (flags & !(SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE))
                         | SQLITE_OPEN_READONLY;
-                    open(readonly).map_err(Failure::CantOpen)?
+                    open(readonly).map_err(|errno| {
+                        log_open(errno);
+                        Failure::CantOpen(errno)
+                    })?
                 } else {
+                    log_open(errno);
                     return Err(Failure::CantOpen(errno));
                 }
             }
@@ -341,7 +352,13 @@ impl File {
             direct,
             engine,
             sync_mode: options.sync_mode,
-            lock: DbLock::new(),
+            // Only a main database is locked; SQLite's tests move the pending byte before
+            // opening any (changing it with a database open is undefined behaviour).
+            lock: DbLock::new(if file_type & SQLITE_OPEN_MAIN_DB != 0 {
+                vfs.api.pending_byte()
+            } else {
+                crate::api::DEFAULT_PENDING_BYTE
+            }),
             nolock: options.uri.nolock,
             psow: options.uri.psow,
             persist_wal: false,
@@ -354,7 +371,7 @@ impl File {
             identity: None,
             stats: std::sync::Arc::new(SharedStats::default()),
             shm: None,
-            mmap: MemoryMap::new(0),
+            mmap: MemoryMap::new(0, vfs.mmap_eof_buffer_bytes),
         };
         Ok((file, out_flags))
     }

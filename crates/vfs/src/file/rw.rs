@@ -7,9 +7,10 @@ use std::ffi::c_int;
 
 use crate::config::SyncMode;
 use crate::error::Failure;
+use crate::ffi::{SQLITE_CANTOPEN, SQLITE_IOERR_CLOSE, SQLITE_IOERR_FSYNC, SQLITE_IOERR_TRUNCATE};
 use crate::io::{Submitter, SyncRequest};
 use crate::stats::IoStats;
-use crate::sys::{fstat, open_directory_of};
+use crate::sys::{calls, fstat, open_directory_of};
 
 use super::{round_up, File};
 
@@ -205,6 +206,7 @@ impl File {
         let fd = self.fd;
         if let Err(errno) = self.submitter().truncate(fd, size_bytes as u64) {
             self.cached_size_bytes = None;
+            self.log_os_error(SQLITE_IOERR_TRUNCATE, "ftruncate", errno);
             return Err(Failure::Truncate(errno));
         }
         self.mmap.clamp_to(size_bytes);
@@ -225,10 +227,11 @@ impl File {
         let data_only = self.sync_mode == SyncMode::Fdatasync;
         // The directory sync is independent of the file's: both are submitted together
         // and both complete before xSync returns, as os_unix.c's two sequential calls do.
-        let directory_fd = match (&self.path, self.dir_sync_pending) {
-            (Some(path), true) => open_directory_of(path).ok(),
+        let directory = match (&self.path, self.dir_sync_pending) {
+            (Some(path), true) => Some(open_directory_of(path)),
             _ => None,
         };
+        let directory_fd = directory.and_then(Result::ok);
         let request = SyncRequest {
             data_only,
             directory_fd,
@@ -236,9 +239,34 @@ impl File {
         };
         let result = self.queue().sync(&self.writer(), request);
         if let Some(dir_fd) = directory_fd {
-            crate::sys::close(dir_fd);
+            // SAFETY: the directory descriptor is ours and closed once, here.
+            if unsafe { calls::close(dir_fd) } != 0 {
+                self.log_os_error(SQLITE_IOERR_CLOSE, "close", crate::sys::last_errno());
+            }
         }
-        result.map_err(Failure::from)?;
+        // Logged as os_unix.c unixSync logs: a failed fsync of the file; otherwise a
+        // directory that could not be opened (which fails nothing). os_unix.c opens the
+        // directory only after the file's fsync succeeded, so it logs one or the other.
+        match result.map_err(Failure::from) {
+            Err(Failure::Fsync(errno)) => {
+                self.log_os_error(SQLITE_IOERR_FSYNC, "full_fsync", errno);
+                return Err(Failure::Fsync(errno));
+            }
+            Err(failure) => return Err(failure),
+            Ok(()) => {}
+        }
+        if let (Some(Err(errno)), Some(path), false) = (
+            directory,
+            self.path.as_deref(),
+            calls::is_replaced(c"openDirectory"),
+        ) {
+            self.vfs.api.log_os_error(
+                SQLITE_CANTOPEN,
+                "openDirectory",
+                &crate::sys::directory_of(path),
+                errno,
+            );
+        }
         self.dir_sync_pending = false;
         Ok(())
     }

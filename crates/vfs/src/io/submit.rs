@@ -307,16 +307,6 @@ impl Submitter<'_> {
         first_failure.map_or(Ok(()), Err)
     }
 
-    /// Opens the directory holding `file` and syncs it (xDelete with dirSync). A
-    /// directory that cannot be opened is `Failure::CantOpen`, which os_unix.c does not
-    /// treat as an error of the sync: the caller decides.
-    pub(crate) fn sync_directory_of(&mut self, file: &str, data_only: bool) -> Result<(), Failure> {
-        let dir_fd = crate::sys::open_directory_of(file).map_err(Failure::CantOpen)?;
-        let result = self.sync(dir_fd, data_only).map_err(Failure::DirFsync);
-        crate::sys::close(dir_fd);
-        result
-    }
-
     pub(crate) fn sync(&mut self, fd: RawFd, data_only: bool) -> Result<(), i32> {
         self.simple(Op::Sync { fd, data_only })
     }

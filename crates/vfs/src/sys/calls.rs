@@ -218,6 +218,12 @@ pub(crate) fn io_replaced() -> bool {
     IO_REPLACED.load(Ordering::Relaxed) != 0
 }
 
+/// Whether `name` is replaced now (os_unix.c logs a failed `openDirectory` inside its
+/// own, so a stand-in's failure is not logged).
+pub(crate) fn is_replaced(name: &CStr) -> bool {
+    index_of(name).is_some_and(|index| !TABLE[index].current.load(Ordering::Acquire).is_null())
+}
+
 fn index_of(name: &CStr) -> Option<usize> {
     TABLE.iter().position(|entry| entry.name == name)
 }

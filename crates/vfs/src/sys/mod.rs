@@ -186,6 +186,16 @@ impl Filesystem {
     }
 }
 
+/// The directory os_unix.c's openDirectory opens for `file`: everything before the last
+/// `/`, `/` for a file at the root, `.` for a name without one.
+pub(crate) fn directory_of(file: &str) -> String {
+    match file.rfind('/') {
+        Some(0) => "/".to_string(),
+        Some(end) => file[..end].to_string(),
+        None => ".".to_string(),
+    }
+}
+
 /// Opens the directory that holds `file`, for syncing it (os_unix.c openDirectory, the
 /// `openDirectory` entry of the table); `Err(errno)` if it cannot be opened, which
 /// os_unix.c does not treat as an error of the sync.
