@@ -44,8 +44,10 @@ use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::api::SqliteApi;
 use crate::error::Failure;
 use crate::ffi::{
+    SQLITE_CANTOPEN, SQLITE_IOERR_SHMMAP, SQLITE_IOERR_SHMOPEN, SQLITE_IOERR_SHMSIZE,
     SQLITE_SHM_EXCLUSIVE, SQLITE_SHM_LOCK, SQLITE_SHM_NLOCK, SQLITE_SHM_SHARED, SQLITE_SHM_UNLOCK,
 };
 use crate::io::fork::register_child_hook;
@@ -155,7 +157,7 @@ unsafe impl Send for NodeState {}
 impl NodeState {
     /// os_unix.c unixLockSharedMemory: the first user in truncates the index; later users
     /// join with a shared DMS lock; a user mid-initialisation makes us return BUSY.
-    fn join_dead_man_switch(&mut self) -> Result<(), Failure> {
+    fn join_dead_man_switch(&mut self, api: &SqliteApi) -> Result<(), Failure> {
         match conflicting_lock(self.fd, LockType::Write, SHM_DMS, 1).map_err(Failure::Lock)? {
             None if self.readonly => {
                 self.dms_unlocked = true;
@@ -167,7 +169,9 @@ impl NodeState {
                 // truncation is recognisable when debugging.
                 // SAFETY: plain syscall on the node's own fd.
                 if unsafe { calls::ftruncate(self.fd, 3) } != 0 {
-                    return Err(Failure::ShmOpen(crate::sys::last_errno()));
+                    let errno = crate::sys::last_errno();
+                    self.log(api, SQLITE_IOERR_SHMOPEN, "ftruncate", errno);
+                    return Err(Failure::ShmOpen(errno));
                 }
             }
             Some(LockType::Write) => return Err(Failure::Busy),
@@ -178,15 +182,22 @@ impl NodeState {
         Ok(())
     }
 
+    /// Logs a failed system call on the `-shm` file where os_unix.c logs one.
+    #[track_caller]
+    fn log(&self, api: &SqliteApi, code: std::ffi::c_int, call: &str, errno: i32) {
+        api.log_os_error(code, call, &self.path.to_string_lossy(), errno);
+    }
+
     fn map(
         &mut self,
         io: &mut Submitter<'_>,
+        api: &SqliteApi,
         region: usize,
         region_size_bytes: usize,
         extend: bool,
     ) -> Result<*mut u8, Failure> {
         if self.dms_unlocked {
-            self.join_dead_man_switch()?;
+            self.join_dead_man_switch(api)?;
         }
         assert!(self.regions.is_empty() || region_size_bytes == self.region_size_bytes);
         assert!(region_size_bytes > 0 && region_size_bytes as i64 % SHM_EXTEND_PAGE_BYTES == 0);
@@ -207,7 +218,10 @@ impl NodeState {
                 if !extend {
                     return Ok(std::ptr::null_mut());
                 }
-                self.extend(io, size_bytes, needed_bytes)?;
+                if let Err(errno) = self.extend(io, size_bytes, needed_bytes) {
+                    self.log(api, SQLITE_IOERR_SHMSIZE, "write", errno);
+                    return Err(Failure::ShmSize(errno));
+                }
             }
             let protection = if self.readonly {
                 libc::PROT_READ
@@ -229,7 +243,9 @@ impl NodeState {
                     )
                 };
                 if base == libc::MAP_FAILED {
-                    return Err(Failure::ShmMap(crate::sys::last_errno()));
+                    let errno = crate::sys::last_errno();
+                    self.log(api, SQLITE_IOERR_SHMMAP, "mmap", errno);
+                    return Err(Failure::ShmMap(errno));
                 }
                 for index in 0..per_map {
                     // SAFETY: inside the mapping of `map_bytes` just made.
@@ -242,13 +258,13 @@ impl NodeState {
     }
 
     /// Allocates `[from_bytes, to_bytes)` by writing the last byte of every new page, in
-    /// one batch.
+    /// one batch; the errno of a failure.
     fn extend(
         &mut self,
         io: &mut Submitter<'_>,
         from_bytes: i64,
         to_bytes: i64,
-    ) -> Result<(), Failure> {
+    ) -> Result<(), i32> {
         static ZERO: [u8; 1] = [0];
         let first_page = from_bytes / SHM_EXTEND_PAGE_BYTES;
         let last_page = to_bytes / SHM_EXTEND_PAGE_BYTES;
@@ -262,8 +278,8 @@ impl NodeState {
             .collect();
         io.write_batch(self.fd, &pieces)
             .map_err(|failure| match failure {
-                crate::io::WriteFailure::Errno(errno) => Failure::ShmSize(errno),
-                crate::io::WriteFailure::NoProgress => Failure::ShmSize(libc::ENOSPC),
+                crate::io::WriteFailure::Errno(errno) => errno,
+                crate::io::WriteFailure::NoProgress => libc::ENOSPC,
             })
     }
 
@@ -356,6 +372,7 @@ impl Shm {
         db_path: &str,
         db_stat: &libc::stat,
         readonly_shm: bool,
+        api: &SqliteApi,
     ) -> Result<Shm, Failure> {
         let registry = registry();
         let mut nodes = lock_ignoring_poison(registry);
@@ -367,7 +384,7 @@ impl Shm {
         {
             Some(node) => Arc::clone(node),
             None => {
-                let state = open_node_state(db_path, db_stat, readonly_shm)?;
+                let state = open_node_state(db_path, db_stat, readonly_shm, api)?;
                 let node = Arc::new(Node {
                     device,
                     inode,
@@ -392,6 +409,7 @@ impl Shm {
     pub(crate) fn map(
         &mut self,
         io: &mut Submitter<'_>,
+        api: &SqliteApi,
         region: usize,
         region_size_bytes: usize,
         extend: bool,
@@ -399,7 +417,7 @@ impl Shm {
         let mut state = lock_ignoring_poison(&self.node.state);
         let readonly = state.readonly;
         state
-            .map(io, region, region_size_bytes, extend)
+            .map(io, api, region, region_size_bytes, extend)
             .map(|base| (base, readonly))
     }
 
@@ -535,6 +553,7 @@ fn open_node_state(
     db_path: &str,
     db_stat: &libc::stat,
     readonly_shm: bool,
+    api: &SqliteApi,
 ) -> Result<NodeState, Failure> {
     let path =
         CString::new(format!("{db_path}-shm")).map_err(|_| Failure::CantOpen(libc::EINVAL))?;
@@ -553,7 +572,10 @@ fn open_node_state(
         Ok(fd) => fd,
         Err(_) => {
             readonly = true;
-            open(libc::O_RDONLY).map_err(Failure::CantOpen)?
+            open(libc::O_RDONLY).map_err(|errno| {
+                api.log_os_error(SQLITE_CANTOPEN, "open", &path.to_string_lossy(), errno);
+                Failure::CantOpen(errno)
+            })?
         }
     };
     // Running as root must not leave a -shm file other users of the database cannot open
@@ -576,7 +598,7 @@ fn open_node_state(
         holders: [0; SLOTS],
         connections: 0,
     };
-    match state.join_dead_man_switch() {
+    match state.join_dead_man_switch(api) {
         Ok(()) | Err(Failure::ReadonlyCantInit) => Ok(state),
         Err(failure) => Err(failure),
     }

@@ -450,6 +450,49 @@ fn failed_mmaps_are_logged_like_unix_and_reads_go_on() {
     );
 }
 
+/// The WAL index's calls: a failed `mmap` of `-shm` (SQLITE_IOERR_SHMMAP) and a failed
+/// `ftruncate` of it by the first connection in (SQLITE_IOERR_SHMOPEN), each logged with
+/// the `-shm` file's name.
+#[test]
+fn failed_wal_index_calls_are_logged_like_unix() {
+    let _serial = setup();
+    let mmap = [(
+        c"mmap",
+        erase(st_mmap as unsafe extern "C" fn(_, _, _, _, _, _) -> _),
+    )];
+    let wal = format!("PRAGMA journal_mode=WAL; {SEED_SQL}");
+    let count = |path: &Path, vfs_name: &str| {
+        let conn = open(path, vfs_name);
+        vec![code_of(conn.query_row("SELECT count(*) FROM t", [], |r| {
+            r.get::<_, i64>(0)
+        }))]
+    };
+    // SQLite tries twice (both VFSes log twice, compared above); each line names -shm.
+    let only = |seen: &Seen, line: &str| {
+        let lines = os_lines(seen);
+        assert!(
+            !lines.is_empty() && lines.iter().all(|l| *l == line),
+            "{seen:?}"
+        );
+    };
+    let seen = compare(&wal, &mmap, ("test.db-shm", libc::ENOMEM), count);
+    assert_eq!(seen.codes, [ffi::SQLITE_IOERR_SHMMAP]);
+    only(
+        &seen,
+        "os_unix.c:N: (12) mmap(DIR/test.db-shm) - Cannot allocate memory",
+    );
+    let truncate = [(
+        c"ftruncate",
+        erase(st_ftruncate as unsafe extern "C" fn(_, _) -> _),
+    )];
+    let seen = compare(&wal, &truncate, ("test.db-shm", libc::EIO), count);
+    assert_eq!(seen.codes, [ffi::SQLITE_IOERR_SHMOPEN]);
+    only(
+        &seen,
+        "os_unix.c:N: (5) ftruncate(DIR/test.db-shm) - Input/output error",
+    );
+}
+
 #[test]
 fn failed_closes_are_logged_like_unix() {
     let _serial = setup();

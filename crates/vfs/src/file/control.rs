@@ -247,10 +247,17 @@ impl File {
         if self.shm.is_none() {
             let path = self.path.clone().ok_or(Failure::ShmOpen(libc::EINVAL))?;
             let st = fstat(self.fd).map_err(Failure::Fstat)?;
-            self.shm = Some(Shm::open(&path, &st, self.readonly_shm)?);
+            self.shm = Some(Shm::open(&path, &st, self.readonly_shm, &self.vfs.api)?);
         }
         let mut shm = self.shm.take().expect("opened above");
-        let result = shm.map(&mut self.submitter(), region, region_size_bytes, extend);
+        let vfs = self.vfs;
+        let result = shm.map(
+            &mut self.submitter(),
+            &vfs.api,
+            region,
+            region_size_bytes,
+            extend,
+        );
         self.shm = Some(shm);
         result
     }
