@@ -70,6 +70,19 @@ const SLOTS: usize = SQLITE_SHM_NLOCK as usize;
 /// `holders[slot]` when one connection of this process holds the slot exclusively.
 const EXCLUSIVE: i32 = -1;
 
+/// Where failed system calls on a `-shm` file are logged, where os_unix.c logs them:
+/// SQLite's log (`SqliteApi::log_os_error`) in the VFS.
+pub(crate) trait ErrorLog {
+    fn os_error(&self, code: std::ffi::c_int, call: &str, path: &str, errno: i32);
+}
+
+impl ErrorLog for SqliteApi {
+    #[track_caller]
+    fn os_error(&self, code: std::ffi::c_int, call: &str, path: &str, errno: i32) {
+        self.log_os_error(code, call, path, errno);
+    }
+}
+
 // ─── The process-wide registry ──────────────────────────────────────────────────────────
 
 type Registry = Mutex<Vec<Arc<Node>>>;
@@ -157,7 +170,7 @@ unsafe impl Send for NodeState {}
 impl NodeState {
     /// os_unix.c unixLockSharedMemory: the first user in truncates the index; later users
     /// join with a shared DMS lock; a user mid-initialisation makes us return BUSY.
-    fn join_dead_man_switch(&mut self, api: &SqliteApi) -> Result<(), Failure> {
+    fn join_dead_man_switch(&mut self, log: &impl ErrorLog) -> Result<(), Failure> {
         match conflicting_lock(self.fd, LockType::Write, SHM_DMS, 1).map_err(Failure::Lock)? {
             None if self.readonly => {
                 self.dms_unlocked = true;
@@ -170,7 +183,7 @@ impl NodeState {
                 // SAFETY: plain syscall on the node's own fd.
                 if unsafe { calls::ftruncate(self.fd, 3) } != 0 {
                     let errno = crate::sys::last_errno();
-                    self.log(api, SQLITE_IOERR_SHMOPEN, "ftruncate", errno);
+                    self.log(log, SQLITE_IOERR_SHMOPEN, "ftruncate", errno);
                     return Err(Failure::ShmOpen(errno));
                 }
             }
@@ -184,20 +197,20 @@ impl NodeState {
 
     /// Logs a failed system call on the `-shm` file where os_unix.c logs one.
     #[track_caller]
-    fn log(&self, api: &SqliteApi, code: std::ffi::c_int, call: &str, errno: i32) {
-        api.log_os_error(code, call, &self.path.to_string_lossy(), errno);
+    fn log(&self, log: &impl ErrorLog, code: std::ffi::c_int, call: &str, errno: i32) {
+        log.os_error(code, call, &self.path.to_string_lossy(), errno);
     }
 
     fn map(
         &mut self,
         io: &mut Submitter<'_>,
-        api: &SqliteApi,
+        log: &impl ErrorLog,
         region: usize,
         region_size_bytes: usize,
         extend: bool,
     ) -> Result<*mut u8, Failure> {
         if self.dms_unlocked {
-            self.join_dead_man_switch(api)?;
+            self.join_dead_man_switch(log)?;
         }
         assert!(self.regions.is_empty() || region_size_bytes == self.region_size_bytes);
         assert!(region_size_bytes > 0 && region_size_bytes as i64 % SHM_EXTEND_PAGE_BYTES == 0);
@@ -219,7 +232,7 @@ impl NodeState {
                     return Ok(std::ptr::null_mut());
                 }
                 if let Err(errno) = self.extend(io, size_bytes, needed_bytes) {
-                    self.log(api, SQLITE_IOERR_SHMSIZE, "write", errno);
+                    self.log(log, SQLITE_IOERR_SHMSIZE, "write", errno);
                     return Err(Failure::ShmSize(errno));
                 }
             }
@@ -244,7 +257,7 @@ impl NodeState {
                 };
                 if base == libc::MAP_FAILED {
                     let errno = crate::sys::last_errno();
-                    self.log(api, SQLITE_IOERR_SHMMAP, "mmap", errno);
+                    self.log(log, SQLITE_IOERR_SHMMAP, "mmap", errno);
                     return Err(Failure::ShmMap(errno));
                 }
                 for index in 0..per_map {
@@ -372,7 +385,7 @@ impl Shm {
         db_path: &str,
         db_stat: &libc::stat,
         readonly_shm: bool,
-        api: &SqliteApi,
+        log: &impl ErrorLog,
     ) -> Result<Shm, Failure> {
         let registry = registry();
         let mut nodes = lock_ignoring_poison(registry);
@@ -384,7 +397,7 @@ impl Shm {
         {
             Some(node) => Arc::clone(node),
             None => {
-                let state = open_node_state(db_path, db_stat, readonly_shm, api)?;
+                let state = open_node_state(db_path, db_stat, readonly_shm, log)?;
                 let node = Arc::new(Node {
                     device,
                     inode,
@@ -409,7 +422,7 @@ impl Shm {
     pub(crate) fn map(
         &mut self,
         io: &mut Submitter<'_>,
-        api: &SqliteApi,
+        log: &impl ErrorLog,
         region: usize,
         region_size_bytes: usize,
         extend: bool,
@@ -417,7 +430,7 @@ impl Shm {
         let mut state = lock_ignoring_poison(&self.node.state);
         let readonly = state.readonly;
         state
-            .map(io, api, region, region_size_bytes, extend)
+            .map(io, log, region, region_size_bytes, extend)
             .map(|base| (base, readonly))
     }
 
@@ -553,7 +566,7 @@ fn open_node_state(
     db_path: &str,
     db_stat: &libc::stat,
     readonly_shm: bool,
-    api: &SqliteApi,
+    log: &impl ErrorLog,
 ) -> Result<NodeState, Failure> {
     let path =
         CString::new(format!("{db_path}-shm")).map_err(|_| Failure::CantOpen(libc::EINVAL))?;
@@ -573,7 +586,7 @@ fn open_node_state(
         Err(_) => {
             readonly = true;
             open(libc::O_RDONLY).map_err(|errno| {
-                api.log_os_error(SQLITE_CANTOPEN, "open", &path.to_string_lossy(), errno);
+                log.os_error(SQLITE_CANTOPEN, "open", &path.to_string_lossy(), errno);
                 Failure::CantOpen(errno)
             })?
         }
@@ -598,7 +611,7 @@ fn open_node_state(
         holders: [0; SLOTS],
         connections: 0,
     };
-    match state.join_dead_man_switch(api) {
+    match state.join_dead_man_switch(log) {
         Ok(()) | Err(Failure::ReadonlyCantInit) => Ok(state),
         Err(failure) => Err(failure),
     }
@@ -608,6 +621,16 @@ fn open_node_state(
 mod tests {
     use super::*;
 
+    /// The registry is per process and one test forgets it: one test at a time.
+    static SERIAL: Mutex<()> = Mutex::new(());
+
+    /// Unit tests run without SQLite linked: nothing to log to.
+    struct NoLog;
+
+    impl ErrorLog for NoLog {
+        fn os_error(&self, _: std::ffi::c_int, _: &str, _: &str, _: i32) {}
+    }
+
     fn stat_of(path: &std::path::Path) -> libc::stat {
         let file = std::fs::File::create(path).unwrap();
         crate::sys::fstat(std::os::fd::AsRawFd::as_raw_fd(&file)).unwrap()
@@ -615,18 +638,19 @@ mod tests {
 
     #[test]
     fn connections_share_a_node_until_the_last_leaves_and_a_forked_child_starts_afresh() {
+        let _serial = lock_ignoring_poison(&SERIAL);
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("node.db");
         let st = stat_of(&db);
         let path = db.to_str().unwrap();
-        let first = Shm::open(path, &st, false).unwrap();
-        let second = Shm::open(path, &st, false).unwrap();
+        let first = Shm::open(path, &st, false, &NoLog).unwrap();
+        let second = Shm::open(path, &st, false, &NoLog).unwrap();
         assert!(Arc::ptr_eq(&first.node, &second.node));
         assert_eq!(lock_ignoring_poison(&first.node.state).connections, 2);
         // What the fork hook does: the child's next user gets a node (and descriptor) of
         // its own, never the parent's.
         forget_registry_after_fork();
-        let in_child = Shm::open(path, &st, false).unwrap();
+        let in_child = Shm::open(path, &st, false, &NoLog).unwrap();
         assert!(!Arc::ptr_eq(&first.node, &in_child.node));
         let parent_fd = lock_ignoring_poison(&first.node.state).fd;
         assert_ne!(lock_ignoring_poison(&in_child.node.state).fd, parent_fd);
@@ -641,12 +665,13 @@ mod tests {
 
     #[test]
     fn slot_counts_follow_each_connections_holds() {
+        let _serial = lock_ignoring_poison(&SERIAL);
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("slots.db");
         let st = stat_of(&db);
         let path = db.to_str().unwrap();
-        let mut first = Shm::open(path, &st, false).unwrap();
-        let mut second = Shm::open(path, &st, false).unwrap();
+        let mut first = Shm::open(path, &st, false, &NoLog).unwrap();
+        let mut second = Shm::open(path, &st, false, &NoLog).unwrap();
         let shared = SQLITE_SHM_LOCK | SQLITE_SHM_SHARED;
         let exclusive = SQLITE_SHM_LOCK | SQLITE_SHM_EXCLUSIVE;
         let unlock_shared = SQLITE_SHM_UNLOCK | SQLITE_SHM_SHARED;
