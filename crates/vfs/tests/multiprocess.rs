@@ -1053,6 +1053,43 @@ fn same_process_unix_vfs_lock_survives_io_uring_close_rollback() {
     unix.execute_batch("COMMIT").unwrap();
 }
 
+/// The close's one-fcntl probe reports the first conflicting lock on the file, here the
+/// stock process's SHARED lock (taken first, so listed first), which hides the unix-VFS
+/// connection's SHARED lock on the same bytes: the close must look further than the
+/// probe before it decides to close.
+#[test]
+fn same_process_unix_vfs_lock_behind_another_process_lock_survives_io_uring_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("mixed-behind-stock.db");
+    create_db(
+        &db,
+        Mode::Rollback,
+        "CREATE TABLE t(x TEXT); INSERT INTO t VALUES ('init');",
+    );
+    let mut stock = StockSession::start(&db, 0);
+    stock.run_ok("BEGIN; SELECT count(*) FROM t;");
+    let unix = Connection::open(&db).unwrap();
+    unix.execute_batch("BEGIN; SELECT count(*) FROM t;")
+        .unwrap();
+    {
+        let ours = ours_no_wait(&db);
+        assert_eq!(count_rows(&ours).unwrap(), 1);
+    } // the io_uring connection closes its descriptor of the database here
+    stock.run_ok("COMMIT;");
+    stock.finish();
+    assert_stock_locked(
+        &db,
+        "INSERT INTO t VALUES ('stock');",
+        &format!(
+            "stock write while the unix-VFS connection still holds SHARED, after an \
+             io_uring connection of the same process closed beside another process's \
+             SHARED lock ({SAME_PROCESS_BUG})"
+        ),
+    );
+    unix.execute_batch("COMMIT").unwrap();
+    assert_eq!(stock_count(&db), 1);
+}
+
 #[test]
 fn same_process_unix_vfs_commit_visible_after_io_uring_close_wal() {
     let dir = tempfile::tempdir().unwrap();
