@@ -14,12 +14,12 @@
 FROM rust:1-bookworm
 
 # Part of what .ci/run installs for the tests: sqlite3, python3 (with venv and pytest,
-# for the Python package's tests), e2fsprogs, binutils, mount. The replication and Node
-# binding tests also need Go (Litestream, by `go install`) and Node with npm
+# for the Python package's tests), e2fsprogs, binutils, mount, btrfs-progs. The replication
+# and Node binding tests also need Go (Litestream, by `go install`) and Node with npm
 # (better-sqlite3): .ci/run installs those too.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      sqlite3 python3 python3-venv python3-pytest e2fsprogs binutils mount make g++ \
+      sqlite3 python3 python3-venv python3-pytest e2fsprogs binutils mount btrfs-progs make g++ \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /sqlite-uring

@@ -27,6 +27,10 @@ use rusqlite::{params, Connection, ErrorCode, OpenFlags};
 #[path = "../tests/common/crash_sql.rs"]
 mod crash_sql;
 use crash_sql::crash_transaction_sql;
+// The tests replay bank-write's transfers from its seed with the same generator.
+#[path = "../tests/common/rng.rs"]
+mod rng;
+use rng::Rng;
 
 /// Long enough that a busy timeout never fires in a healthy run (locks are held for
 /// microseconds to milliseconds); short enough that a lock leak fails the test instead
@@ -265,23 +269,6 @@ fn increment(args: &Args) -> Result<(), Failure> {
     Ok(())
 }
 
-/// splitmix64 (same as the tests' helper; examples cannot share test modules).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 /// `checkpoints=off`: no explicit checkpoints and no automatic ones.
 fn checkpoints_on(args: &Args) -> bool {
     args.get("checkpoints").unwrap_or("on") != "off"
@@ -301,7 +288,7 @@ fn bank_write(args: &Args) -> Result<(), Failure> {
     let conn = open(args)?;
     let count = args.num("count")?;
     let tag = args.get("tag")?.to_string();
-    let mut rng = Rng(args.num("seed")?);
+    let mut rng = Rng::new(args.num("seed")?);
     let accounts: i64 = conn.query_row("SELECT count(*) FROM accounts", [], |r| r.get(0))?;
     let pace_us = args.num("pace_us").unwrap_or(0);
     let checkpoints = checkpoints_on(args);
@@ -369,7 +356,7 @@ fn bank_read(args: &Args) -> Result<(), Failure> {
     let total = args.num("total")? as i64;
     let accounts = args.num("accounts")? as i64;
     let writers = args.num("writers")? as i64;
-    let mut rng = Rng(args.num("seed")?);
+    let mut rng = Rng::new(args.num("seed")?);
     let checkpoints = checkpoints_on(args);
     let started = Instant::now();
     let mut reads = 0u64;

@@ -127,11 +127,12 @@ pub fn thread_has_ring() -> bool {
     io::uring::thread_has_ring()
 }
 
-/// Descriptor closes, process-wide, that read /proc/locks because some lock was held on
-/// the file (hidden: for tests).
+/// Descriptor closes of a database or -shm, process-wide, that found a lock held on the
+/// file (or a descriptor parked beside a `unix` connection's lock) and so checked whose
+/// locks they are before closing (hidden: for tests).
 #[doc(hidden)]
-pub fn proc_locks_scans() -> u64 {
-    lock::proc_locks_scans()
+pub fn lock_owner_checks() -> u64 {
+    lock::lock_owner_checks()
 }
 
 /// Fsyncs the calling thread's ring issued linked behind queued writes in one submission

@@ -231,27 +231,34 @@ impl DbLock {
 // connections, such a descriptor is parked instead and closed once the process holds no
 // POSIX lock on that file any more. Our own OFD locks are released before parking, so a
 // parked descriptor blocks nobody.
+//
+// Whose locks are on a file is read from /proc/self/fdinfo, not /proc/locks: /proc/locks
+// is rendered a page at a time, one walk of the machine's lock list per read(2), and a
+// walk starts at the line number where the last one stopped. A lock released anywhere
+// earlier in the list between two reads shifts the lines, and one is skipped; with
+// other processes taking and dropping locks, this process's own line goes missing now and
+// then, and the close then dropped a `unix` connection's EXCLUSIVE lock.
 
+/// A parked descriptor, owned by the parking list alone.
 struct Parked {
     fd: RawFd,
-    file: FileKey,
 }
 
-/// `major:minor:inode`, as /proc/locks names a file.
+/// A file, as fstat(2) names it.
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct FileKey {
-    major: u32,
-    minor: u32,
-    inode: u64,
+    dev: libc::dev_t,
+    inode: libc::ino_t,
 }
 
 static PARKED: std::sync::Mutex<Vec<Parked>> = std::sync::Mutex::new(Vec::new());
 
-/// Closes that had to read /proc/locks (for tests: the one-fcntl path must be the usual one).
-static PROC_LOCKS_SCANS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// Closes that found a lock on the file (or a parked descriptor) and so had to find out
+/// whose locks they are (for tests: the one-fcntl path must be the usual one).
+static LOCK_OWNER_CHECKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-pub(crate) fn proc_locks_scans() -> u64 {
-    PROC_LOCKS_SCANS.load(std::sync::atomic::Ordering::Relaxed)
+pub(crate) fn lock_owner_checks() -> u64 {
+    LOCK_OWNER_CHECKS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 fn file_key(fd: RawFd) -> Option<FileKey> {
@@ -262,43 +269,85 @@ fn file_key(fd: RawFd) -> Option<FileKey> {
         return None;
     }
     Some(FileKey {
-        major: libc::major(stat.st_dev),
-        minor: libc::minor(stat.st_dev),
+        dev: stat.st_dev,
         inode: stat.st_ino,
     })
 }
 
-/// Files on which this process holds POSIX locks, from /proc/locks lines such as
-/// `3: POSIX  ADVISORY  READ 1234 fe:00:10018963 1073741826 1073742335`.
-/// `None` when /proc/locks cannot be read.
-fn files_with_process_posix_locks() -> Option<Vec<FileKey>> {
-    let text = std::fs::read_to_string("/proc/locks").ok()?;
-    let pid = std::process::id().to_string();
-    let mut files = Vec::new();
-    for line in text.lines() {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        // Blocked waiters are listed with a "->" field; they hold nothing.
-        if fields.len() < 8 || fields[1] != "POSIX" || fields[4] != pid {
-            continue;
-        }
-        let mut device = fields[5].split(':');
-        let (Some(major), Some(minor), Some(inode)) = (device.next(), device.next(), device.next())
+/// What a whole-file `F_OFD_GETLK` from a descriptor holding no lock itself says.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Probe {
+    /// No lock on any byte: an OFD lock conflicts with every other lock, this process's
+    /// POSIX locks included (fcntl(2), "Open file description locks"), so there is
+    /// nothing to preserve.
+    Free,
+    /// The first conflicting lock is a POSIX lock of this process.
+    ThisProcess,
+    /// Another owner's lock (another process's, or an OFD lock), which may hide one of
+    /// this process's on the same bytes; or the probe failed.
+    Unknown,
+}
+
+fn probe(fd: RawFd) -> Probe {
+    let mut lock = flock(LockType::Write, 0, 0);
+    // SAFETY: `lock` is a valid, writable flock for the duration of the call.
+    if unsafe {
+        calls::fcntl_ptr(
+            fd,
+            libc::F_OFD_GETLK,
+            (&mut lock as *mut libc::flock).cast(),
+        )
+    } != 0
+    {
+        return Probe::Unknown;
+    }
+    if lock.l_type as c_int == libc::F_UNLCK {
+        Probe::Free
+    } else if lock.l_pid > 0 && lock.l_pid as u32 == std::process::id() {
+        // F_OFD_GETLK reports an OFD lock's l_pid as -1, a POSIX lock's as its process.
+        Probe::ThisProcess
+    } else {
+        Probe::Unknown
+    }
+}
+
+/// Of `files`, those on which this process holds a POSIX lock; `None` when that cannot
+/// be found out (no /proc).
+///
+/// A POSIX lock is listed (`lock:` lines, Linux 4.1+) in /proc/self/fdinfo/N of the
+/// descriptor it was taken through, and closing any descriptor of the file drops all of
+/// them, so every one this process still holds shows under a descriptor of that file it
+/// has open. Each fdinfo file is rendered whole in one go, so it cannot skip a line.
+fn files_with_process_posix_locks(files: &[FileKey]) -> Option<Vec<FileKey>> {
+    let mut locked = Vec::new();
+    for entry in std::fs::read_dir("/proc/self/fd").ok()? {
+        let Some(fd) = entry
+            .ok()
+            .and_then(|entry| entry.file_name().to_str()?.parse::<RawFd>().ok())
         else {
             continue;
         };
-        if let (Ok(major), Ok(minor), Ok(inode)) = (
-            u32::from_str_radix(major, 16),
-            u32::from_str_radix(minor, 16),
-            inode.parse::<u64>(),
-        ) {
-            files.push(FileKey {
-                major,
-                minor,
-                inode,
-            });
+        let Some(file) = file_key(fd) else {
+            continue;
+        };
+        if !files.contains(&file) || locked.contains(&file) {
+            continue;
+        }
+        // A descriptor closed since the listing has no fdinfo, and held no lock still
+        // standing: its close dropped them.
+        let Ok(info) = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")) else {
+            continue;
+        };
+        // `lock:\t1: POSIX  ADVISORY  READ 1234 fe:00:10018963 1073741826 1073742335`;
+        // only this process's own POSIX locks are listed.
+        if info.lines().any(|line| {
+            line.strip_prefix("lock:")
+                .is_some_and(|lock| lock.split_whitespace().nth(1) == Some("POSIX"))
+        }) {
+            locked.push(file);
         }
     }
-    Some(files)
+    Some(locked)
 }
 
 /// Closes `fd` (of a database or -shm file, which carry SQLite's locks) unless that would
@@ -309,34 +358,49 @@ pub(crate) fn close_preserving_process_locks(fd: RawFd) {
     let mut parked = PARKED
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    // The common case in one fcntl: nobody holds any lock on any byte of the file. An
-    // OFD lock conflicts with every other lock, this process's POSIX locks included
-    // (fcntl(2), "Open file description locks"), so a free whole-file probe proves there
-    // is nothing to preserve. Otherwise /proc/locks tells whose locks they are; reading
-    // it costs five system calls and a walk of every lock on the machine.
-    if parked.is_empty() && matches!(conflicting_lock(fd, LockType::Write, 0, 0), Ok(None)) {
+    // The common case in one fcntl: nobody holds any lock on any byte of the file.
+    // Otherwise the process's descriptors of the file tell whose locks they are.
+    let this = probe(fd);
+    if parked.is_empty() && this == Probe::Free {
         // The caller hands over ownership of `fd`.
         crate::sys::close(fd);
         return;
     }
-    PROC_LOCKS_SCANS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let locked_files = files_with_process_posix_locks();
-    let still_locked = |file: &FileKey| {
-        locked_files
-            .as_ref()
-            .is_some_and(|files| files.contains(file))
-    };
-    parked.retain(|p| {
-        if still_locked(&p.file) {
-            return true;
+    LOCK_OWNER_CHECKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // Each descriptor with what its probe says, and its file when the probe cannot settle
+    // whether this process holds a lock on it.
+    let mut candidates: Vec<(RawFd, Probe, Option<FileKey>)> = Vec::with_capacity(parked.len() + 1);
+    candidates.extend(parked.drain(..).map(|p| (p.fd, probe(p.fd), None)));
+    candidates.push((fd, this, None));
+    for (fd, probe, file) in candidates.iter_mut() {
+        if *probe == Probe::Unknown {
+            *file = file_key(*fd);
         }
-        // A parked descriptor is owned by the parking list alone.
-        crate::sys::close(p.fd);
-        false
-    });
-    match file_key(fd) {
-        Some(file) if still_locked(&file) => parked.push(Parked { fd, file }),
-        // The caller hands over ownership of `fd`.
-        _ => crate::sys::close(fd),
+    }
+    let unsettled: Vec<FileKey> = candidates.iter().filter_map(|c| c.2).collect();
+    // One walk of the descriptor table for the files the probes could not settle.
+    let locked_files = if unsettled.is_empty() {
+        Some(Vec::new())
+    } else {
+        files_with_process_posix_locks(&unsettled)
+    };
+    for (fd, probe, file) in candidates {
+        let keep = match probe {
+            Probe::Free => false,
+            Probe::ThisProcess => true,
+            // Without /proc (or fstat) only the probe can tell, and it saw another
+            // owner's lock first, which may hide ours: closed, as os_unix.c's own
+            // bookkeeping cannot be read from here.
+            Probe::Unknown => match (&locked_files, file) {
+                (Some(files), Some(file)) => files.contains(&file),
+                _ => false,
+            },
+        };
+        if keep {
+            parked.push(Parked { fd });
+        } else {
+            // `fd` is the caller's, handed over, or a parked one, owned by the list.
+            crate::sys::close(fd);
+        }
     }
 }

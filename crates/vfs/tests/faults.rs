@@ -665,3 +665,92 @@ fn a_database_never_submits_another_databases_queued_writes() {
     assert_eq!(rows(&conn_b, "SELECT v FROM t WHERE id = 20"), vec!["b19"]);
     integrity_ok(&conn_b);
 }
+
+/// Names the backend of the child process of
+/// `a_panic_with_ring_io_in_flight_aborts_the_process`.
+const PANIC_CHILD_ENV: &str = "SQLITE_URING_TEST_PANIC_IN_FLIGHT";
+const RETURNED: &str = "the injected panic returned to SQLite:";
+const ABORT_MESSAGE: &str = "sqlite-uring: a panic while ring I/O was in flight; aborting \
+                             rather than freeing buffers the kernel may use";
+
+/// A broken invariant while the kernel holds a batch's buffers stops the process with a
+/// message: unwinding would return to SQLite, which frees or reuses the buffers the
+/// kernel may still read or write. The same injected panic with nothing in flight (the
+/// syscall backend) does unwind, to an I/O error, which is what the ring case would do
+/// without its abort guard. Each case runs in a child process: this test binary re-run.
+#[test]
+fn a_panic_with_ring_io_in_flight_aborts_the_process() {
+    if let Ok(backend) = std::env::var(PANIC_CHILD_ENV) {
+        let backend = match backend.as_str() {
+            "io_uring" => Backend::IoUring,
+            _ => Backend::Syscall,
+        };
+        let plan = faulty_vfs("panicking", backend);
+        let dir = tempfile::tempdir().unwrap();
+        let conn = seeded(dir.path(), "panicking");
+        // The commit writes dozens of database pages: one write-behind batch on the ring.
+        plan.add(rule(OpKind::Write, "f.db", 1, FaultKind::PanicInFlight));
+        let result = conn.execute_batch("UPDATE t SET v = upper(v) || 'x';");
+        println!("{RETURNED} {result:?}");
+        assert_eq!(plan.injected(), 1);
+        return;
+    }
+    let run = |backend: &str| {
+        use std::os::unix::process::CommandExt;
+        let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+        command
+            .args([
+                "--exact",
+                "a_panic_with_ring_io_in_flight_aborts_the_process",
+                "--nocapture",
+                "--test-threads",
+                "1",
+            ])
+            .env(PANIC_CHILD_ENV, backend);
+        // SAFETY: setrlimit is async-signal-safe; the child dumps no core when it aborts.
+        unsafe {
+            command.pre_exec(|| {
+                let none = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                libc::setrlimit(libc::RLIMIT_CORE, &none);
+                Ok(())
+            });
+        }
+        let output = command.output().unwrap();
+        let said = format!(
+            "status {}\n--- stdout\n{}\n--- stderr\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        (output, said)
+    };
+
+    use std::os::unix::process::ExitStatusExt;
+    let (output, said) = run("io_uring");
+    assert_eq!(
+        output.status.signal(),
+        Some(libc::SIGABRT),
+        "a panic with ring I/O in flight must abort the process:\n{said}"
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("ring ops in flight (FaultKind::PanicInFlight)")
+            && stderr.contains(ABORT_MESSAGE),
+        "the abort must say why:\n{said}"
+    );
+    assert!(!said.contains(RETURNED), "{said}");
+
+    let (output, said) = run("syscall");
+    assert!(
+        output.status.success(),
+        "a panic with nothing in flight must not stop the process:\n{said}"
+    );
+    assert!(
+        said.contains(&format!("{RETURNED} Err(")) && said.contains("disk I/O error"),
+        "a panic with nothing in flight must reach SQLite as an I/O error:\n{said}"
+    );
+    assert!(!said.contains(ABORT_MESSAGE), "{said}");
+}

@@ -997,31 +997,76 @@ fn threads_in_one_process_wal() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Known bug: unix-VFS and io_uring connections to one database in one process.
+// unix-VFS and io_uring connections to one database in one process.
 // ---------------------------------------------------------------------------------------
 //
 // POSIX locks (the `unix` VFS's) belong to the process and are all released when the
 // process closes *any* descriptor of the file. os_unix.c guards against this among its
-// own connections (it defers close() while the inode is locked), but the io_uring VFS
-// opens and closes its own descriptors of the same database and `-shm` files
-// (`File::drop` and `Shm::drop` call close(2) unconditionally). So when an io_uring
-// connection closes, a `unix`-VFS connection of the same process silently loses its
-// locks: other processes then read during its EXCLUSIVE transaction (rollback), or see
-// no SHARED lock, take EXCLUSIVE on close, checkpoint and delete the WAL and `-shm`
-// under it, after which its commits go to an unlinked WAL that no other process sees.
-//
-// These tests fail until the VFS defers closing such descriptors (e.g. F_OFD_GETLK on
-// our descriptor reports the process's own POSIX locks, with l_pid = getpid(), so the
-// close can be postponed until none remain). Ignored so the suite stays green; run them
-// with `cargo test --test multiprocess -- --ignored`.
+// own connections; the io_uring VFS closes a database or `-shm` descriptor only when the
+// process holds no POSIX lock on the file, and parks it otherwise (`src/lock.rs`). Were
+// it closed, other processes would read during the unix connection's EXCLUSIVE
+// transaction (rollback), or see no SHARED lock, take EXCLUSIVE on close, checkpoint and
+// delete the WAL and `-shm` under it, after which its commits go to an unlinked WAL that
+// no other process sees. Each case runs on the test directory's filesystem and on btrfs,
+// whose stat(2) device numbers are not the ones the kernel's lock listings print.
 
-const SAME_PROCESS_BUG: &str = "VFS bug: closing an io_uring connection drops the unix VFS's \
-     POSIX locks held by the same process (File::drop/Shm::drop close unconditionally)";
+const SAME_PROCESS_BUG: &str = "VFS bug: closing an io_uring connection dropped the unix VFS's \
+     POSIX locks held by the same process";
 
-#[test]
-fn same_process_unix_vfs_lock_survives_io_uring_close_rollback() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("mixed-in-process.db");
+/// A btrfs filesystem on a loop device (a sparse image in a temporary directory), mounted
+/// on a temporary directory until dropped. Needs root, loop devices and mkfs.btrfs.
+struct BtrfsMount {
+    mount: tempfile::TempDir,
+    _image_dir: tempfile::TempDir,
+}
+
+impl BtrfsMount {
+    fn new() -> BtrfsMount {
+        use std::process::{Command, Stdio};
+        let image_dir = tempfile::tempdir().unwrap();
+        let image = image_dir.path().join("btrfs.img");
+        std::fs::File::create(&image)
+            .and_then(|file| file.set_len(256 << 20))
+            .unwrap();
+        let status = Command::new("mkfs.btrfs")
+            .arg("-q")
+            .arg(&image)
+            .stdout(Stdio::null())
+            .status()
+            .expect("mkfs.btrfs is needed for this test (Debian: apt-get install -y btrfs-progs)");
+        assert!(status.success(), "mkfs.btrfs {} failed", image.display());
+        let mount = tempfile::tempdir().unwrap();
+        let status = Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(&image)
+            .arg(mount.path())
+            .status()
+            .expect("mount(8) is needed for this test");
+        assert!(
+            status.success(),
+            "mounting a btrfs image needs root and loop devices (CI runs as root)"
+        );
+        BtrfsMount {
+            mount,
+            _image_dir: image_dir,
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.mount.path()
+    }
+}
+
+impl Drop for BtrfsMount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.mount.path())
+            .status();
+    }
+}
+
+fn unix_lock_survives_io_uring_close_rollback(dir: &Path) {
+    let db = dir.join("mixed-in-process.db");
     create_db(
         &db,
         Mode::Rollback,
@@ -1053,10 +1098,43 @@ fn same_process_unix_vfs_lock_survives_io_uring_close_rollback() {
     unix.execute_batch("COMMIT").unwrap();
 }
 
-#[test]
-fn same_process_unix_vfs_commit_visible_after_io_uring_close_wal() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("mixed-in-process-wal.db");
+/// The close's one-fcntl probe reports the first conflicting lock on the file, here the
+/// stock process's SHARED lock (taken first, so listed first), which hides the unix-VFS
+/// connection's SHARED lock on the same bytes: the close must look further than the
+/// probe before it decides to close.
+fn unix_lock_behind_another_process_lock_survives_io_uring_close(dir: &Path) {
+    let db = dir.join("mixed-behind-stock.db");
+    create_db(
+        &db,
+        Mode::Rollback,
+        "CREATE TABLE t(x TEXT); INSERT INTO t VALUES ('init');",
+    );
+    let mut stock = StockSession::start(&db, 0);
+    stock.run_ok("BEGIN; SELECT count(*) FROM t;");
+    let unix = Connection::open(&db).unwrap();
+    unix.execute_batch("BEGIN; SELECT count(*) FROM t;")
+        .unwrap();
+    {
+        let ours = ours_no_wait(&db);
+        assert_eq!(count_rows(&ours).unwrap(), 1);
+    } // the io_uring connection closes its descriptor of the database here
+    stock.run_ok("COMMIT;");
+    stock.finish();
+    assert_stock_locked(
+        &db,
+        "INSERT INTO t VALUES ('stock');",
+        &format!(
+            "stock write while the unix-VFS connection still holds SHARED, after an \
+             io_uring connection of the same process closed beside another process's \
+             SHARED lock ({SAME_PROCESS_BUG})"
+        ),
+    );
+    unix.execute_batch("COMMIT").unwrap();
+    assert_eq!(stock_count(&db), 1);
+}
+
+fn unix_commit_visible_after_io_uring_close_wal(dir: &Path) {
+    let db = dir.join("mixed-in-process-wal.db");
     create_db(
         &db,
         Mode::Wal,
@@ -1085,4 +1163,30 @@ fn same_process_unix_vfs_commit_visible_after_io_uring_close_wal() {
         }
     );
     drop(unix);
+}
+
+#[test]
+fn same_process_unix_vfs_lock_survives_io_uring_close_rollback() {
+    let dir = tempfile::tempdir().unwrap();
+    unix_lock_survives_io_uring_close_rollback(dir.path());
+}
+
+#[test]
+fn same_process_unix_vfs_lock_behind_another_process_lock_survives_io_uring_close() {
+    let dir = tempfile::tempdir().unwrap();
+    unix_lock_behind_another_process_lock_survives_io_uring_close(dir.path());
+}
+
+#[test]
+fn same_process_unix_vfs_commit_visible_after_io_uring_close_wal() {
+    let dir = tempfile::tempdir().unwrap();
+    unix_commit_visible_after_io_uring_close_wal(dir.path());
+}
+
+#[test]
+fn same_process_unix_vfs_locks_survive_io_uring_close_on_btrfs() {
+    let btrfs = BtrfsMount::new();
+    unix_lock_survives_io_uring_close_rollback(btrfs.path());
+    unix_lock_behind_another_process_lock_survives_io_uring_close(btrfs.path());
+    unix_commit_visible_after_io_uring_close_wal(btrfs.path());
 }

@@ -19,6 +19,12 @@ pub enum FaultKind {
     Errno(i32),
     /// A read or write transfers at most this many bytes (a short completion).
     Short(u32),
+    /// The engine panics while performing the op's batch: on the io_uring backend after
+    /// handing the batch to the kernel and before reaping it, which must stop the process
+    /// with a message (the kernel may still use the buffers SQLite would free on return);
+    /// by syscall before performing it, with nothing in flight, so the panic surfaces to
+    /// SQLite as an I/O error.
+    PanicInFlight,
 }
 
 /// Which ops fail: the ops of `op` kind on files whose path ends with `path_suffix`
@@ -228,6 +234,7 @@ impl FaultPlan {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .clone();
         let power_loss = self.power_loss.active();
+        let mut panic_in_flight = false;
         for (index, op) in ops.iter().enumerate() {
             if power_loss.as_ref().is_some_and(|log| log.defers(index, op)) {
                 results[index] = 0;
@@ -239,6 +246,12 @@ impl FaultPlan {
                 hook(&path_of(fd));
             }
             let decision = self.decide(op);
+            if decision == Some(FaultKind::PanicInFlight) {
+                panic_in_flight = true;
+                forwarded.push(*op);
+                forwarded_index.push(index);
+                continue;
+            }
             faulted[index] = decision.is_some();
             if let Op::SyncAfterWrites { fd, .. } = *op {
                 // A fault in the chain cancels the sync, as a failed link does on io_uring.
@@ -300,9 +313,19 @@ impl FaultPlan {
         let mut forwarded_results = vec![0i32; forwarded.len()];
         // SAFETY: forwarded ops name the caller's buffers with equal or shorter lengths.
         let entries = unsafe {
-            match self.inner {
-                Some(routing) => uring::perform_routed(routing, &forwarded, &mut forwarded_results),
-                None => SyscallEngine.perform(&forwarded, &mut forwarded_results),
+            match (self.inner, panic_in_flight) {
+                (Some(routing), false) => {
+                    uring::perform_routed(routing, &forwarded, &mut forwarded_results)
+                }
+                (Some(routing), true) => uring::perform_on_ring_and_panic_in_flight(
+                    routing.sqpoll,
+                    &forwarded,
+                    &mut forwarded_results,
+                ),
+                (None, false) => SyscallEngine.perform(&forwarded, &mut forwarded_results),
+                (None, true) => {
+                    panic!("injected panic before a syscall batch (FaultKind::PanicInFlight)")
+                }
             }
         }?;
         for (index, result) in forwarded_index.into_iter().zip(forwarded_results) {

@@ -161,6 +161,22 @@ pub(crate) unsafe fn perform_routed(
     })
 }
 
+/// Performs every op on this thread's ring (its SQPOLL ring with `sqpoll`), and panics
+/// once the kernel holds them, before reaping them: `FaultKind::PanicInFlight`.
+///
+/// # Safety
+/// As [`Engine::perform`].
+pub(crate) unsafe fn perform_on_ring_and_panic_in_flight(
+    sqpoll: bool,
+    ops: &[Op],
+    results: &mut [i32],
+) -> Result<u64, i32> {
+    // SAFETY: forwarded caller contract.
+    with_thread_ring(sqpoll, |ring| unsafe {
+        ring.perform_on_ring_or_panic::<true>(ops, results)
+    })
+}
+
 /// Whether the calling thread has set up its ordinary ring (for tests).
 pub(crate) fn thread_has_ring() -> bool {
     THREAD_RINGS.with(|slots| matches!(&*slots[0].borrow(), Slot::Ready(_)))
@@ -580,6 +596,21 @@ impl Ring {
     /// # Safety
     /// As [`Engine::perform`].
     unsafe fn perform_on_ring(&mut self, ops: &[Op], results: &mut [i32]) -> Result<u64, i32> {
+        // SAFETY: forwarded caller contract.
+        unsafe { self.perform_on_ring_or_panic::<false>(ops, results) }
+    }
+
+    /// [`Ring::perform_on_ring`]; with `PANIC_IN_FLIGHT` (only instantiated for
+    /// `FaultKind::PanicInFlight`, so the ordinary engine carries no trace of it), it
+    /// hands the first ops to the kernel and panics before reaping them.
+    ///
+    /// # Safety
+    /// As [`Engine::perform`].
+    unsafe fn perform_on_ring_or_panic<const PANIC_IN_FLIGHT: bool>(
+        &mut self,
+        ops: &[Op],
+        results: &mut [i32],
+    ) -> Result<u64, i32> {
         assert!(
             self.ring.completion().is_empty(),
             "ring has stale completions"
@@ -651,6 +682,13 @@ impl Ring {
             }
             if in_flight == 0 {
                 continue;
+            }
+            if PANIC_IN_FLIGHT {
+                // The kernel takes the entries (and may use their buffers) from here on.
+                let _ = self.ring.submit();
+                panic!(
+                    "injected panic with {in_flight} ring ops in flight (FaultKind::PanicInFlight)"
+                );
             }
             let queued = self.ring.submission().len();
             let held_by_kernel = in_flight - queued;

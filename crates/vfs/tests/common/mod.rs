@@ -4,6 +4,10 @@
 #![allow(dead_code)] // each test crate uses a different subset
 
 pub mod crash_sql;
+pub mod rng;
+
+#[allow(unused_imports)] // used by the suites that draw
+pub use rng::Rng;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -420,34 +424,6 @@ impl StockSession {
             output.status,
             self.transcript
         );
-    }
-}
-
-/// splitmix64: a tiny deterministic generator, so every run sees the same schedule of
-/// choices for a given seed (no extra dependency).
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[0, n)` (the same draw as the torture driver's `Rng::below`).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-
-    /// Uniform in `[low, high]`.
-    pub fn range(&mut self, low: u64, high: u64) -> u64 {
-        low + self.next_u64() % (high - low + 1)
     }
 }
 
