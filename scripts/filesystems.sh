@@ -24,6 +24,7 @@
 #   --scale F        `bench speed --scale` (default 0.1)
 #   --io-size SIZE   bytes per `bench io` run (default 64MiB)
 #   --io-rounds N    `bench io --rounds` (default 3)
+#   --wal-rounds N   `bench io --wal --rounds` (default 16)
 #   --probe-only     the same as --steps probe
 #   --keep           after measuring, keep the
 #                    filesystems mounted until Ctrl-C, for other commands to use
@@ -38,6 +39,7 @@ runs=10
 scale=0.1
 io_size=64MiB
 io_rounds=3
+wal_rounds=16
 steps=probe,io,speed,speed-off
 keep=0
 bin=
@@ -53,6 +55,7 @@ while [ $# -gt 0 ]; do
         --scale) scale=$2; shift 2 ;;
         --io-size) io_size=$2; shift 2 ;;
         --io-rounds) io_rounds=$2; shift 2 ;;
+        --wal-rounds) wal_rounds=$2; shift 2 ;;
         --steps) steps=$2; shift 2 ;;
         --probe-only) steps=probe; shift ;;
         --keep) keep=1; shift ;;
@@ -162,6 +165,11 @@ for fs in "${filesystems[@]}"; do
             --targets 'unix,io_uring,io_uring?uring_writes=ring' \
             --export-json "$out/speed-sync-off.json" \
             --export-markdown "$out/speed-sync-off.md" >/dev/null
+    fi
+    if step wal; then
+        "$bin" bench io --wal --dir "$dir" --rounds "$wal_rounds" --commits 150 \
+            --commit-frames 1,4,16 --wal-space reused,grows \
+            --export-json "$out/wal-dsync.json" --export-markdown "$out/wal-dsync.md" >/dev/null
     fi
     python3 "$repo/scripts/filesystems_tables.py" "$out" > "$out/summary.md"
 done

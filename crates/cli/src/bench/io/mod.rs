@@ -4,7 +4,8 @@
 //! (control), a blocking write loop, pwrite on T threads, and io_uring with E
 //! entries on T threads (batch or refill submission), with honest durability
 //! (`--durability`), optional O_DIRECT, aligned disjoint ranges, seeded data
-//! and `--verify`. See docs/BENCH_IO.md.
+//! and `--verify`. With `--wal`, a WAL commit stream instead, made durable by
+//! write + fdatasync or by O_DIRECT RWF_DSYNC writes (see [`wal`]). See docs/BENCH_IO.md.
 
 mod buffer;
 mod cleanup;
@@ -14,6 +15,8 @@ mod output;
 mod pattern;
 mod ring;
 mod split;
+mod wal;
+mod wal_output;
 
 use std::io::Write;
 use std::path::Path;
@@ -34,6 +37,9 @@ const SPACE_MARGIN_BYTES: u64 = 64 << 20;
 pub fn run(args: IoArgs) -> anyhow::Result<()> {
     if let Some(warning) = envinfo::check_release_build(args.place.allow_debug)? {
         eprintln!("{warning}");
+    }
+    if args.wal {
+        return run_wal(&args);
     }
     let plan = Plan::from_args(&args, engine::dd_available())?;
     let exports = ExportManager::new(&args.export)?;
@@ -104,6 +110,89 @@ pub fn run(args: IoArgs) -> anyhow::Result<()> {
     let exported = output::IoReport {
         json: report,
         env: &env,
+        plan: &plan,
+        plan_line: &plan_line,
+    };
+    for warning in exports.write(&exported)? {
+        eprintln!("warning: {warning}");
+    }
+    Ok(())
+}
+
+/// `--wal`: the commit stream, with the same header, exports and statistics.
+fn run_wal(args: &IoArgs) -> anyhow::Result<()> {
+    let plan = wal::WalPlan::from_args(args)?;
+    let exports = ExportManager::new(&args.export)?;
+    let env = EnvInfo::collect(&plan.dir);
+    let largest = u64::from(plan.frames.iter().copied().max().unwrap_or(1));
+    let wal_bytes = wal::WAL_HEADER_BYTES + u64::from(plan.commits) * largest * wal::FRAME_BYTES;
+    let free_bytes = free_space_bytes(&plan.dir)?;
+    if free_bytes < wal_bytes.saturating_add(SPACE_MARGIN_BYTES) {
+        bail!(
+            "--commits {} of --commit-frames {largest} do not fit in --dir {}: its filesystem has {} free; lower --commits or choose another --dir",
+            plan.commits,
+            plan.dir.display(),
+            format_bytes(free_bytes)
+        );
+    }
+    wal::preflight(&plan)?;
+
+    let plan_line = wal_output::plan_line(&plan);
+    for line in output::header_lines(&env) {
+        eprintln!("{line}");
+    }
+    eprintln!("plan:        {plan_line}");
+    eprintln!();
+
+    let stdout = std::io::stdout();
+    let mut records = Vec::new();
+    wal::execute(&plan, &mut |round, case, outcome| {
+        let record = wal_output::WalRunRecord::new(&plan, round, case, outcome);
+        let mut out = stdout.lock();
+        let _ = writeln!(out, "{}", record.csv_row());
+        let _ = out.flush();
+        eprintln!(
+            "  round {:>2}  {:<42} {:>10}  {:>8.0} commits/s  p50 {:>7.0} µs  p99 {:>7.0} µs",
+            record.round,
+            record.method,
+            crate::report::stats::format_seconds(record.seconds),
+            record.commits_per_sec,
+            record.commit_p50_us,
+            record.commit_p99_us,
+        );
+        records.push(record);
+    })?;
+
+    let summaries = wal_output::summarize(&plan, &records);
+    let notes = wal_output::notes(&plan);
+    eprintln!();
+    eprintln!(
+        "{}",
+        wal_output::summary_table(&summaries, crate::report::table::Output::stderr())
+    );
+    for note in &notes {
+        eprintln!("note: {note}");
+    }
+    for summary in &summaries {
+        for warning in &summary.warnings {
+            eprintln!("warning: {}: {warning}", summary.method);
+        }
+    }
+    let exported = wal_output::WalReport {
+        json: wal_output::WalJsonReport {
+            env: &env,
+            workload: "wal",
+            commits: plan.commits,
+            commit_frames: &plan.frames,
+            spaces: &plan.spaces,
+            frame_bytes: wal::FRAME_BYTES,
+            baseline: plan.baseline().name(),
+            rounds: plan.rounds,
+            seed: plan.seed,
+            runs: &records,
+            summaries: &summaries,
+            notes: &notes,
+        },
         plan: &plan,
         plan_line: &plan_line,
     };
@@ -225,3 +314,5 @@ pub fn execute(
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod wal_tests;

@@ -81,8 +81,137 @@ pub struct IoArgs {
     /// Seed of the data generator (same seed, same file contents).
     #[arg(long, default_value_t = 0x5EED_1234)]
     pub seed: u64,
+    /// Simulate a WAL commit stream instead of writing one file: every commit appends
+    /// --commit-frames frames (24-byte header + 4096-byte page, SQLite's layout) and makes
+    /// them durable, through each of --wal-methods (docs/BENCH_IO.md, "WAL commits").
+    #[arg(long, conflicts_with_all = WAL_CONFLICTS)]
+    pub wal: bool,
+    /// --wal: how a commit's frames are written and made durable, comma-separated; the
+    /// first is the baseline of the ratios (default: all, `unix` first).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "unix,unix_fsync,coalesced,direct_fdatasync,direct_dsync,uring_dsync,uring_fdatasync",
+        requires = "wal"
+    )]
+    pub wal_methods: Vec<WalMethod>,
+    /// --wal: frames per commit (pages a transaction changed), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16", requires = "wal",
+          value_parser = clap::value_parser!(u32).range(1..=MAX_COMMIT_FRAMES as i64))]
+    pub commit_frames: Vec<u32>,
+    /// --wal: commits per run (each run starts on a fresh WAL file).
+    #[arg(long, default_value_t = 200, requires = "wal",
+          value_parser = clap::value_parser!(u32).range(1..=MAX_COMMITS as i64))]
+    pub commits: u32,
+    /// --wal: where the frames land, comma-separated: reused = space already allocated
+    /// and written (a WAL restarted after a checkpoint: every write is an overwrite),
+    /// grows = a new, empty file (every commit extends it).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "reused",
+        requires = "wal"
+    )]
+    pub wal_space: Vec<WalSpace>,
     #[command(flatten)]
     pub export: ExportOptions,
+}
+
+/// The options of the one-file write benchmark that mean nothing to `--wal`.
+const WAL_CONFLICTS: [&str; 12] = [
+    "size",
+    "block_size",
+    "threads",
+    "entries",
+    "strategy",
+    "methods",
+    "direct",
+    "durability",
+    "register_buffers",
+    "register_files",
+    "sqpoll",
+    "preallocate",
+];
+
+/// Largest `--commit-frames`: 256 pages (1 MiB) per transaction already is a bulk load.
+pub const MAX_COMMIT_FRAMES: u32 = 256;
+/// Largest `--commits`: runs are meant to be short and many.
+pub const MAX_COMMITS: u32 = 100_000;
+/// Largest WAL file one run may write (commits × frames × frame size).
+pub const MAX_WAL_BYTES: u64 = 1 << 30;
+
+/// How a WAL commit's frames reach the file and become durable (`--wal-methods`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WalMethod {
+    /// SQLite's `unix` VFS built with HAVE_FDATASYNC: buffered pwrite of each frame's
+    /// header and page, then fdatasync.
+    Unix,
+    /// The same with fsync: the amalgamation's default (HAVE_FDATASYNC unset), which
+    /// rusqlite's bundled SQLite uses.
+    #[value(name = "unix_fsync", alias = "unix-fsync")]
+    UnixFsync,
+    /// One buffered pwrite of the whole commit, then fdatasync: what the io_uring VFS's
+    /// write-behind makes of a WAL commit (the control that separates O_DIRECT's effect
+    /// from merging the writes).
+    Coalesced,
+    /// O_DIRECT pwrite of the commit's 4 KiB-aligned blocks, then fdatasync.
+    #[value(name = "direct_fdatasync", alias = "direct-fdatasync")]
+    DirectFdatasync,
+    /// O_DIRECT pwritev2(RWF_DSYNC) of the commit's blocks: durable when it returns.
+    #[value(name = "direct_dsync", alias = "direct-dsync")]
+    DirectDsync,
+    /// The RWF_DSYNC write submitted through io_uring.
+    #[value(name = "uring_dsync", alias = "uring-dsync")]
+    UringDsync,
+    /// The O_DIRECT write linked (IOSQE_IO_LINK) to an fdatasync in one io_uring submission.
+    #[value(name = "uring_fdatasync", alias = "uring-fdatasync")]
+    UringFdatasync,
+}
+
+impl WalMethod {
+    pub fn name(self) -> &'static str {
+        match self {
+            WalMethod::Unix => "unix",
+            WalMethod::UnixFsync => "unix_fsync",
+            WalMethod::Coalesced => "coalesced",
+            WalMethod::DirectFdatasync => "direct_fdatasync",
+            WalMethod::DirectDsync => "direct_dsync",
+            WalMethod::UringDsync => "uring_dsync",
+            WalMethod::UringFdatasync => "uring_fdatasync",
+        }
+    }
+
+    /// Writes with O_DIRECT in the aligned representation.
+    pub fn direct(self) -> bool {
+        !matches!(
+            self,
+            WalMethod::Unix | WalMethod::UnixFsync | WalMethod::Coalesced
+        )
+    }
+
+    pub fn uses_ring(self) -> bool {
+        matches!(self, WalMethod::UringDsync | WalMethod::UringFdatasync)
+    }
+}
+
+/// Where a WAL run's frames land (`--wal-space`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WalSpace {
+    /// Allocated and written before the clock starts: pure overwrites.
+    Reused,
+    /// A new empty file: every commit appends.
+    Grows,
+}
+
+impl WalSpace {
+    pub fn name(self) -> &'static str {
+        match self {
+            WalSpace::Reused => "reused",
+            WalSpace::Grows => "grows",
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
