@@ -19,10 +19,20 @@
 //! * a write to any *other* file of its database — so writes reach the kernel in the
 //!   order SQLite issued them across files (journal before database), which is what
 //!   keeps `synchronous=OFF` databases intact after a process crash, as under `unix`;
-//! * any other VFS method on a file of its database (`xRead`, `xSync`, `xTruncate`,
-//!   `xFileSize`, `xLock`/`xUnlock`, `xFileControl`, `xShm*`, `xFetch`, `xClose`), and
-//!   `xDelete` of one of its files — so a read sees the data, a lock change or WAL-index
-//!   change never publishes unwritten data, and a sync covers it;
+//! * any other VFS method on a file of its database (`xSync`, `xTruncate`,
+//!   `xLock`/`xUnlock`, `xFileControl`, an exclusive `xShmLock` or its release, `xClose`),
+//!   and `xDelete` of one of its files — so a lock change never publishes unwritten
+//!   data, and a sync covers it;
+//! * a read-like call (`xRead`, `xFileSize`, `xFetch`) of the file whose writes are
+//!   queued — so a connection reads its own writes. A read of *another* file handle
+//!   (another connection's) does not flush: what one connection has queued is not yet
+//!   published, so no other connection may read it (its frames are past every reader's
+//!   snapshot, its database pages are under an EXCLUSIVE lock), and everything SQLite
+//!   publishes is flushed by the publishing connection first (the flush points here: a
+//!   commit frame, a checkpoint's writes, a database-lock change). For the same reason a
+//!   shared `xShmLock` (a read mark) and `xShmBarrier` publish nothing of the caller's
+//!   and do not flush: reader threads beside a writer would otherwise write, and wait
+//!   for, the writer's frames on every read transaction;
 //! * returning from the `xWrite` of a WAL *commit frame* — SQLite publishes the new
 //!   WAL-index header right after it without another reportable VFS call, so the frames
 //!   must be in the kernel, and their errors returned, by then;
@@ -47,8 +57,8 @@
 //!   fails too, so nothing can be ordered after the lost data (a database write after a
 //!   failed journal write, a journal deletion after a failed database write); other
 //!   databases never see it;
-//! * calls whose errors SQLite reads as something else — xLock/xUnlock and xShmLock
-//!   (contention), xShmBarrier and xClose (no result) — flush but never report it.
+//! * calls whose errors SQLite reads as something else — xLock/xUnlock and an exclusive
+//!   xShmLock (contention), xClose (no result) — flush but never report it.
 //!
 //! # Memory
 //! A queue's bytes live in an arena slot of [`ARENA_BYTES`], carved from one region of
@@ -378,7 +388,9 @@ impl Writer<'_> {
 /// What a flush point does with a failure (see the module docs).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Caller {
-    /// A read-like call of this file: fails only with this file's own failure.
+    /// A read-like call of this file: flushes only writes this file queued (another
+    /// file's are unpublished, so not readable by it) and fails only with this file's
+    /// own failure.
     Reader(u64),
     /// A write, sync, truncate or delete (of this file, or `None` for xDelete): fails with
     /// any pending failure of its database, since it would be ordered after the lost data.
@@ -615,6 +627,11 @@ impl Queue {
     fn flush_in_use(&self, caller: Caller) -> Result<(), FlushFailure> {
         let mut queue = self.lock();
         queue.pending_failure_for(caller)?;
+        if let Caller::Reader(file_id) = caller {
+            if queue.owner.as_ref().is_some_and(|o| o.file_id != file_id) {
+                return Ok(());
+            }
+        }
         queue.flush_for(caller)
     }
 

@@ -112,8 +112,8 @@ fn files_around_cache_flush(vfs: &str, uri: &str, mode: Mode) -> [Vec<(String, V
 /// `sqlite3_db_cacheflush()` makes no VFS call of its own: SQLite writes each dirty page
 /// as it writes a spilled one (pager.c `sqlite3PagerFlush` → `pagerStress`: `xWrite`s,
 /// preceded in rollback mode by the journal's sync and a lock change). So by default the
-/// pages are queued like any spilled page, and reach the file at the next VFS call of any
-/// kind (here a PRAGMA's file control); with `uring_write_behind=off` they are in the file
+/// pages are queued like any spilled page, and reach the file at the connection's next
+/// VFS call on the database (here a PRAGMA's file control); with `uring_write_behind=off` they are in the file
 /// when the call returns, as under `unix` (docs/ARCHITECTURE.md, "Pages written before a
 /// commit").
 fn cache_flush_against_unix(mode: Mode) {
@@ -219,4 +219,51 @@ fn a_second_process_checkpointing_meanwhile_sees_what_it_sees_under_unix() {
     for (step, (unix, ours)) in unix_bytes.iter().zip(&ours_bytes).enumerate() {
         assert!(unix == ours, "database bytes differ at step {step}");
     }
+}
+
+/// Frames a spilling transaction has queued are that connection's until it publishes
+/// them: another connection of the process reading meanwhile neither writes them for it
+/// (a reader thread would otherwise pay for, and wait on, the writer's writes) nor sees
+/// them; the writer's own next call writes them, and its commit publishes them.
+#[test]
+fn another_connections_reads_leave_a_spilling_transactions_frames_queued() {
+    common::register();
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let db = dir.path().join("spill.db");
+    let wal_bytes = || std::fs::metadata(dir.path().join("spill.db-wal")).map_or(0, |m| m.len());
+    let writer = common::open(&db, common::VFS);
+    writer
+        .execute_batch("PRAGMA journal_mode=WAL; CREATE TABLE t(x); INSERT INTO t VALUES(1);")
+        .unwrap();
+    let reader = common::open(&db, common::VFS);
+    let count = |conn: &Connection| -> i64 {
+        conn.query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!(count(&reader), 1);
+    writer
+        .execute_batch(
+            "PRAGMA cache_size=10; BEGIN;
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i<200)
+             INSERT INTO t SELECT randomblob(3000) FROM n;",
+        )
+        .unwrap();
+    let before_read = wal_bytes();
+    assert_eq!(count(&reader), 1, "the reader saw uncommitted rows");
+    assert_eq!(
+        wal_bytes(),
+        before_read,
+        "another connection's read wrote the writer's queued frames"
+    );
+    // The writer's own next call writes them: there were some.
+    let _: i64 = writer
+        .query_row("PRAGMA data_version", [], |r| r.get(0))
+        .unwrap();
+    assert!(
+        wal_bytes() > before_read,
+        "nothing was queued; the test proves nothing"
+    );
+    writer.execute_batch("COMMIT").unwrap();
+    assert_eq!(count(&reader), 201);
+    common::integrity_ok(&reader);
 }

@@ -268,8 +268,12 @@ impl File {
         count: c_int,
         flags: c_int,
     ) -> Result<(), Failure> {
-        // Taking or dropping a WAL-index lock can publish what was written: flush first.
-        self.flush_queue(write_behind::Caller::Quiet)?;
+        // Taking or dropping an exclusive WAL-index lock (a writer, a checkpointer, a
+        // recovery) can publish what was written: flush first. A read mark publishes
+        // nothing (write_behind.rs, "Flush points").
+        if flags & SQLITE_SHM_EXCLUSIVE != 0 {
+            self.flush_queue(write_behind::Caller::Quiet)?;
+        }
         // A read transaction starts or ends here.
         self.forget_cached_reads();
         match self.shm.as_mut() {
@@ -279,9 +283,10 @@ impl File {
     }
 
     /// xShmBarrier: a full memory barrier between WAL-index writes and reads of other
-    /// processes' writes (the mapping is shared memory).
+    /// processes' writes (the mapping is shared memory). No flush: the header a writer
+    /// publishes after it names frames its commit frame's xWrite already flushed, and a
+    /// reader's barrier publishes nothing.
     pub(crate) fn shm_barrier(&mut self) {
-        let _ = self.flush_queue(write_behind::Caller::Quiet);
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
     }
 
