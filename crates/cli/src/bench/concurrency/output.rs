@@ -205,6 +205,8 @@ struct Comparison {
     slower: Vec<u32>,
     same: Vec<u32>,
     undecided: Vec<u32>,
+    /// A baseline run made no operation of the kind: no ratio, so no verdict.
+    unpaired: Vec<u32>,
     medians: Vec<f64>,
 }
 
@@ -213,7 +215,6 @@ fn comparisons(results: &[CellResult], baseline: &str) -> Vec<Comparison> {
     for result in results {
         let cell = result.cell;
         for row in result.rows.iter().filter(|r| r.target != baseline) {
-            let Some(paired) = row.paired else { continue };
             let what = format!(
                 "{} ({}) {}",
                 cell.pattern.name(),
@@ -233,12 +234,17 @@ fn comparisons(results: &[CellResult], baseline: &str) -> Vec<Comparison> {
                         slower: vec![],
                         same: vec![],
                         undecided: vec![],
+                        unpaired: vec![],
                         medians: vec![],
                     });
                     found.len() - 1
                 }
             };
             let comparison = &mut found[index];
+            let Some(paired) = row.paired else {
+                comparison.unpaired.push(cell.threads);
+                continue;
+            };
             // Rate ratios: above 1 is faster.
             match paired.verdict() {
                 Some(Verdict::Above) => comparison.faster.push(cell.threads),
@@ -281,6 +287,7 @@ pub fn verdict(results: &[CellResult], baseline: &str) -> Vec<String> {
     for target in first_appearances(comparisons.iter().map(|c| c.target.as_str())) {
         lines.push(format!("  {target}"));
         let (mut faster, mut slower, mut same, mut undecided) = (0, 0, 0, 0);
+        let mut unpaired = 0;
         for c in comparisons.iter().filter(|c| c.target == target) {
             let mut line = format!(
                 "    {}: faster at {} · slower at {} · same at {}",
@@ -295,6 +302,12 @@ pub fn verdict(results: &[CellResult], baseline: &str) -> Vec<String> {
                     list_n(&c.undecided)
                 ));
             }
+            if !c.unpaired.is_empty() {
+                line.push_str(&format!(
+                    " · no ratio at {} (a {baseline} run made none in its window: raise --duration-ms)",
+                    list_n(&c.unpaired)
+                ));
+            }
             if !c.medians.is_empty() {
                 let mean_log =
                     c.medians.iter().map(|m| m.ln()).sum::<f64>() / c.medians.len() as f64;
@@ -305,6 +318,7 @@ pub fn verdict(results: &[CellResult], baseline: &str) -> Vec<String> {
             slower += c.slower.len();
             same += c.same.len();
             undecided += c.undecided.len();
+            unpaired += c.unpaired.len();
         }
         let decided = faster + slower + same;
         if decided == 0 {
@@ -325,10 +339,13 @@ pub fn verdict(results: &[CellResult], baseline: &str) -> Vec<String> {
             "  => {target}: faster in {}, slower in {}, the same in {same} of {decided} comparisons{}; with no real difference, chance puts up to {limit} on each side",
             side(faster),
             side(slower),
-            if undecided > 0 {
-                format!(" ({undecided} more without enough runs)")
-            } else {
-                String::new()
+            match (undecided, unpaired) {
+                (0, 0) => String::new(),
+                (_, 0) => format!(" ({undecided} more without enough runs)"),
+                (0, _) => format!(" ({unpaired} more without a ratio)"),
+                _ => format!(
+                    " ({undecided} more without enough runs, {unpaired} without a ratio)"
+                ),
             }
         ));
     }
@@ -685,6 +702,28 @@ mod tests {
             ]
         );
         assert_eq!(records[1].p99_latency_us, Some(4000.0));
+        // A baseline run with no commit in its window leaves no ratio: said, not skipped.
+        let mut idle = unix.clone();
+        idle[2] = outcome(0.0);
+        let other: Vec<CellOutcome> = unix
+            .iter()
+            .map(|o| outcome(o.kinds[0].rate_per_s))
+            .collect();
+        let with_idle = vec![
+            run(1.0, 1),
+            summarise(cell(64), &targets, &[idle, other], "unix").unwrap(),
+        ];
+        let lines = verdict(&with_idle, "unix");
+        assert!(
+            lines.iter().any(|l| l.contains("same at N = 1")
+                && l.contains("no ratio at N = 64")
+                && l.contains("--duration-ms")),
+            "{lines:#?}"
+        );
+        assert!(
+            lines.iter().any(|l| l.contains("(1 more without a ratio)")),
+            "{lines:#?}"
+        );
         // A run missing a kind the others have is an error, not a silent gap.
         let mut broken = unix.clone();
         broken[3].kinds.clear();
