@@ -15,7 +15,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Mutex, Once};
 
-use common::{extended_code, open, register};
+use common::system_calls::{code_of, erase, path_of_fd, set_call, Stand, SEED_SQL};
+use common::{open, register};
 use rusqlite::ffi;
 
 // ─── The log ───────────────────────────────────────────────────────────────────────────
@@ -109,12 +110,6 @@ fn fails(path: &str) -> bool {
     true
 }
 
-fn path_of_fd(fd: c_int) -> String {
-    std::fs::read_link(format!("/proc/self/fd/{fd}"))
-        .map(|p| p.to_string_lossy().into_owned())
-        .unwrap_or_default()
-}
-
 unsafe extern "C" fn st_ftruncate(fd: c_int, len: libc::off_t) -> c_int {
     if fails(&path_of_fd(fd)) {
         return -1;
@@ -197,46 +192,12 @@ unsafe extern "C" fn st_open_directory(_file: *const c_char, fd: *mut c_int) -> 
     ffi::SQLITE_CANTOPEN
 }
 
-type Stand = unsafe extern "C" fn();
-
-fn erase<F: Copy>(function: F) -> Stand {
-    assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<Stand>());
-    // SAFETY: `F` is a function-pointer type (size checked) with the signature the VFS
-    // calls the named entry with.
-    unsafe { std::mem::transmute_copy(&function) }
-}
-
-fn set_call(vfs_name: &str, call: Option<&CStr>, function: Option<Stand>) -> c_int {
-    let name = std::ffi::CString::new(vfs_name).unwrap();
-    // SAFETY: a registered VFS of version 3 (both `unix` and `io_uring` are).
-    unsafe {
-        let vfs = ffi::sqlite3_vfs_find(name.as_ptr());
-        assert!(!vfs.is_null() && (*vfs).iVersion >= 3);
-        (*vfs).xSetSystemCall.expect("xSetSystemCall")(
-            vfs,
-            call.map_or(std::ptr::null(), CStr::as_ptr),
-            function,
-        )
-    }
-}
-
 fn reset_calls() {
     fail_on("", 0);
     for name in ["unix", "io_uring"] {
         assert_eq!(set_call(name, None, None), ffi::SQLITE_OK);
     }
 }
-
-fn code_of<T>(result: rusqlite::Result<T>) -> c_int {
-    match result {
-        Ok(_) => 0,
-        Err(error) => extended_code(&error),
-    }
-}
-
-const SEED_SQL: &str = "CREATE TABLE t(k INTEGER PRIMARY KEY, v BLOB);
-     WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i<200)
-     INSERT INTO t SELECT i, CAST(printf('%0300d', i) AS BLOB) FROM n;";
 
 /// What one run saw: the result codes of its steps and the log lines they produced.
 #[derive(Debug, PartialEq, Eq)]

@@ -14,6 +14,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use common::system_calls::{code_of, erase, path_of_fd, set_call, vfs, Stand, SEED_SQL};
 use common::{extended_code, integrity_ok, open, register, rows};
 use rusqlite::ffi;
 
@@ -76,12 +77,6 @@ fn write_fails(path: &str, offset: i64, len: usize) -> bool {
         return false;
     }
     fails(path).is_some()
-}
-
-fn path_of_fd(fd: c_int) -> String {
-    std::fs::read_link(format!("/proc/self/fd/{fd}"))
-        .map(|p| p.to_string_lossy().into_owned())
-        .unwrap_or_default()
 }
 
 /// Whether a call on `path` fails now, and with which errno (set as errno too).
@@ -316,43 +311,15 @@ unsafe extern "C" fn st_fstat(fd: c_int, out: *mut libc::stat) -> c_int {
 
 // ─── Installing them ───────────────────────────────────────────────────────────────────
 
-type Stand = unsafe extern "C" fn();
-
-fn erase<F: Copy>(function: F) -> Stand {
-    assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<Stand>());
-    // SAFETY: `F` is a function-pointer type (size checked); the VFS calls it back with
-    // the signature its name has, which each stand-in above has.
-    unsafe { std::mem::transmute_copy(&function) }
-}
-
-fn vfs(name: &str) -> *mut ffi::sqlite3_vfs {
-    let name = std::ffi::CString::new(name).unwrap();
-    // SAFETY: a NUL-terminated name; the result is SQLite's registered VFS or null.
-    let vfs = unsafe { ffi::sqlite3_vfs_find(name.as_ptr()) };
-    assert!(!vfs.is_null());
-    vfs
-}
-
-/// xSetSystemCall on `vfs_name`; the SQLite result code.
-fn set_call(vfs_name: &str, call: Option<&CStr>, function: Option<Stand>) -> c_int {
-    let vfs = vfs(vfs_name);
-    // SAFETY: `vfs` is a registered VFS of version 3 (checked by the tests that need it).
-    unsafe {
-        assert!((*vfs).iVersion >= 3, "{vfs_name} has no xSetSystemCall");
-        let set = (*vfs).xSetSystemCall.expect("xSetSystemCall");
-        set(vfs, call.map_or(std::ptr::null(), CStr::as_ptr), function)
-    }
-}
-
 fn get_call(vfs_name: &str, call: &CStr) -> Option<Stand> {
     let vfs = vfs(vfs_name);
-    // SAFETY: as in `set_call`.
+    // SAFETY: as in `common::system_calls::set_call`.
     unsafe { (*vfs).xGetSystemCall.expect("xGetSystemCall")(vfs, call.as_ptr()) }
 }
 
 fn next_call(vfs_name: &str, call: Option<&CStr>) -> Option<String> {
     let vfs = vfs(vfs_name);
-    // SAFETY: as in `set_call`; the result is null or a static NUL-terminated name.
+    // SAFETY: as in `common::system_calls::set_call`; the result is null or a static NUL-terminated name.
     unsafe {
         let next = (*vfs).xNextSystemCall.expect("xNextSystemCall")(
             vfs,
@@ -430,17 +397,6 @@ struct Outcome {
     /// Row count and a digest of every row.
     rows: (usize, u64),
 }
-
-fn code_of<T>(result: rusqlite::Result<T>) -> i32 {
-    match result {
-        Ok(_) => 0,
-        Err(error) => extended_code(&error),
-    }
-}
-
-const SEED_SQL: &str = "CREATE TABLE t(k INTEGER PRIMARY KEY, v BLOB);
-     WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i<200)
-     INSERT INTO t SELECT i, CAST(printf('%0300d', i) AS BLOB) FROM n;";
 
 /// Runs `scenario` on a fresh database under `vfs_name` with `calls` installed there, and
 /// returns its outcome; the database is seeded (`setup`) before anything is replaced.

@@ -5,6 +5,7 @@
 
 pub mod crash_sql;
 pub mod rng;
+pub mod system_calls;
 
 #[allow(unused_imports)] // used by the suites that draw
 pub use rng::Rng;
