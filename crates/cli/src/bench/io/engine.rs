@@ -377,8 +377,17 @@ fn write_worker(
                 }
                 let data = &mut buf.as_mut_slice()[..len];
                 pattern::fill(data, plan.seed, offset);
-                write_all(fd, data, offset, positional)
-                    .with_context(|| format!("{name} at offset {offset}"))?;
+                write_all(
+                    fd,
+                    data,
+                    offset,
+                    if positional {
+                        WriteCall::Pwrite
+                    } else {
+                        WriteCall::Write
+                    },
+                )
+                .with_context(|| format!("{name} at offset {offset}"))?;
             }
             Ok(Instant::now())
         }
@@ -386,22 +395,34 @@ fn write_worker(
     }
 }
 
-/// write(2) or pwrite(2) until `data` is written: EINTR/EAGAIN retried, short writes continued.
-fn write_all(fd: RawFd, data: &[u8], offset: u64, positional: bool) -> io::Result<()> {
+/// The system call that writes a piece in [`write_all`].
+#[derive(Clone, Copy)]
+pub(super) enum WriteCall {
+    /// write(2) at the file position (`offset` is not used).
+    Write,
+    /// pwrite(2) at `offset`.
+    Pwrite,
+    /// pwritev2(2) at `offset` with these `RWF_*` flags.
+    Pwritev2(libc::c_int),
+}
+
+/// `call` until `data` is written: EINTR/EAGAIN retried, short writes continued.
+pub(super) fn write_all(fd: RawFd, data: &[u8], offset: u64, call: WriteCall) -> io::Result<()> {
     let mut done = 0usize;
     while done < data.len() {
         let rest = &data[done..];
-        // SAFETY: rest is a live borrowed slice for the duration of the call.
+        let at = (offset + done as u64) as libc::off_t;
+        let iov = libc::iovec {
+            iov_base: rest.as_ptr() as *mut libc::c_void,
+            iov_len: rest.len(),
+        };
+        // SAFETY: rest (and iov, which points into it) is a live borrowed slice for the
+        // duration of the call.
         let written = unsafe {
-            if positional {
-                libc::pwrite(
-                    fd,
-                    rest.as_ptr().cast(),
-                    rest.len(),
-                    (offset + done as u64) as libc::off_t,
-                )
-            } else {
-                libc::write(fd, rest.as_ptr().cast(), rest.len())
+            match call {
+                WriteCall::Write => libc::write(fd, rest.as_ptr().cast(), rest.len()),
+                WriteCall::Pwrite => libc::pwrite(fd, rest.as_ptr().cast(), rest.len(), at),
+                WriteCall::Pwritev2(flags) => libc::pwritev2(fd, &iov, 1, at, flags),
             }
         };
         if written < 0 {

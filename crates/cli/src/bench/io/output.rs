@@ -287,28 +287,50 @@ pub fn markdown_report(
     summaries: &[MethodSummary],
     notes: &[String],
 ) -> String {
-    let mut text = String::from("# sqlite-uring bench io\n\n");
+    let rows: Vec<Vec<String>> = summaries.iter().map(row).collect();
+    let warnings = summaries
+        .iter()
+        .map(|s| (s.method.as_str(), s.warnings.as_slice()));
+    markdown_text(
+        "sqlite-uring bench io",
+        env,
+        plan_line,
+        &HEADERS,
+        &rows,
+        notes,
+        warnings,
+    )
+}
+
+/// A `bench io` Markdown export: title, environment header, plan, the table, notes, then
+/// each method's warnings.
+pub fn markdown_text<'a>(
+    title: &str,
+    env: &EnvInfo,
+    plan_line: &str,
+    headers: &[&str],
+    rows: &[Vec<String>],
+    notes: &[String],
+    warnings: impl Iterator<Item = (&'a str, &'a [String])>,
+) -> String {
+    let mut text = format!("# {title}\n\n");
     for line in header_lines(env) {
         text.push_str(&format!("- {line}\n"));
     }
     text.push_str(&format!("- plan:        {plan_line}\n\n"));
-    let rows: Vec<Vec<String>> = summaries.iter().map(row).collect();
-    text.push_str(&export::markdown_table(&HEADERS, &rows));
+    text.push_str(&export::markdown_table(headers, rows));
     if !notes.is_empty() {
         text.push('\n');
         for note in notes {
             text.push_str(&format!("- {note}\n"));
         }
     }
-    let warned: Vec<&MethodSummary> = summaries
-        .iter()
-        .filter(|s| !s.warnings.is_empty())
-        .collect();
+    let warned: Vec<(&str, &[String])> = warnings.filter(|(_, w)| !w.is_empty()).collect();
     if !warned.is_empty() {
         text.push_str("\nWarnings:\n\n");
-        for summary in warned {
-            for warning in &summary.warnings {
-                text.push_str(&format!("- {}: {warning}\n", summary.method));
+        for (method, method_warnings) in warned {
+            for warning in method_warnings {
+                text.push_str(&format!("- {method}: {warning}\n"));
             }
         }
     }

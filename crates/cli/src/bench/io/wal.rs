@@ -708,41 +708,10 @@ impl Drop for CommitWriter {
 
 /// pwrite(2) until `data` is written: EINTR/EAGAIN retried, short writes continued.
 fn write_all_at(fd: RawFd, data: &[u8], offset: u64) -> io::Result<()> {
-    pwritev2_all(fd, data, offset, 0)
+    engine::write_all(fd, data, offset, engine::WriteCall::Pwrite)
 }
 
-/// pwritev2(2) with `flags` (0 = a plain pwrite) until `data` is written.
+/// pwritev2(2) with `flags` until `data` is written.
 fn pwritev2_all(fd: RawFd, data: &[u8], offset: u64, flags: libc::c_int) -> io::Result<()> {
-    let mut done = 0usize;
-    while done < data.len() {
-        let rest = &data[done..];
-        let iov = libc::iovec {
-            iov_base: rest.as_ptr() as *mut libc::c_void,
-            iov_len: rest.len(),
-        };
-        let at = (offset + done as u64) as libc::off_t;
-        // SAFETY: iov points into a live borrowed slice for the duration of the call.
-        let written = unsafe {
-            if flags == 0 {
-                libc::pwrite(fd, rest.as_ptr().cast(), rest.len(), at)
-            } else {
-                libc::pwritev2(fd, &iov, 1, at, flags)
-            }
-        };
-        if written < 0 {
-            let error = io::Error::last_os_error();
-            match error.raw_os_error() {
-                Some(libc::EINTR) | Some(libc::EAGAIN) => continue,
-                _ => return Err(error),
-            }
-        }
-        if written == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::WriteZero,
-                "write made no progress (disk full?)",
-            ));
-        }
-        done += written as usize;
-    }
-    Ok(())
+    engine::write_all(fd, data, offset, engine::WriteCall::Pwritev2(flags))
 }

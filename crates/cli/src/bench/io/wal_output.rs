@@ -9,7 +9,7 @@ use super::wal::{WalCase, WalOutcome, WalPlan, FRAME_BYTES, MIN_PAIRED_ROUNDS};
 use crate::report::chart::{BarChart, Series};
 use crate::report::envinfo::EnvInfo;
 use crate::report::stats::{self, Relative, Summary, Verdict, Warning};
-use crate::report::{export, table};
+use crate::report::table;
 
 /// One run, flat so it exports as one CSV row; the first three columns are the ones
 /// every `bench io` row starts with.
@@ -314,32 +314,19 @@ pub fn markdown_report(
     summaries: &[WalSummary],
     notes: &[String],
 ) -> String {
-    let mut text = String::from("# sqlite-uring bench io --wal\n\n");
-    for line in super::output::header_lines(env) {
-        text.push_str(&format!("- {line}\n"));
-    }
-    text.push_str(&format!("- plan:        {plan_line}\n\n"));
     let rows: Vec<Vec<String>> = summaries.iter().map(row).collect();
-    text.push_str(&export::markdown_table(&HEADERS, &rows));
-    if !notes.is_empty() {
-        text.push('\n');
-        for note in notes {
-            text.push_str(&format!("- {note}\n"));
-        }
-    }
-    let warned: Vec<&WalSummary> = summaries
+    let warnings = summaries
         .iter()
-        .filter(|s| !s.warnings.is_empty())
-        .collect();
-    if !warned.is_empty() {
-        text.push_str("\nWarnings:\n\n");
-        for summary in warned {
-            for warning in &summary.warnings {
-                text.push_str(&format!("- {}: {warning}\n", summary.method));
-            }
-        }
-    }
-    text
+        .map(|s| (s.method.as_str(), s.warnings.as_slice()));
+    super::output::markdown_text(
+        "sqlite-uring bench io --wal",
+        env,
+        plan_line,
+        &HEADERS,
+        &rows,
+        notes,
+        warnings,
+    )
 }
 
 /// Everything `--export-json` writes about one `--wal` invocation.
