@@ -338,6 +338,17 @@ impl NodeState {
         result
     }
 
+    /// Unmaps every region and closes the descriptor, which releases the node's OFD
+    /// locks (or parks it while a `unix` connection of this process holds POSIX locks on
+    /// the -shm file). Idempotent.
+    fn close(&mut self) {
+        self.unmap_all();
+        if self.fd >= 0 {
+            crate::lock::close_preserving_process_locks(self.fd);
+            self.fd = -1;
+        }
+    }
+
     fn unmap_all(&mut self) {
         let map_bytes = self.regions_per_map * self.region_size_bytes;
         for base in self.regions.iter().step_by(self.regions_per_map.max(1)) {
@@ -351,13 +362,7 @@ impl NodeState {
 
 impl Drop for NodeState {
     fn drop(&mut self) {
-        self.unmap_all();
-        if self.fd >= 0 {
-            // Releases the node's OFD locks; parks the fd if a `unix` connection of this
-            // process holds POSIX locks on the -shm file.
-            crate::lock::close_preserving_process_locks(self.fd);
-            self.fd = -1;
-        }
+        self.close();
     }
 }
 
@@ -541,15 +546,12 @@ impl Shm {
             return;
         }
         nodes.retain(|listed| !Arc::ptr_eq(listed, &node));
-        state.unmap_all();
         if delete {
             // SAFETY: `path` is NUL-terminated.
             unsafe { calls::unlink(state.path.as_ptr()) };
         }
-        if state.fd >= 0 {
-            crate::lock::close_preserving_process_locks(state.fd);
-            state.fd = -1;
-        }
+        // Under the registry lock: a new node for the file never meets this one's fd.
+        state.close();
     }
 }
 
