@@ -102,16 +102,11 @@ pub fn run_here(job: &RunJob) -> Result<CellOutcome> {
     let outcome = match job.pattern {
         Pattern::Readers => {
             let database = dir.0.join("shared.db");
-            create(
-                &target,
-                &database,
-                shape.settings(JournalMode::Wal),
-                shape.rows,
-            )?;
+            create(&target, &database, shape.settings(job.journal), shape.rows)?;
             run_threads(
                 &target,
                 shape,
-                &readers_plans(&database, job.threads),
+                &readers_plans(&database, job.threads, job.journal),
                 nothing_beside,
             )
         }

@@ -73,8 +73,9 @@ pub struct ConcurrencyArgs {
     #[command(flatten)]
     pub pairing: PairingOptions,
 
-    /// Journal modes of the databases pattern, comma-separated (readers and processes
-    /// are WAL: concurrent readers beside a writer need it).
+    /// Journal modes of the databases and readers patterns, comma-separated (in a
+    /// rollback-journal mode the readers pattern has no writer, which would lock its
+    /// readers out; processes is WAL: readers in other processes beside a writer need it).
     #[arg(
         long,
         value_delimiter = ',',
@@ -129,7 +130,7 @@ impl Cell {
             self.pattern.name(),
             self.journal.name(),
             self.threads,
-            self.pattern.describe(self.threads)
+            self.pattern.describe(self.threads, self.journal)
         )
     }
 }
@@ -154,8 +155,8 @@ pub fn cells(args: &ConcurrencyArgs) -> Vec<Cell> {
     let mut cells = Vec::new();
     for pattern in patterns {
         let modes = match pattern {
-            Pattern::Databases => journals.clone(),
-            _ => vec![JournalMode::Wal],
+            Pattern::Databases | Pattern::Readers => journals.clone(),
+            Pattern::Processes => vec![JournalMode::Wal],
         };
         for journal in modes {
             for &n in &threads {
@@ -198,7 +199,10 @@ impl ConcurrencyArgs {
         if self.patterns.is_empty() || self.threads.is_empty() {
             bail!("--patterns and --threads need at least one value each, e.g. --patterns readers --threads 1,4");
         }
-        if self.patterns.contains(&Pattern::Databases) && self.journal.is_empty() {
+        if (self.patterns.contains(&Pattern::Databases)
+            || self.patterns.contains(&Pattern::Readers))
+            && self.journal.is_empty()
+        {
             bail!("--journal is empty; name at least one journal mode, e.g. --journal delete,wal");
         }
         self.pairing
@@ -398,8 +402,8 @@ mod tests {
         assert_eq!((args.pairing.warmup, args.runs, args.rows), (1, 6, 10_000));
         assert_eq!(args.sqlite3, Path::new("sqlite3"));
         assert_eq!(args.run.place.dir, Path::new("."));
-        // 6 N × (readers + databases in 2 modes + processes).
-        assert_eq!(cells(&args).len(), 24);
+        // 6 N × (readers and databases in 2 modes each + processes).
+        assert_eq!(cells(&args).len(), 30);
 
         let args = parse(&[
             "--patterns",
@@ -575,8 +579,13 @@ mod tests {
 
         let json = std::fs::read_to_string(out.path().join("c.json")).unwrap();
         let records: Vec<output::ConcurrencyRecord> = serde_json::from_str(&json).unwrap();
-        // readers: 2 N × 3 kinds; databases: 2 modes × 2 N × commits; each on 2 targets.
-        assert_eq!(records.len(), (2 * 3 + 2 * 2) * 2);
+        // readers: 2 N × (lookups, scans) in rollback mode and × 3 kinds in WAL mode;
+        // databases: 2 modes × 2 N × commits; each on 2 targets.
+        assert_eq!(records.len(), (2 * 2 + 2 * 3 + 2 * 2) * 2);
+        assert!(records
+            .iter()
+            .filter(|r| r.pattern == "readers" && r.journal == "delete")
+            .all(|r| r.kind != "commit"));
         for record in &records {
             assert!(record.ops_mean >= 1.0, "{record:?}");
             assert!(record.rate_mean_per_s > 0.0);

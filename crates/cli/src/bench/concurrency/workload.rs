@@ -46,7 +46,9 @@ const RESERVED_SAMPLES: usize = 1 << 14;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Pattern {
-    /// One WAL database: N reader threads and one writer thread in one process.
+    /// One database, N reader threads in one process: beside one writer thread in WAL
+    /// mode; alone in a rollback-journal mode, whose writer would lock them out (a
+    /// rollback-mode pool serves reads only).
     Readers,
     /// N threads, each committing to its own database.
     Databases,
@@ -65,9 +67,12 @@ impl Pattern {
     }
 
     /// What N counts in this pattern, for titles.
-    pub fn describe(self, threads: u32) -> String {
+    pub fn describe(self, threads: u32, journal: JournalMode) -> String {
         match self {
-            Pattern::Readers => format!("{threads} reader thread(s) + 1 writer, one database"),
+            Pattern::Readers if journal == JournalMode::Wal => {
+                format!("{threads} reader thread(s) + 1 writer, one database")
+            }
+            Pattern::Readers => format!("{threads} reader thread(s), no writer, one database"),
             Pattern::Databases => format!("{threads} thread(s), one database each"),
             Pattern::Processes => {
                 let (stock, ours) = reader_processes(threads);
@@ -488,14 +493,19 @@ pub fn run_threads(
     })
 }
 
-/// The plans of the readers pattern: N readers and one writer on one WAL database.
-pub fn readers_plans(database: &Path, threads: u32) -> Vec<ThreadPlan> {
+/// The plans of the readers pattern: N readers on one database, and one writer in WAL
+/// mode (a rollback-journal writer takes the EXCLUSIVE lock, which waits for every
+/// reader to finish and keeps new ones out: beside N busy readers it would measure
+/// SQLite's busy handler, not the VFS).
+pub fn readers_plans(database: &Path, threads: u32, journal: JournalMode) -> Vec<ThreadPlan> {
     let plan = |role| ThreadPlan {
         role,
         database: database.to_path_buf(),
-        journal: JournalMode::Wal,
+        journal,
     };
-    std::iter::once(plan(Role::Writer))
+    let writer = (journal == JournalMode::Wal).then(|| plan(Role::Writer));
+    writer
+        .into_iter()
         .chain((0..threads).map(|_| plan(Role::Reader)))
         .collect()
 }
@@ -637,18 +647,42 @@ mod tests {
         };
         let path = dir.path().join("shared.db");
         create(&target, &path, shape.settings(JournalMode::Wal), shape.rows).unwrap();
-        let outcome = run_threads(&target, &shape, &readers_plans(&path, 2), |_| {
-            Ok((Latencies::default(), Instant::now()))
-        })
+        let outcome = run_threads(
+            &target,
+            &shape,
+            &readers_plans(&path, 2, JournalMode::Wal),
+            |_| Ok((Latencies::default(), Instant::now())),
+        )
         .unwrap();
         let kinds: Vec<Kind> = outcome.kinds.iter().map(|k| k.kind).collect();
         assert_eq!(kinds, [Kind::Lookup, Kind::Scan, Kind::Commit]);
         assert!(outcome.kinds.iter().all(|k| k.ops > 0), "{outcome:?}");
         assert!(outcome.elapsed_s >= 0.02);
+        // A rollback-journal pool: readers only, each with its own connection.
+        let path = dir.path().join("rollback.db");
+        let delete = shape.settings(JournalMode::Delete);
+        create(&target, &path, delete, shape.rows).unwrap();
+        let plans = readers_plans(&path, 3, JournalMode::Delete);
+        assert_eq!(plans.len(), 3);
+        assert!(plans
+            .iter()
+            .all(|p| p.role == Role::Reader && p.journal == JournalMode::Delete));
+        let outcome = run_threads(&target, &shape, &plans, |_| {
+            Ok((Latencies::default(), Instant::now()))
+        })
+        .unwrap();
+        let kinds: Vec<Kind> = outcome.kinds.iter().map(|k| k.kind).collect();
+        assert_eq!(kinds, [Kind::Lookup, Kind::Scan]);
+        assert!(outcome.kinds.iter().all(|k| k.ops > 0), "{outcome:?}");
+        let mode: String = open(&target, &path, delete)
+            .unwrap()
+            .query_row("PRAGMA journal_mode", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(mode, "delete");
         let failing = run_threads(
             &target,
             &shape,
-            &readers_plans(&dir.path().join("missing/x.db"), 1),
+            &readers_plans(&dir.path().join("missing/x.db"), 1, JournalMode::Wal),
             |_| Ok((Latencies::default(), Instant::now())),
         )
         .unwrap_err();
