@@ -21,24 +21,37 @@
 //! (`SqliteApi::pending_byte`): 0x40000000, unless `SQLITE_TESTCTRL_PENDING_BYTE` moved it,
 //! as SQLite's own test suite does (to 0x10000). os_unix.c reads the same global.
 //!
+//! # One lock state per database file per process
+//! As os_unix.c's `unixInodeInfo`, the connections of one process to one database file
+//! (device and inode) share one lock state ([`Inode`]): the strongest lock any of them
+//! holds and how many hold SHARED. A SHARED request while another connection of the
+//! process holds SHARED or RESERVED is counted, without a system call, and only the last
+//! SHARED holder's release unlocks; a request that another connection of the process
+//! precludes (anything while one is PENDING or EXCLUSIVE, RESERVED or EXCLUSIVE while one
+//! holds RESERVED, EXCLUSIVE while another reads) is SQLITE_BUSY without one. So a pool of
+//! reader connections makes the `fcntl`s `unix` makes, not one set per connection.
+//!
 //! # Why open-file-description locks
 //! We take the same byte ranges with `F_OFD_SETLK` instead of `F_SETLK`. OFD locks and
 //! classic POSIX locks conflict with each other, so a stock `sqlite3` process (POSIX locks)
 //! and this VFS exclude each other exactly as two stock processes do. OFD locks belong to
-//! the open file description, not the process, so (a) two connections of one process
-//! conflict like two processes, which replaces os_unix.c's in-process inode table, and
-//! (b) closing some other descriptor of the file does not drop our locks — the POSIX trap
-//! os_unix.c works around with its unused-fd list. See fcntl(2), "Open file description
-//! locks".
+//! the open file description, not the process, so every lock of the process's state is
+//! taken through one descriptor: the first connection's, which the state keeps open when
+//! that connection closes before the others (os_unix.c keeps its lock by the process
+//! instead). And closing some other descriptor of the file does not drop our locks — the
+//! POSIX trap os_unix.c works around with its unused-fd list. See fcntl(2), "Open file
+//! description locks".
 
 use std::ffi::c_int;
 use std::os::fd::RawFd;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::Failure;
 use crate::ffi::{
     SQLITE_LOCK_EXCLUSIVE, SQLITE_LOCK_NONE, SQLITE_LOCK_PENDING, SQLITE_LOCK_RESERVED,
     SQLITE_LOCK_SHARED,
 };
+use crate::io::fork::ProcessRegistry;
 use crate::sys::calls;
 
 /// Bytes of the shared range, which starts two bytes after the pending byte.
@@ -111,18 +124,128 @@ pub(crate) fn conflicting_lock(
     })
 }
 
+// ─── The process's lock state of a database file (os_unix.c unixInodeInfo) ───────────
+
+/// This process's lock on one database file, shared by its connections to the file.
+struct Inode {
+    file: FileKey,
+    /// The list this state is in (a forked child has another).
+    list: &'static Mutex<Vec<Arc<Inode>>>,
+    state: Mutex<InodeState>,
+}
+
+/// Lock rules: every field changes under the mutex, together with the lock level of the
+/// connection making the change, and every OS lock of the process on the file is taken
+/// through `fd` while holding it.
+struct InodeState {
+    /// The descriptor the process's OS locks on the file are taken through: a
+    /// connection's own (lent), or one the state keeps open after that connection closed
+    /// (`fd_kept`). Writable whenever a writable connection is attached (`writable`),
+    /// since a write lock needs a descriptor open for writing.
+    fd: RawFd,
+    fd_kept: bool,
+    writable: bool,
+    /// The strongest lock a connection of the process holds (os_unix.c `eFileLock`).
+    level: c_int,
+    /// Connections holding SHARED or more (os_unix.c `nShared`).
+    shared: u32,
+    /// Connections attached.
+    connections: u32,
+}
+
+/// One state per database file this process has open.
+static INODES: ProcessRegistry<Inode> = ProcessRegistry::new();
+
+/// Fork hook: a child's connections build their own states (the parent's descriptors,
+/// and the OFD locks on them, are shared with the child).
+fn forget_inodes_after_fork() {
+    INODES.forget();
+}
+
+/// Locks a mutex whose data stays consistent even if a holder panicked (no update below
+/// is left half done by a call that can fail).
+fn lock_ignoring_poison<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// What a connection that closes hands back: which descriptors to close, with
+/// [`close_preserving_process_locks`].
+pub(crate) struct Detached {
+    /// The connection's own descriptor, unless the state keeps it (other connections of
+    /// the process lock through it).
+    pub(crate) close_own: bool,
+    /// A descriptor the state had kept from a connection closed earlier, now unused.
+    pub(crate) close_kept: Option<RawFd>,
+}
+
 /// The SQLite lock level one database file handle holds.
 pub(crate) struct DbLock {
     level: c_int,
     /// `PENDING_BYTE`; RESERVED_BYTE is the next byte and the shared range starts after it.
     pending_byte: i64,
+    /// The process's state of the file; `None` for files SQLite does not lock (journals,
+    /// WAL files, temporary files) and for `nolock=1`.
+    inode: Option<Arc<Inode>>,
 }
 
 impl DbLock {
+    /// A lock without OS locks.
     pub(crate) fn new(pending_byte: i64) -> DbLock {
         DbLock {
             level: SQLITE_LOCK_NONE,
             pending_byte,
+            inode: None,
+        }
+    }
+
+    /// A main database's lock, joined to the process's state of the file `fd` is open on
+    /// (`stat` is its fstat), or starting it, with `fd` as the descriptor its locks are
+    /// taken through. `writable`: `fd` is open for writing.
+    pub(crate) fn attach(
+        fd: RawFd,
+        stat: &libc::stat,
+        writable: bool,
+        pending_byte: i64,
+    ) -> DbLock {
+        let file = FileKey {
+            dev: stat.st_dev,
+            inode: stat.st_ino,
+        };
+        let list = INODES.list(forget_inodes_after_fork);
+        let mut inodes = lock_ignoring_poison(list);
+        let inode = match inodes.iter().find(|inode| inode.file == file) {
+            Some(inode) => {
+                let mut state = lock_ignoring_poison(&inode.state);
+                state.connections += 1;
+                if writable && !state.writable {
+                    state.lock_through(fd, pending_byte);
+                }
+                drop(state);
+                Arc::clone(inode)
+            }
+            None => {
+                let inode = Arc::new(Inode {
+                    file,
+                    list,
+                    state: Mutex::new(InodeState {
+                        fd,
+                        fd_kept: false,
+                        writable,
+                        level: SQLITE_LOCK_NONE,
+                        shared: 0,
+                        connections: 1,
+                    }),
+                });
+                inodes.push(Arc::clone(&inode));
+                inode
+            }
+        };
+        DbLock {
+            level: SQLITE_LOCK_NONE,
+            pending_byte,
+            inode: Some(inode),
         }
     }
 
@@ -138,8 +261,14 @@ impl DbLock {
         self.level
     }
 
+    fn inode(&self) -> &Inode {
+        self.inode
+            .as_deref()
+            .expect("SQLite locks only main databases, which have a lock state")
+    }
+
     /// xLock: raise the lock to `level` (SHARED, RESERVED or EXCLUSIVE).
-    pub(crate) fn lock(&mut self, fd: RawFd, level: c_int) -> Result<(), Failure> {
+    pub(crate) fn lock(&mut self, level: c_int) -> Result<(), Failure> {
         if self.level >= level {
             return Ok(());
         }
@@ -149,6 +278,34 @@ impl DbLock {
         assert!(level != SQLITE_LOCK_RESERVED || self.level == SQLITE_LOCK_SHARED);
         let busy_or =
             |otherwise: fn(i32) -> Failure| move |errno| Failure::from_lock_errno(errno, otherwise);
+        let (pending_byte, reserved_byte, shared_first) =
+            (self.pending_byte, self.reserved_byte(), self.shared_first());
+        let inode = self
+            .inode
+            .as_deref()
+            .expect("SQLite locks only main databases, which have a lock state");
+        let mut state = lock_ignoring_poison(&inode.state);
+        assert!(state.level >= self.level);
+
+        // Another connection of this process holds a lock that precludes this one: a
+        // writer on its way to EXCLUSIVE (or there), or a request for more than SHARED
+        // while another connection holds more than SHARED.
+        if self.level != state.level
+            && (state.level >= SQLITE_LOCK_PENDING || level > SQLITE_LOCK_SHARED)
+        {
+            return Err(Failure::Busy);
+        }
+        // SHARED beside another connection's SHARED or RESERVED: the process holds the
+        // OS lock already.
+        if level == SQLITE_LOCK_SHARED
+            && (state.level == SQLITE_LOCK_SHARED || state.level == SQLITE_LOCK_RESERVED)
+        {
+            assert!(state.shared > 0);
+            state.shared += 1;
+            self.level = SQLITE_LOCK_SHARED;
+            return Ok(());
+        }
+        let fd = state.fd;
 
         // PENDING_BYTE guards new SHARED locks: readers take it briefly (read), a writer
         // heading for EXCLUSIVE holds it (write) so no new reader starts meanwhile.
@@ -160,58 +317,91 @@ impl DbLock {
             } else {
                 LockType::Write
             };
-            set_lock(fd, kind, self.pending_byte, 1).map_err(busy_or(Failure::Lock))?;
+            set_lock(fd, kind, pending_byte, 1).map_err(busy_or(Failure::Lock))?;
             if level == SQLITE_LOCK_EXCLUSIVE {
                 self.level = SQLITE_LOCK_PENDING;
+                state.level = SQLITE_LOCK_PENDING;
             }
         }
 
         if level == SQLITE_LOCK_SHARED {
-            let shared = set_lock(fd, LockType::Read, self.shared_first(), SHARED_SIZE)
+            assert!(state.shared == 0 && state.level == SQLITE_LOCK_NONE);
+            let shared = set_lock(fd, LockType::Read, shared_first, SHARED_SIZE)
                 .map_err(busy_or(Failure::Lock));
-            let released = set_lock(fd, LockType::Unlock, self.pending_byte, 1);
+            let released = set_lock(fd, LockType::Unlock, pending_byte, 1);
             shared?;
             released.map_err(Failure::Unlock)?;
+            state.shared = 1;
+            state.level = SQLITE_LOCK_SHARED;
             self.level = SQLITE_LOCK_SHARED;
             return Ok(());
         }
+        if level == SQLITE_LOCK_EXCLUSIVE && state.shared > 1 {
+            // Another connection of this process is still reading; this one stays
+            // PENDING, as under `unix`, and no new reader of the process starts.
+            return Err(Failure::Busy);
+        }
         let (start, len) = if level == SQLITE_LOCK_RESERVED {
-            (self.reserved_byte(), 1)
+            (reserved_byte, 1)
         } else {
-            (self.shared_first(), SHARED_SIZE)
+            (shared_first, SHARED_SIZE)
         };
         set_lock(fd, LockType::Write, start, len).map_err(busy_or(Failure::Lock))?;
         self.level = level;
+        state.level = level;
         Ok(())
     }
 
     /// xUnlock: lower the lock to `level` (SHARED or NONE).
-    pub(crate) fn unlock(&mut self, fd: RawFd, level: c_int) -> Result<(), Failure> {
+    pub(crate) fn unlock(&mut self, level: c_int) -> Result<(), Failure> {
         assert!(level <= SQLITE_LOCK_SHARED);
         if self.level <= level {
             return Ok(());
         }
+        let (pending_byte, shared_first) = (self.pending_byte, self.shared_first());
+        let inode = self
+            .inode
+            .as_deref()
+            .expect("SQLite locks only main databases, which have a lock state");
+        let mut state = lock_ignoring_poison(&inode.state);
+        let fd = state.fd;
         if self.level > SQLITE_LOCK_SHARED {
+            // Only one connection of the process holds more than SHARED.
+            assert_eq!(state.level, self.level);
             if level == SQLITE_LOCK_SHARED {
-                set_lock(fd, LockType::Read, self.shared_first(), SHARED_SIZE)
-                    .map_err(Failure::RdLock)?;
+                set_lock(fd, LockType::Read, shared_first, SHARED_SIZE).map_err(Failure::RdLock)?;
             }
-            set_lock(fd, LockType::Unlock, self.pending_byte, 2).map_err(Failure::Unlock)?;
+            set_lock(fd, LockType::Unlock, pending_byte, 2).map_err(Failure::Unlock)?;
+            state.level = SQLITE_LOCK_SHARED;
             self.level = SQLITE_LOCK_SHARED;
         }
         if level == SQLITE_LOCK_NONE {
-            set_lock(fd, LockType::Unlock, 0, 0).map_err(Failure::Unlock)?;
+            assert!(state.shared > 0);
+            state.shared -= 1;
             self.level = SQLITE_LOCK_NONE;
+            if state.shared == 0 {
+                // The last reader of the process: the OS lock goes. Whatever the call
+                // says, the process holds no lock any more by its own account, as in
+                // os_unix.c.
+                state.level = SQLITE_LOCK_NONE;
+                set_lock(fd, LockType::Unlock, 0, 0).map_err(Failure::Unlock)?;
+            }
         }
         Ok(())
     }
 
     /// xCheckReservedLock: does any connection hold RESERVED or more?
-    pub(crate) fn check_reserved(&self, fd: RawFd) -> Result<bool, Failure> {
+    pub(crate) fn check_reserved(&self) -> Result<bool, Failure> {
         if self.level > SQLITE_LOCK_SHARED {
             return Ok(true);
         }
-        conflicting_lock(fd, LockType::Write, self.reserved_byte(), 1)
+        let state = lock_ignoring_poison(&self.inode().state);
+        if state.level > SQLITE_LOCK_SHARED {
+            return Ok(true);
+        }
+        // An OFD lock never conflicts with its own description's locks: what this finds
+        // is another process's.
+        conflicting_lock(state.fd, LockType::Write, self.reserved_byte(), 1)
             .map(|conflict| conflict.is_some())
             .map_err(Failure::Lock)
     }
@@ -219,6 +409,78 @@ impl DbLock {
     /// For files opened with `nolock=1`: track the level without OS locks.
     pub(crate) fn set_level_without_os_lock(&mut self, level: c_int) {
         self.level = level;
+    }
+
+    /// The connection with descriptor `fd` closes: drops its lock (SQLite unlocks before
+    /// xClose; an error path may not have) and leaves the process's state, which keeps
+    /// `fd` if other connections lock through it. Says which descriptors to close.
+    pub(crate) fn detach(&mut self, fd: RawFd) -> Detached {
+        if self.level > SQLITE_LOCK_NONE && self.inode.is_some() {
+            let _ = self.unlock(SQLITE_LOCK_NONE);
+        }
+        let Some(inode) = self.inode.take() else {
+            return Detached {
+                close_own: true,
+                close_kept: None,
+            };
+        };
+        // The list before the state, as in `attach`: no connection joins a state that is
+        // being dropped.
+        let mut inodes = lock_ignoring_poison(inode.list);
+        let mut state = lock_ignoring_poison(&inode.state);
+        assert!(state.connections > 0);
+        state.connections -= 1;
+        if state.connections == 0 {
+            inodes.retain(|listed| !Arc::ptr_eq(listed, &inode));
+            if state.level != SQLITE_LOCK_NONE {
+                // A failed unlock left the process's account and the OS apart: drop
+                // whatever the description still holds before it is closed or parked.
+                let _ = set_lock(state.fd, LockType::Unlock, 0, 0);
+                state.level = SQLITE_LOCK_NONE;
+            }
+            let kept = state.fd_kept.then_some(state.fd);
+            state.fd = -1;
+            return Detached {
+                close_own: true,
+                close_kept: kept,
+            };
+        }
+        if state.fd == fd {
+            // Other connections of the process still lock through this descriptor.
+            state.fd_kept = true;
+            return Detached {
+                close_own: false,
+                close_kept: None,
+            };
+        }
+        Detached {
+            close_own: true,
+            close_kept: None,
+        }
+    }
+}
+
+impl InodeState {
+    /// Takes the process's locks through `fd` (writable) from now on, moving the read
+    /// lock a read-only descriptor can hold: a write lock needs a writable descriptor.
+    /// If the read lock cannot be taken through `fd`, the old descriptor stays (a write
+    /// lock through it then fails, and SQLite reports it).
+    fn lock_through(&mut self, fd: RawFd, pending_byte: i64) {
+        let old = self.fd;
+        if self.shared > 0 {
+            // A read-only descriptor carries at most SHARED: the shared range.
+            assert_eq!(self.level, SQLITE_LOCK_SHARED);
+            if set_lock(fd, LockType::Read, pending_byte + 2, SHARED_SIZE).is_err() {
+                return;
+            }
+            let _ = set_lock(old, LockType::Unlock, 0, 0);
+        }
+        if self.fd_kept {
+            close_preserving_process_locks(old, |_| {});
+        }
+        self.fd = fd;
+        self.fd_kept = false;
+        self.writable = true;
     }
 }
 
@@ -351,10 +613,21 @@ fn files_with_process_posix_locks(files: &[FileKey]) -> Option<Vec<FileKey>> {
 }
 
 /// Closes `fd` (of a database or -shm file, which carry SQLite's locks) unless that would
-/// release POSIX locks this process holds on the same file; then parks it. Parked
-/// descriptors whose file is free again are closed on the way.
-pub(crate) fn close_preserving_process_locks(fd: RawFd) {
-    let _ = set_lock(fd, LockType::Unlock, 0, 0);
+/// release POSIX locks this process holds on the same file; then parks it. The caller
+/// has released the OFD locks taken through `fd` first, so a parked descriptor blocks
+/// nobody. Parked
+/// descriptors whose file is free again are closed on the way. Each close(2) that fails
+/// is reported to `failed_close` with its errno (os_unix.c's robust_close logs those of
+/// its closeUnixFile, closePendingFds and unixShmPurge); the descriptor is gone either
+/// way, as Linux frees it whatever close(2) returns.
+pub(crate) fn close_preserving_process_locks(fd: RawFd, mut failed_close: impl FnMut(i32)) {
+    let mut close = |fd: RawFd| {
+        // SAFETY: `fd` is the caller's, handed over, or a parked one owned by the list,
+        // and is closed once, here; nothing uses it afterwards.
+        if unsafe { calls::close(fd) } != 0 {
+            failed_close(crate::sys::last_errno());
+        }
+    };
     let mut parked = PARKED
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -363,7 +636,7 @@ pub(crate) fn close_preserving_process_locks(fd: RawFd) {
     let this = probe(fd);
     if parked.is_empty() && this == Probe::Free {
         // The caller hands over ownership of `fd`.
-        crate::sys::close(fd);
+        close(fd);
         return;
     }
     LOCK_OWNER_CHECKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -399,8 +672,7 @@ pub(crate) fn close_preserving_process_locks(fd: RawFd) {
         if keep {
             parked.push(Parked { fd });
         } else {
-            // `fd` is the caller's, handed over, or a parked one, owned by the list.
-            crate::sys::close(fd);
+            close(fd);
         }
     }
 }

@@ -41,16 +41,16 @@
 
 use std::ffi::CString;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::api::SqliteApi;
 use crate::error::Failure;
 use crate::ffi::{
-    SQLITE_CANTOPEN, SQLITE_IOERR_SHMMAP, SQLITE_IOERR_SHMOPEN, SQLITE_IOERR_SHMSIZE,
-    SQLITE_SHM_EXCLUSIVE, SQLITE_SHM_LOCK, SQLITE_SHM_NLOCK, SQLITE_SHM_SHARED, SQLITE_SHM_UNLOCK,
+    SQLITE_CANTOPEN, SQLITE_IOERR_CLOSE, SQLITE_IOERR_SHMMAP, SQLITE_IOERR_SHMOPEN,
+    SQLITE_IOERR_SHMSIZE, SQLITE_SHM_EXCLUSIVE, SQLITE_SHM_LOCK, SQLITE_SHM_NLOCK,
+    SQLITE_SHM_SHARED, SQLITE_SHM_UNLOCK,
 };
-use crate::io::fork::register_child_hook;
+use crate::io::fork::ProcessRegistry;
 use crate::io::Submitter;
 use crate::lock::{conflicting_lock, set_lock, LockType};
 use crate::sys::calls;
@@ -76,6 +76,14 @@ pub(crate) trait ErrorLog {
     fn os_error(&self, code: std::ffi::c_int, call: &str, path: &str, errno: i32);
 }
 
+/// Nowhere to log: a node or handle dropped without being closed (its failures cannot be
+/// told to SQLite any more), and unit tests, which run without SQLite.
+pub(crate) struct NoLog;
+
+impl ErrorLog for NoLog {
+    fn os_error(&self, _: std::ffi::c_int, _: &str, _: &str, _: i32) {}
+}
+
 impl ErrorLog for SqliteApi {
     #[track_caller]
     fn os_error(&self, code: std::ffi::c_int, call: &str, path: &str, errno: i32) {
@@ -87,42 +95,17 @@ impl ErrorLog for SqliteApi {
 
 type Registry = Mutex<Vec<Arc<Node>>>;
 
-/// The nodes of this process, one per database file with a WAL index in use. Behind a
-/// pointer so that a forked child can start from an empty registry without taking a lock
-/// a thread of its parent may have held at the fork: the parent's registry is leaked in
-/// the child (its nodes belong to the parent's connections).
-static REGISTRY: AtomicPtr<Registry> = AtomicPtr::new(std::ptr::null_mut());
+/// The nodes of this process, one per database file with a WAL index in use; a forked
+/// child starts without the parent's.
+static NODES: ProcessRegistry<Node> = ProcessRegistry::new();
 
 fn registry() -> &'static Registry {
-    let current = REGISTRY.load(Ordering::Acquire);
-    if !current.is_null() {
-        // SAFETY: registries are leaked boxes, never freed, so the pointer stays valid.
-        return unsafe { &*current };
-    }
-    let fresh = Box::into_raw(Box::new(Mutex::new(Vec::new())));
-    match REGISTRY.compare_exchange(
-        std::ptr::null_mut(),
-        fresh,
-        Ordering::AcqRel,
-        Ordering::Acquire,
-    ) {
-        Ok(_) => {
-            register_child_hook(forget_registry_after_fork);
-            // SAFETY: just leaked above; never freed.
-            unsafe { &*fresh }
-        }
-        Err(existing) => {
-            // SAFETY: `fresh` was never published; we still own it.
-            drop(unsafe { Box::from_raw(fresh) });
-            // SAFETY: as above, registries are never freed.
-            unsafe { &*existing }
-        }
-    }
+    NODES.list(forget_registry_after_fork)
 }
 
-/// Fork hook: the child's next WAL-index user builds its own node. Touches one atomic.
+/// Fork hook: the child's next WAL-index user builds its own node.
 fn forget_registry_after_fork() {
-    REGISTRY.store(std::ptr::null_mut(), Ordering::Release);
+    NODES.forget();
 }
 
 /// Locks a mutex whose data stays consistent even if a holder panicked (every update
@@ -340,11 +323,15 @@ impl NodeState {
 
     /// Unmaps every region and closes the descriptor, which releases the node's OFD
     /// locks (or parks it while a `unix` connection of this process holds POSIX locks on
-    /// the -shm file). Idempotent.
-    fn close(&mut self) {
+    /// the -shm file). Idempotent. A failed close is logged under `db_path`.
+    fn close(&mut self, log: &impl ErrorLog, db_path: &str) {
         self.unmap_all();
         if self.fd >= 0 {
-            crate::lock::close_preserving_process_locks(self.fd);
+            // The DMS lock and any slot still held: a parked descriptor must block nobody.
+            let _ = set_lock(self.fd, LockType::Unlock, 0, 0);
+            crate::lock::close_preserving_process_locks(self.fd, |errno| {
+                log.os_error(SQLITE_IOERR_CLOSE, "close", db_path, errno)
+            });
             self.fd = -1;
         }
     }
@@ -362,7 +349,7 @@ impl NodeState {
 
 impl Drop for NodeState {
     fn drop(&mut self) {
-        self.close();
+        self.close(&NoLog, "");
     }
 }
 
@@ -523,11 +510,13 @@ impl Shm {
 
     /// xShmUnmap: detach; when this was the node's last connection, unmap, close
     /// (dropping the OFD locks) and, if SQLite says so, delete the file.
-    pub(crate) fn close(mut self, delete: bool) {
-        self.leave(delete);
+    /// A failed close of the `-shm` descriptor is logged under `db_path`, the leaving
+    /// connection's database, as os_unix.c's unixShmPurge logs it.
+    pub(crate) fn close(mut self, delete: bool, log: &impl ErrorLog, db_path: &str) {
+        self.leave(delete, log, db_path);
     }
 
-    fn leave(&mut self, delete: bool) {
+    fn leave(&mut self, delete: bool, log: &impl ErrorLog, db_path: &str) {
         assert!(!self.left);
         self.left = true;
         let node = Arc::clone(&self.node);
@@ -551,14 +540,14 @@ impl Shm {
             unsafe { calls::unlink(state.path.as_ptr()) };
         }
         // Under the registry lock: a new node for the file never meets this one's fd.
-        state.close();
+        state.close(log, db_path);
     }
 }
 
 impl Drop for Shm {
     fn drop(&mut self) {
         if !self.left {
-            self.leave(false);
+            self.leave(false, &NoLog, "");
         }
     }
 }
@@ -626,13 +615,6 @@ mod tests {
     /// The registry is per process and one test forgets it: one test at a time.
     static SERIAL: Mutex<()> = Mutex::new(());
 
-    /// Unit tests run without SQLite linked: nothing to log to.
-    struct NoLog;
-
-    impl ErrorLog for NoLog {
-        fn os_error(&self, _: std::ffi::c_int, _: &str, _: &str, _: i32) {}
-    }
-
     fn stat_of(path: &std::path::Path) -> libc::stat {
         let file = std::fs::File::create(path).unwrap();
         crate::sys::fstat(std::os::fd::AsRawFd::as_raw_fd(&file)).unwrap()
@@ -659,7 +641,7 @@ mod tests {
         drop(in_child);
         drop(second);
         let node = Arc::clone(&first.node);
-        first.close(true);
+        first.close(true, &NoLog, "");
         // The last connection closed the descriptor and deleted the file.
         assert_eq!(lock_ignoring_poison(&node.state).fd, -1);
         assert!(!dir.path().join("node.db-shm").exists());

@@ -363,12 +363,19 @@ fn pending_blocks_new_readers(db: &Path, ours: &Connection, stock: &mut StockSes
          locked\", got {printed:?}; transcript:\n{}",
         stock.transcript()
     );
+    // A new connection of this process shares the SHARED lock the process holds, PENDING
+    // or not, as a second `unix` connection of one process does (os_unix.c counts SHARED
+    // holders per process); once the process reads no more, PENDING keeps it out.
     let newcomer = ours_no_wait(db);
+    assert_eq!(
+        count_rows(&newcomer).expect("new io_uring reader beside this process's reader"),
+        before + 1
+    );
+    reader.execute_batch("COMMIT").unwrap();
     assert_busy(
         "new io_uring reader while stock sqlite3 holds PENDING",
         count_rows(&newcomer),
     );
-    reader.execute_batch("COMMIT").unwrap();
     stock.run_ok("COMMIT;");
     assert_eq!(count_rows(&newcomer).unwrap(), before + 2);
 }
@@ -1059,7 +1066,11 @@ impl BtrfsMount {
 
 impl Drop for BtrfsMount {
     fn drop(&mut self) {
+        // Lazily: a descriptor this process parked (or a connection still open) keeps the
+        // filesystem busy until the process exits, and a plain umount would then fail and
+        // leave the mount and its loop device behind.
         let _ = std::process::Command::new("umount")
+            .arg("-l")
             .arg(self.mount.path())
             .status();
     }

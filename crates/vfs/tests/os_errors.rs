@@ -475,6 +475,62 @@ fn failed_closes_are_logged_like_unix() {
     );
 }
 
+/// A database's descriptor (os_unix.c closeUnixFile), its `-shm` descriptor (unixShmPurge,
+/// logged under the database's name) and the directory descriptors that a new journal's
+/// first sync and a `synchronous=EXTRA` delete open (unixSync: under the journal's name;
+/// unixDelete: under no name): each failed close is logged as `unix` logs it, and fails
+/// nothing.
+#[test]
+fn failed_closes_of_databases_wal_indexes_and_directories_are_logged_like_unix() {
+    let _serial = setup();
+    let close = [(c"close", erase(st_close as unsafe extern "C" fn(_) -> _))];
+    let read_and_close = |path: &Path, vfs_name: &str| {
+        let conn = open(path, vfs_name);
+        let read = conn.query_row("SELECT count(*) FROM t", [], |_| Ok(()));
+        drop(conn);
+        vec![code_of(read)]
+    };
+
+    let seen = compare(SEED_SQL, &close, ("test.db", libc::EIO), read_and_close);
+    assert_eq!(seen.codes, [0]);
+    assert_eq!(
+        os_lines(&seen),
+        ["os_unix.c:N: (5) close(DIR/test.db) - Input/output error"],
+        "{seen:?}"
+    );
+
+    // The last connection deletes the -shm file before it closes its descriptor, under
+    // both VFSes.
+    let wal = format!("{SEED_SQL}; PRAGMA journal_mode=WAL;");
+    let shm = ("test.db-shm (deleted)", libc::EIO);
+    let seen = compare(&wal, &close, shm, read_and_close);
+    assert_eq!(seen.codes, [0]);
+    assert_eq!(
+        os_lines(&seen),
+        ["os_unix.c:N: (5) close(DIR/test.db) - Input/output error"],
+        "{seen:?}"
+    );
+
+    let seen = compare(SEED_SQL, &close, ("", 0), |path, vfs_name| {
+        let conn = open(path, vfs_name);
+        conn.execute_batch("PRAGMA synchronous=EXTRA").unwrap();
+        // Only the directory's descriptors fail from here on.
+        let dir = path.parent().unwrap().to_string_lossy().into_owned();
+        fail_on(&dir, libc::EIO);
+        let deleted = conn.execute("DELETE FROM t WHERE k < 50", []);
+        vec![code_of(deleted)]
+    });
+    assert_eq!(seen.codes, [0]);
+    assert_eq!(
+        os_lines(&seen),
+        [
+            "os_unix.c:N: (5) close(DIR/test.db-journal) - Input/output error",
+            "os_unix.c:N: (5) close() - Input/output error",
+        ],
+        "{seen:?}"
+    );
+}
+
 /// Failed reads and a replaced openDirectory that fails: os_unix.c logs neither (its
 /// openDirectory logs inside itself, which a replacement is not).
 #[test]

@@ -949,6 +949,59 @@ fn a_second_connection_shares_the_wal_index_like_unix() {
     assert_eq!(outcome.codes, vec![0, 0, 0, 1]);
 }
 
+/// Connections of one process share the database's lock as os_unix.c's do: while one
+/// connection reads, a second one's read transactions take and drop SHARED without a
+/// locking `fcntl` (a rollback-mode reader pool makes `unix`'s system calls, not a set
+/// per connection), and the rules between them are `unix`'s: a writer's EXCLUSIVE waits
+/// for the other reader and stays PENDING, which keeps new readers and a second writer
+/// out, until the reader is done.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn connections_of_one_process_share_the_database_lock_like_unix() {
+    let _serial = serial();
+    let calls = [(
+        c"fcntl",
+        erase(st_fcntl as unsafe extern "C" fn(_, _, _) -> _),
+    )];
+    let outcome = compare(
+        SEED_SQL,
+        &calls,
+        || set_plan("test.db", 0, 0, -1, false),
+        |path, vfs_name| {
+            let no_wait = |conn: &rusqlite::Connection| {
+                conn.busy_timeout(std::time::Duration::ZERO).unwrap();
+            };
+            let first = open(path, vfs_name);
+            no_wait(&first);
+            first.execute_batch("BEGIN").unwrap();
+            let mut codes = vec![count_code(&first)];
+            let second = open(path, vfs_name);
+            no_wait(&second);
+            PLAN.seen.store(0, Ordering::SeqCst);
+            codes.push(count_code(&second));
+            codes.push(count_code(&second));
+            codes.push(PLAN.seen.swap(0, Ordering::SeqCst) as i32);
+            codes.push(code_of(
+                second.execute_batch("BEGIN; DELETE FROM t WHERE k < 10;"),
+            ));
+            codes.push(code_of(second.execute_batch("COMMIT")));
+            let third = open(path, vfs_name);
+            no_wait(&third);
+            codes.push(count_code(&third));
+            codes.push(code_of(first.execute_batch("DELETE FROM t WHERE k = 20")));
+            codes.push(code_of(first.execute_batch("COMMIT")));
+            codes.push(code_of(second.execute_batch("COMMIT")));
+            codes.push(count_code(&third));
+            codes
+        },
+    );
+    let busy = ffi::SQLITE_BUSY;
+    assert_eq!(
+        outcome.codes,
+        vec![0, 0, 0, 0, 0, busy, busy, busy, 0, 0, 0]
+    );
+}
+
 /// Every lock request interrupted (EINTR), for good: os_unix.c does not retry a
 /// non-blocking lock, it reports SQLITE_BUSY. Retrying forever would hang.
 #[cfg(target_arch = "x86_64")]

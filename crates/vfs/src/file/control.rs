@@ -25,7 +25,7 @@ impl File {
                 .set_level_without_os_lock(level.max(self.lock.level()));
             return Ok(());
         }
-        self.lock.lock(self.fd, level)
+        self.lock.lock(level)
     }
 
     pub(crate) fn unlock(&mut self, level: c_int) -> Result<(), Failure> {
@@ -40,7 +40,7 @@ impl File {
                 .set_level_without_os_lock(level.min(self.lock.level()));
             return Ok(());
         }
-        self.lock.unlock(self.fd, level)
+        self.lock.unlock(level)
     }
 
     pub(crate) fn check_reserved_lock(&mut self) -> Result<bool, Failure> {
@@ -48,7 +48,7 @@ impl File {
         if self.nolock {
             return Ok(false);
         }
-        self.lock.check_reserved(self.fd)
+        self.lock.check_reserved()
     }
 
     pub(crate) fn sector_size(&self) -> c_int {
@@ -221,11 +221,7 @@ impl File {
                 ControlReply::Int(external as c_int)
             }
             FileControl::NullIo => {
-                crate::sys::close(self.fd);
-                self.fd = -1;
-                if let Some(direct) = self.direct.take() {
-                    crate::sys::close(direct.fd);
-                }
+                self.close_descriptors();
                 ControlReply::Done
             }
             FileControl::Pragma { name, value } => self.pragma(&name, value.as_deref()),
@@ -293,7 +289,7 @@ impl File {
     pub(crate) fn shm_unmap(&mut self, delete: bool) {
         let _ = self.flush_queue(write_behind::Caller::Quiet);
         if let Some(shm) = self.shm.take() {
-            shm.close(delete);
+            shm.close(delete, &self.vfs.api, self.path.as_deref().unwrap_or(""));
         }
     }
 

@@ -183,6 +183,43 @@ impl File {
     }
 }
 
+impl File {
+    /// Closes the file's descriptors (at close, or for `SQLITE_FCNTL_NULL_IO`), after
+    /// the database's lock state has let go of them. Every failed close is logged under
+    /// this file's name, as os_unix.c's robust_close logs those of closeUnixFile and
+    /// closePendingFds. Linux frees a descriptor whatever close(2) returns, so nothing
+    /// leaks.
+    fn close_descriptors(&mut self) {
+        let direct = self.direct.take();
+        let fd = std::mem::replace(&mut self.fd, -1);
+        // The process's lock state may keep `fd` (other connections lock through it) or
+        // hand back one it kept from a connection closed earlier.
+        let detached = self.lock.detach(fd);
+        let failed_close = |errno| {
+            self.log_os_error(crate::ffi::SQLITE_IOERR_CLOSE, "close", errno);
+        };
+        if let Some(kept) = detached.close_kept {
+            crate::lock::close_preserving_process_locks(kept, failed_close);
+        }
+        if let Some(direct) = direct {
+            // Same inode as `fd`: closing it would drop this process's POSIX locks too.
+            crate::lock::close_preserving_process_locks(direct.fd, failed_close);
+        }
+        if fd < 0 || !detached.close_own {
+            return;
+        }
+        if self.carries_locks {
+            crate::lock::close_preserving_process_locks(fd, failed_close);
+        } else {
+            // Nobody locks journals, WALs or temp files.
+            // SAFETY: the descriptor is ours and closed once, here.
+            if unsafe { crate::sys::calls::close(fd) } != 0 {
+                failed_close(crate::sys::last_errno());
+            }
+        }
+    }
+}
+
 impl Drop for File {
     fn drop(&mut self) {
         let queue = self.queue.take();
@@ -190,29 +227,12 @@ impl Drop for File {
             queue.flush_before_close(self.id);
         }
         self.mmap.unmap();
-        self.shm = None;
-        if let Some(direct) = self.direct.take() {
-            // Same inode as `fd`: closing it would drop this process's POSIX locks too.
-            crate::lock::close_preserving_process_locks(direct.fd);
+        if let Some(shm) = self.shm.take() {
+            // Not unmapped by SQLite (an error path): detached here, where a failed close
+            // of the -shm descriptor can still be logged under this file's name.
+            shm.close(false, &self.vfs.api, self.path.as_deref().unwrap_or(""));
         }
-        if self.fd >= 0 {
-            if self.carries_locks {
-                crate::lock::close_preserving_process_locks(self.fd);
-            } else {
-                // Nobody locks journals, WALs or temp files. A failed close leaks nothing
-                // (Linux frees the descriptor whatever close(2) returns) and is only
-                // logged, as os_unix.c robust_close does.
-                // SAFETY: the descriptor is ours and closed once, here.
-                if unsafe { crate::sys::calls::close(self.fd) } != 0 {
-                    self.log_os_error(
-                        crate::ffi::SQLITE_IOERR_CLOSE,
-                        "close",
-                        crate::sys::last_errno(),
-                    );
-                }
-            }
-            self.fd = -1;
-        }
+        self.close_descriptors();
         if let Some(queue) = queue {
             write_behind::release(queue);
         }

@@ -299,7 +299,10 @@ impl File {
                         SQLITE_CANTOPEN,
                         &format!("sqlite-uring: cannot open {path}: {why}"),
                     );
-                    crate::lock::close_preserving_process_locks(fd);
+                    crate::lock::close_preserving_process_locks(fd, |errno| {
+                        vfs.api
+                            .log_os_error(SQLITE_IOERR_CLOSE, "close", &path, errno)
+                    });
                     return Err(Failure::CantOpen(match why {
                         DirectOpenError::Open(errno) => errno,
                         DirectOpenError::Alignment(_) => libc::EINVAL,
@@ -308,6 +311,43 @@ impl File {
             }
         } else {
             None
+        };
+        // A main database joins the process's lock state of its file (os_unix.c
+        // findInodeInfo, which fstats at open too); the inode is also what
+        // `has_moved` compares the path with.
+        let is_main_db = file_type & SQLITE_OPEN_MAIN_DB != 0;
+        let (lock, identity) = if is_main_db && !options.uri.nolock {
+            match crate::sys::fstat(fd) {
+                Ok(st) => (
+                    DbLock::attach(
+                        fd,
+                        &st,
+                        out_flags & SQLITE_OPEN_READWRITE != 0,
+                        vfs.api.pending_byte(),
+                    ),
+                    Some((st.st_dev, st.st_ino)),
+                ),
+                Err(errno) => {
+                    let failed_close = |errno| {
+                        vfs.api
+                            .log_os_error(SQLITE_IOERR_CLOSE, "close", &path, errno)
+                    };
+                    if let Some(direct) = direct {
+                        crate::lock::close_preserving_process_locks(direct.fd, failed_close);
+                    }
+                    crate::lock::close_preserving_process_locks(fd, failed_close);
+                    return Err(Failure::CantOpen(errno));
+                }
+            }
+        } else {
+            // Only a main database is locked; SQLite's tests move the pending byte before
+            // opening any (changing it with a database open is undefined behaviour).
+            let pending_byte = if is_main_db {
+                vfs.api.pending_byte()
+            } else {
+                crate::api::DEFAULT_PENDING_BYTE
+            };
+            (DbLock::new(pending_byte), None)
         };
         if is_delete && unnamed_fd.is_none() {
             // Unlinking now means even a crash cannot leave the file behind.
@@ -352,13 +392,7 @@ impl File {
             direct,
             engine,
             sync_mode: options.sync_mode,
-            // Only a main database is locked; SQLite's tests move the pending byte before
-            // opening any (changing it with a database open is undefined behaviour).
-            lock: DbLock::new(if file_type & SQLITE_OPEN_MAIN_DB != 0 {
-                vfs.api.pending_byte()
-            } else {
-                crate::api::DEFAULT_PENDING_BYTE
-            }),
+            lock,
             nolock: options.uri.nolock,
             psow: options.uri.psow,
             persist_wal: false,
@@ -368,7 +402,7 @@ impl File {
             last_errno: 0,
             private: is_delete,
             cached_size_bytes: None,
-            identity: None,
+            identity,
             stats: std::sync::Arc::new(SharedStats::default()),
             shm: None,
             mmap: MemoryMap::new(0, vfs.mmap_eof_buffer_bytes),

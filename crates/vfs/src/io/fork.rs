@@ -11,8 +11,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
 static FORK_HANDLER: std::sync::Once = std::sync::Once::new();
 
-/// Most hooks that can be registered; there is one user (the write-behind queue).
-const MAX_HOOKS: usize = 4;
+/// Most hooks that can be registered (the write-behind queue, the WAL-index nodes and
+/// the database lock states use one each).
+const MAX_HOOKS: usize = 8;
 
 /// Registered hooks, as `fn()` pointers cast to usize (0 = empty slot): plain atomics, so
 /// the child reads them without taking a lock another thread of the parent may have held.
@@ -60,4 +61,58 @@ pub(crate) fn register_child_hook(hook: fn()) {
         }
     }
     panic!("more than {MAX_HOOKS} fork hooks registered");
+}
+
+/// A process-wide list of shared per-file state (the WAL-index nodes, the database lock
+/// states), one list per process: a forked child starts from an empty one. The list sits
+/// behind a pointer so that the child can drop it without taking a lock a thread of its
+/// parent may have held at the fork; the parent's list is leaked in the child (its
+/// entries belong to the parent's connections).
+pub(crate) struct ProcessRegistry<T> {
+    list: std::sync::atomic::AtomicPtr<std::sync::Mutex<Vec<std::sync::Arc<T>>>>,
+}
+
+impl<T> ProcessRegistry<T> {
+    pub(crate) const fn new() -> ProcessRegistry<T> {
+        ProcessRegistry {
+            list: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    /// This process's list. `forget` is the `fn()` that calls [`Self::forget`] on this
+    /// registry; it is registered as a fork hook when the list is first made.
+    pub(crate) fn list(
+        &'static self,
+        forget: fn(),
+    ) -> &'static std::sync::Mutex<Vec<std::sync::Arc<T>>> {
+        let current = self.list.load(Ordering::Acquire);
+        if !current.is_null() {
+            // SAFETY: lists are leaked boxes, never freed, so the pointer stays valid.
+            return unsafe { &*current };
+        }
+        let fresh = Box::into_raw(Box::new(std::sync::Mutex::new(Vec::new())));
+        match self.list.compare_exchange(
+            std::ptr::null_mut(),
+            fresh,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => {
+                register_child_hook(forget);
+                // SAFETY: just leaked above; never freed.
+                unsafe { &*fresh }
+            }
+            Err(existing) => {
+                // SAFETY: `fresh` was never published; we still own it.
+                drop(unsafe { Box::from_raw(fresh) });
+                // SAFETY: as above, lists are never freed.
+                unsafe { &*existing }
+            }
+        }
+    }
+
+    /// For the fork hook: the child's next user makes a new list. Touches one atomic.
+    pub(crate) fn forget(&self) {
+        self.list.store(std::ptr::null_mut(), Ordering::Release);
+    }
 }
