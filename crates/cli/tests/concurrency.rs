@@ -66,6 +66,10 @@ fn a_tiny_run_of_every_pattern_exports_both_targets() {
         for kind in ["lookup", "scan", "commit"] {
             expected.push(format!("readers wal {n} {kind}"));
         }
+        // A rollback-mode reader pool has no writer.
+        for kind in ["lookup", "scan"] {
+            expected.push(format!("readers delete {n} {kind}"));
+        }
         for journal in ["delete", "wal"] {
             expected.push(format!("databases {journal} {n} commit"));
         }
