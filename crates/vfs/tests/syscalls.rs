@@ -1002,6 +1002,45 @@ fn connections_of_one_process_share_the_database_lock_like_unix() {
     );
 }
 
+/// A read-only connection opened first lends the process's lock state its descriptor;
+/// a writable connection opened next must still get its write locks (a write lock needs
+/// a descriptor open for writing), while the read-only one keeps reading: the same codes
+/// as `unix` under the same steps.
+#[test]
+fn a_read_only_first_connection_does_not_stop_a_writer_of_the_process() {
+    let _serial = serial();
+    let outcome = compare(
+        SEED_SQL,
+        &[],
+        || set_plan("", 0, 0, -1, false),
+        |path, vfs_name| {
+            let reader = rusqlite::Connection::open_with_flags_and_vfs(
+                path,
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+                vfs_name,
+            )
+            .unwrap();
+            reader.busy_timeout(std::time::Duration::ZERO).unwrap();
+            reader.execute_batch("BEGIN").unwrap();
+            let mut codes = vec![count_code(&reader)];
+            let writer = open(path, vfs_name);
+            writer.busy_timeout(std::time::Duration::ZERO).unwrap();
+            codes.push(code_of(
+                writer.execute_batch("BEGIN IMMEDIATE; DELETE FROM t WHERE k <= 10;"),
+            ));
+            codes.push(code_of(writer.execute_batch("COMMIT")));
+            codes.push(code_of(reader.execute_batch("COMMIT")));
+            codes.push(code_of(writer.execute_batch("COMMIT")));
+            codes.push(count_code(&reader));
+            drop(reader);
+            codes.push(code_of(writer.execute_batch("DELETE FROM t WHERE k <= 20")));
+            codes
+        },
+    );
+    assert_eq!(outcome.codes, vec![0, 0, ffi::SQLITE_BUSY, 0, 0, 0, 0]);
+    assert_eq!(outcome.rows.0, 180);
+}
+
 /// Every lock request interrupted (EINTR), for good: os_unix.c does not retry a
 /// non-blocking lock, it reports SQLITE_BUSY. Retrying forever would hang.
 #[cfg(target_arch = "x86_64")]
