@@ -162,9 +162,10 @@ fn forget_inodes_after_fork() {
     INODES.forget();
 }
 
-/// Locks a mutex whose data stays consistent even if a holder panicked (no update below
-/// is left half done by a call that can fail).
-fn lock_ignoring_poison<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+/// Locks a mutex whose data stays consistent even if a holder panicked (the lock states
+/// here and the WAL-index nodes of `shm` leave no update half done across a call that
+/// can fail).
+pub(crate) fn lock_ignoring_poison<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())

@@ -41,7 +41,7 @@
 
 use std::ffi::CString;
 use std::os::fd::RawFd;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use crate::api::SqliteApi;
 use crate::error::Failure;
@@ -52,7 +52,7 @@ use crate::ffi::{
 };
 use crate::io::fork::ProcessRegistry;
 use crate::io::Submitter;
-use crate::lock::{conflicting_lock, set_lock, LockType};
+use crate::lock::{conflicting_lock, lock_ignoring_poison, set_lock, LockType};
 use crate::sys::calls;
 
 /// Offset of the first lock slot in the `-shm` file (os_unix.c UNIX_SHM_BASE:
@@ -106,14 +106,6 @@ fn registry() -> &'static Registry {
 /// Fork hook: the child's next WAL-index user builds its own node.
 fn forget_registry_after_fork() {
     NODES.forget();
-}
-
-/// Locks a mutex whose data stays consistent even if a holder panicked (every update
-/// below is completed before anything that can fail is called).
-fn lock_ignoring_poison<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 // ─── The node: one per database file per process ────────────────────────────────────────
