@@ -171,6 +171,15 @@ pub(crate) fn lock_ignoring_poison<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// The process's lock state a database's lock belongs to, locked. Takes the field, not
+/// the `DbLock`, so the caller can update its own level while holding it.
+fn state_of(inode: &Option<Arc<Inode>>) -> MutexGuard<'_, InodeState> {
+    let inode = inode
+        .as_deref()
+        .expect("SQLite locks only main databases, which have a lock state");
+    lock_ignoring_poison(&inode.state)
+}
+
 /// What a connection that closes hands back: which descriptors to close, with
 /// [`close_preserving_process_locks`].
 pub(crate) struct Detached {
@@ -262,12 +271,6 @@ impl DbLock {
         self.level
     }
 
-    fn inode(&self) -> &Inode {
-        self.inode
-            .as_deref()
-            .expect("SQLite locks only main databases, which have a lock state")
-    }
-
     /// xLock: raise the lock to `level` (SHARED, RESERVED or EXCLUSIVE).
     pub(crate) fn lock(&mut self, level: c_int) -> Result<(), Failure> {
         if self.level >= level {
@@ -281,11 +284,7 @@ impl DbLock {
             |otherwise: fn(i32) -> Failure| move |errno| Failure::from_lock_errno(errno, otherwise);
         let (pending_byte, reserved_byte, shared_first) =
             (self.pending_byte, self.reserved_byte(), self.shared_first());
-        let inode = self
-            .inode
-            .as_deref()
-            .expect("SQLite locks only main databases, which have a lock state");
-        let mut state = lock_ignoring_poison(&inode.state);
+        let mut state = state_of(&self.inode);
         assert!(state.level >= self.level);
 
         // Another connection of this process holds a lock that precludes this one: a
@@ -360,11 +359,7 @@ impl DbLock {
             return Ok(());
         }
         let (pending_byte, shared_first) = (self.pending_byte, self.shared_first());
-        let inode = self
-            .inode
-            .as_deref()
-            .expect("SQLite locks only main databases, which have a lock state");
-        let mut state = lock_ignoring_poison(&inode.state);
+        let mut state = state_of(&self.inode);
         let fd = state.fd;
         if self.level > SQLITE_LOCK_SHARED {
             // Only one connection of the process holds more than SHARED.
@@ -396,7 +391,7 @@ impl DbLock {
         if self.level > SQLITE_LOCK_SHARED {
             return Ok(true);
         }
-        let state = lock_ignoring_poison(&self.inode().state);
+        let state = state_of(&self.inode);
         if state.level > SQLITE_LOCK_SHARED {
             return Ok(true);
         }
