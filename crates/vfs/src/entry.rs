@@ -77,6 +77,9 @@ unsafe fn with_file(
     let what = call.name();
     let started = trace::start(trace::TARGET_VFS);
     let code = guard(Some(vfs), what, || {
+        if !matches!(call, Call::Write { .. }) {
+            file.end_commit_pages();
+        }
         let result = body(file);
         if let Err(failure) = result {
             if failure.errno() != 0 {

@@ -3,8 +3,9 @@
 //! database pages, written before the commit):
 //! * a normal exit (`exit()`, return from `main`) leaves the files byte-identical to
 //!   `unix`'s: the VFS writes its queued writes at exit, as `unix` wrote them at `xWrite`;
-//! * SIGKILL loses only bytes SQLite had not committed: the committed data, the
-//!   rollback journal and the committed part of the WAL are the same as `unix`'s;
+//! * SIGKILL loses only WAL frames SQLite had not committed: the committed data, the
+//!   rollback journal, the rollback-mode database (spilled pages included) and the
+//!   committed part of the WAL are the same as `unix`'s;
 //! * a `fork()`ed child's exit never writes its parent's queued writes.
 //!
 //! Each writer is this test binary re-run as a child (`SQLITE_URING_TEST_WRITER`), with
@@ -296,11 +297,15 @@ fn sigkill_loses_only_uncommitted_bytes(mode: Mode) {
             );
         }
         Mode::Rollback => {
-            // The journal (every record flushed before SQLite changes its page) is the
-            // same; the database may lack spilled pages, which the journal undoes.
+            // The journal (every record flushed before SQLite changes its page) and the
+            // database (spilled pages are written before xWrite returns) are the same.
             assert!(
                 read(unix_dir, "x.db-journal") == read(ours_dir, "x.db-journal"),
                 "x.db-journal differs"
+            );
+            assert!(
+                read(unix_dir, "x.db") == read(ours_dir, "x.db"),
+                "x.db differs: a spilled page was lost with the process"
             );
         }
     }

@@ -56,6 +56,9 @@ pub(crate) struct File {
     commit_frame_pending: bool,
     /// Between SQLITE_FCNTL_CKPT_START and CKPT_DONE: writes go straight through.
     in_checkpoint: bool,
+    /// A main database whose commit is writing its pages: opened by the write of page 1,
+    /// closed by any other call on this file (`rw.rs`, "Pages outside a commit").
+    commit_pages: bool,
     /// Full path; `None` for anonymous temporary files.
     path: Option<String>,
     /// The O_DIRECT descriptor of a main database opened with `uring_direct=on`.
@@ -119,6 +122,11 @@ impl File {
         self.vfs
             .api
             .log_os_error(code, call, self.path.as_deref().unwrap_or(""), errno);
+    }
+
+    /// Every call on the file but xWrite ends a commit's run of page writes.
+    pub(crate) fn end_commit_pages(&mut self) {
+        self.commit_pages = false;
     }
 
     /// Opened with `nolock=1`: no OS locks and no shared memory (os_unix.c's

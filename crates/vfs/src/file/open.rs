@@ -388,6 +388,7 @@ impl File {
             sync_plan: options.uri.sync_plan,
             commit_frame_pending: false,
             in_checkpoint: false,
+            commit_pages: false,
             path: (!name.is_null()).then_some(path),
             direct,
             engine,

@@ -1,7 +1,8 @@
 //! xRead, xWrite, xTruncate, xSync and xFileSize. xWrite decides which writes must reach
 //! the kernel before it returns (write-behind's flush points that only the file can see:
-//! a WAL commit frame, a rollback-journal record's end, a memory-mapped file, a
-//! checkpoint); the rest of the rule is in `write_behind.rs`.
+//! a WAL commit frame, a rollback-journal record's end, a database page outside a
+//! commit, a memory-mapped file, a checkpoint); the rest of the rule is in
+//! `write_behind.rs`.
 
 use std::ffi::c_int;
 
@@ -126,6 +127,25 @@ impl File {
             && previous_write_start % 8 == JOURNAL_PAGE_NUMBER_BYTES;
         self.last_write_end = offset + buf.len() as i64;
         self.last_write_len = buf.len();
+        // Pages outside a commit. A rollback-mode database page written before its
+        // transaction commits — a spill of an overflowing page cache, or
+        // `sqlite3_db_cacheflush()` — is followed by no VFS call that could flush it, so
+        // it is written before xWrite returns, as under `unix`: a copy of the file, or a
+        // reader of its bytes, sees it at once. A commit's pages are queued: SQLite writes
+        // them in page order (pager.c `pager_write_pagelist` over the sorted dirty list)
+        // and page 1 first, because every rollback commit that changes the file changes
+        // page 1's change counter (`pager_incr_changecounter`), while page 1 is never
+        // spilled (the b-tree holds it referenced during a write transaction, and only
+        // unreferenced pages are spilled or cache-flushed). So the write of page 1 opens
+        // the commit's run, and any other call on the file (its `SQLITE_FCNTL_SYNC`, a
+        // lock change, a read) closes it (`end_commit_pages`). A commit that leaves
+        // page 1 alone (`locking_mode=EXCLUSIVE` after the first commit) writes its pages
+        // at once, as `unix` does. A WAL-mode database is written only by checkpoints,
+        // which write through anyway.
+        if self.carries_locks && offset == 0 {
+            self.commit_pages = true;
+        }
+        let page_outside_commit = self.carries_locks && !self.commit_pages;
         if let Some(direct) = self.direct.as_mut() {
             direct.invalidate_range(offset as u64, buf.len());
         }
@@ -136,6 +156,7 @@ impl File {
             // mapping without another VFS call (its sorter does): they must be in the page
             // cache when xWrite returns, as with `unix`.
             let flush_now = self.in_checkpoint
+                || page_outside_commit
                 || journal_record_end
                 || self.mmap.is_mapped()
                 || std::mem::take(&mut self.commit_frame_pending);
