@@ -175,8 +175,9 @@ impl Default for Options {
 }
 
 /// The URI parameters this VFS owns; any other `uring_*` key is rejected at open.
-pub(crate) const URI_PARAMETERS: [&str; 10] = [
+pub(crate) const URI_PARAMETERS: [&str; 11] = [
     "uring_direct",
+    "uring_wal_direct",
     "uring_sqpoll",
     "uring_reads",
     "uring_writes",
@@ -197,6 +198,8 @@ pub(crate) struct UriOptions {
     pub(crate) fallback_to_syscall: Option<bool>,
     pub(crate) sync_mode: Option<SyncMode>,
     pub(crate) direct: Option<bool>,
+    /// `uring_wal_direct`: the WAL's synced commits go O_DIRECT (`direct.rs`, `WalDirect`).
+    pub(crate) wal_direct: bool,
     pub(crate) sqpoll: Option<bool>,
     pub(crate) reads: Option<Submission>,
     pub(crate) writes: Option<Submission>,
@@ -247,6 +250,7 @@ impl UriOptions {
             sync_mode: choice(c"uring_sync", "fsync or fdatasync")?
                 .and_then(|v| SyncMode::parse(&v)),
             direct: on_off(c"uring_direct")?,
+            wal_direct: on_off(c"uring_wal_direct")?.unwrap_or(false),
             sqpoll: on_off(c"uring_sqpoll")?,
             reads: submission(c"uring_reads")?,
             writes: submission(c"uring_writes")?,
@@ -302,6 +306,7 @@ mod tests {
                 fallback_to_syscall: None,
                 sync_mode: None,
                 direct: None,
+                wal_direct: false,
                 sqpoll: None,
                 reads: None,
                 writes: None,
@@ -322,6 +327,7 @@ mod tests {
             ("uring_fallback", "syscall"),
             ("uring_sync", "fdatasync"),
             ("uring_direct", "on"),
+            ("uring_wal_direct", "on"),
             ("uring_sqpoll", "off"),
             ("uring_reads", "ring"),
             ("uring_writes", "syscall"),
@@ -337,6 +343,7 @@ mod tests {
         assert_eq!(options.fallback_to_syscall, Some(true));
         assert_eq!(options.sync_mode, Some(SyncMode::Fdatasync));
         assert_eq!(options.direct, Some(true));
+        assert!(options.wal_direct);
         assert_eq!(options.sqpoll, Some(false));
         assert_eq!(options.reads, Some(Submission::Ring));
         assert_eq!(options.writes, Some(Submission::Syscall));

@@ -11,7 +11,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use crate::error::Failure;
 use crate::ffi::*;
 use crate::file::control::{ControlReply, FileControl};
-use crate::file::File;
+use crate::file::{CallKind, File};
 use crate::sys::calls;
 use crate::trace::{self, Call};
 use crate::vfs::VfsState;
@@ -58,6 +58,19 @@ unsafe fn file_of<'a>(raw: *mut sqlite3_file) -> &'a mut File {
     unsafe { &mut *(*(raw as *mut RawFile)).file }
 }
 
+/// Numbers this thread's file-method calls, so a file can tell that one call came right
+/// after another with no call on any other file in between.
+fn next_call_number() -> u64 {
+    thread_local! {
+        static CALLS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+    CALLS.with(|calls| {
+        let number = calls.get() + 1;
+        calls.set(number);
+        number
+    })
+}
+
 /// Runs a file method; a failure's errno is remembered for SQLITE_FCNTL_LAST_ERRNO. With
 /// tracing on, the call is recorded with its result and duration. Failed system calls are
 /// logged where they fail, as os_unix.c's unixLogError does, only for the calls it logs
@@ -77,9 +90,14 @@ unsafe fn with_file(
     let what = call.name();
     let started = trace::start(trace::TARGET_VFS);
     let code = guard(Some(vfs), what, || {
-        if !matches!(call, Call::Write { .. }) {
-            file.end_commit_pages();
-        }
+        file.note_call(
+            next_call_number(),
+            match call {
+                Call::Write { .. } => CallKind::Write,
+                Call::Sync { .. } => CallKind::Sync,
+                _ => CallKind::Other,
+            },
+        );
         let result = body(file);
         if let Err(failure) = result {
             if failure.errno() != 0 {

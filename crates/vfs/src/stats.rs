@@ -24,10 +24,13 @@ pub struct IoStats {
     pub direct_reads: u64,
     /// xRead calls served from the O_DIRECT read-ahead buffer, without a kernel entry.
     pub readahead_hits: u64,
+    /// Block-aligned writes of a WAL's frames through its O_DIRECT descriptor
+    /// (`uring_wal_direct`).
+    pub wal_direct_writes: u64,
 }
 
 /// Number of counters in [`IoStats`].
-const FIELD_COUNT: usize = 11;
+const FIELD_COUNT: usize = 12;
 
 /// Names of the counters, in [`IoStats::as_array`] order (the JSON keys).
 const FIELD_NAMES: [&str; FIELD_COUNT] = [
@@ -42,6 +45,7 @@ const FIELD_NAMES: [&str; FIELD_COUNT] = [
     "kernel_entries",
     "direct_reads",
     "readahead_hits",
+    "wal_direct_writes",
 ];
 
 impl IoStats {
@@ -76,11 +80,12 @@ impl IoStats {
             self.kernel_entries,
             self.direct_reads,
             self.readahead_hits,
+            self.wal_direct_writes,
         ]
     }
 
     pub fn from_array(values: [u64; FIELD_COUNT]) -> IoStats {
-        let [read_calls, write_calls, sync_calls, truncate_calls, bytes_read, bytes_written, fsyncs, ops, kernel_entries, direct_reads, readahead_hits] =
+        let [read_calls, write_calls, sync_calls, truncate_calls, bytes_read, bytes_written, fsyncs, ops, kernel_entries, direct_reads, readahead_hits, wal_direct_writes] =
             values;
         IoStats {
             read_calls,
@@ -94,6 +99,7 @@ impl IoStats {
             kernel_entries,
             direct_reads,
             readahead_hits,
+            wal_direct_writes,
         }
     }
 }
@@ -196,28 +202,29 @@ mod tests {
 
     #[test]
     fn since_subtracts_every_field_and_saturates() {
-        let earlier = IoStats::from_array([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
-        let later = IoStats::from_array([2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 5]);
+        let earlier = IoStats::from_array([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+        let later = IoStats::from_array([2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 5, 13]);
         assert_eq!(
             later.since(&earlier),
-            IoStats::from_array([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0])
+            IoStats::from_array([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0, 1])
         );
     }
 
     #[test]
     fn json_names_every_counter_in_order() {
-        let stats = IoStats::from_array([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+        let stats = IoStats::from_array([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
         assert_eq!(
             stats.to_json(),
             "{\"read_calls\":1,\"write_calls\":2,\"sync_calls\":3,\"truncate_calls\":4,\
-             \"bytes_read\":5,\"bytes_written\":6,\"fsyncs\":7,\"ops\":8,\"kernel_entries\":9,\"direct_reads\":10,\"readahead_hits\":11}"
+             \"bytes_read\":5,\"bytes_written\":6,\"fsyncs\":7,\"ops\":8,\"kernel_entries\":9,\"direct_reads\":10,\"readahead_hits\":11,\
+             \"wal_direct_writes\":12}"
         );
         let shared = SharedStats::default();
         shared.add(&stats);
         shared.add_single_writer(&stats);
         assert_eq!(
             shared.snapshot(),
-            IoStats::from_array([2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22])
+            IoStats::from_array([2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24])
         );
         shared.reset();
         assert_eq!(shared.snapshot(), IoStats::default());

@@ -80,9 +80,11 @@ use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::direct::WalDirect;
 use crate::io::fixed::publish_fixed_region;
 use crate::io::fork::register_child_hook;
 use crate::io::{EngineKind, FlushFailure, Submitter, SyncRequest, MAX_BATCH};
+use crate::lock::lock_ignoring_poison;
 use crate::stats::SharedStats;
 
 /// Bytes one queue may hold before it is flushed: one arena slot.
@@ -214,6 +216,8 @@ struct Owner {
     engine: EngineKind,
     file_stats: Arc<SharedStats>,
     vfs_stats: &'static SharedStats,
+    /// A WAL opened with `uring_wal_direct=on`: its flushes may go O_DIRECT.
+    wal_direct: Option<Arc<Mutex<WalDirect>>>,
 }
 
 #[derive(Clone, Copy)]
@@ -366,6 +370,8 @@ pub(crate) struct Writer<'a> {
     pub(crate) engine: &'a EngineKind,
     pub(crate) file_stats: &'a Arc<SharedStats>,
     pub(crate) vfs_stats: &'static SharedStats,
+    /// The O_DIRECT side of a WAL opened with `uring_wal_direct=on`.
+    pub(crate) wal_direct: Option<&'a Arc<Mutex<WalDirect>>>,
 }
 
 impl Writer<'_> {
@@ -379,6 +385,9 @@ impl Writer<'_> {
 
     /// Writes `data` at once through the fallback descriptor.
     fn write_through(&self, offset: u64, data: &[u8]) -> Result<(), FlushFailure> {
+        if let Some(wal) = self.wal_direct {
+            lock_ignoring_poison(wal).forget();
+        }
         self.submitter()
             .write_at(self.fallback_fd, data, offset)
             .map_err(FlushFailure::Write)
@@ -419,6 +428,19 @@ impl Batch {
             file_stats: &self.owner.file_stats,
             vfs_stats: self.owner.vfs_stats,
         };
+        if let Some(wal) = &self.owner.wal_direct {
+            let mut wal = lock_ignoring_poison(wal);
+            if wal.pays() {
+                // Whole blocks through the WAL's O_DIRECT descriptor; the sync, if any,
+                // after them on the ordinary one (fsync is per inode).
+                wal.write_pieces(&mut io, self.owner.fd, &slices[..self.count])?;
+                return match sync {
+                    Some(request) => io.flush(self.owner.fd, &[], Some(request)),
+                    None => Ok(()),
+                };
+            }
+            wal.forget();
+        }
         io.flush(self.owner.fd, &slices[..self.count], sync)
     }
 }
@@ -580,6 +602,7 @@ impl QueueState {
                 engine: writer.engine.clone(),
                 file_stats: writer.file_stats.clone(),
                 vfs_stats: writer.vfs_stats,
+                wal_direct: writer.wal_direct.cloned(),
             });
         }
         match self.pieces.last_mut() {
@@ -1047,6 +1070,7 @@ mod tests {
                     engine: &engine,
                     file_stats: &stats[index],
                     vfs_stats: vfs_stats(),
+                    wal_direct: None,
                 };
                 let others_before: Vec<u64> = (0..stats.len())
                     .filter(|i| i / FILES_PER_DATABASE != database)
@@ -1135,6 +1159,7 @@ mod tests {
             engine: &EngineKind::IoUring(crate::io::routing::Routing::ALL_RING),
             file_stats: &stats,
             vfs_stats: vfs_stats(),
+            wal_direct: None,
         };
         // A rollback-journal record: page number, page, checksum.
         queue.write(&writer, 512, &[1; 4], false).unwrap();
@@ -1172,6 +1197,7 @@ mod tests {
             engine: &engine,
             file_stats: &stats,
             vfs_stats: vfs_stats(),
+            wal_direct: None,
         };
         let failing = queue_for_database(&format!("{}/failing.db", dir.path().display()));
         let healthy = queue_for_database(&format!("{}/healthy.db", dir.path().display()));
@@ -1258,6 +1284,7 @@ mod tests {
             engine: &engine,
             file_stats: &stats,
             vfs_stats: vfs_stats(),
+            wal_direct: None,
         };
         let unaligned = Writer {
             fd: buffered.as_raw_fd(),

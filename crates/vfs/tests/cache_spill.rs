@@ -473,3 +473,93 @@ fn sqlites_cache_flush_scenarios_read_the_same_from_a_copy_as_under_unix() {
     let ours = cache_flush_scenarios(common::VFS);
     assert_eq!(ours, unix);
 }
+
+/// Commit-frame headers written to a `-wal` file, with the WAL index's `mxFrame` (the
+/// last published frame) at the moment of the write: (frame number, mxFrame).
+static COMMIT_HEADER_WRITES: std::sync::Mutex<Vec<(u64, u32)>> = std::sync::Mutex::new(Vec::new());
+
+/// A `pwrite` stand-in that records, for every 24-byte commit-frame header written to a
+/// WAL, which frame it is and what the `-shm` file had published by then.
+unsafe extern "C" fn recording_pwrite(
+    fd: std::ffi::c_int,
+    buf: *const std::ffi::c_void,
+    len: libc::size_t,
+    offset: libc::off_t,
+) -> libc::ssize_t {
+    let path = common::system_calls::path_of_fd(fd);
+    if len == 24 && path.ends_with("-wal") && offset >= 32 {
+        // SAFETY: SQLite's buffer of `len` bytes, live for the call.
+        let header = unsafe { std::slice::from_raw_parts(buf as *const u8, len) };
+        if header[4..8] != [0, 0, 0, 0] {
+            let shm = format!("{}-shm", path.trim_end_matches("-wal"));
+            let mut index = [0u8; 20];
+            let published = std::fs::File::open(&shm)
+                .and_then(|f| std::os::unix::fs::FileExt::read_exact_at(&f, &mut index, 0))
+                .map(|()| u32::from_ne_bytes(index[16..20].try_into().unwrap()))
+                .unwrap_or(0);
+            let frame = (offset as u64 - 32) / (4096 + 24) + 1;
+            COMMIT_HEADER_WRITES
+                .lock()
+                .unwrap()
+                .push((frame, published));
+        }
+    }
+    // SAFETY: forwarded arguments.
+    unsafe { libc::pwrite(fd, buf, len, offset) }
+}
+
+/// A WAL transaction that spilled frames and then changed those pages again makes SQLite
+/// rewrite them in place at commit and then rewrite the checksums of every frame from the
+/// first rewritten one to the commit frame (wal.c `walRewriteChecksums`: read a frame,
+/// write its header). The rewritten commit-frame header must reach the file before SQLite
+/// publishes the commit in the WAL index, as under `unix`: a process killed between the
+/// publication and its next VFS call would otherwise leave a commit other connections
+/// have read whose frames fail WAL recovery's checksum.
+#[test]
+fn rewritten_commit_frame_checksums_reach_the_wal_before_the_commit_is_published() {
+    use common::system_calls::{erase, set_call};
+    let _serial = process_state_lock();
+    common::register();
+    let dir = tempfile::tempdir().unwrap();
+    let conn = common::open(&dir.path().join("r.db"), common::VFS);
+    conn.execute_batch(
+        "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;
+         CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT);
+         WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM n WHERE x<400)
+           INSERT INTO t(b) SELECT printf('%0300d', x) FROM n;
+         PRAGMA cache_size=10;",
+    )
+    .unwrap();
+    COMMIT_HEADER_WRITES.lock().unwrap().clear();
+    assert_eq!(
+        set_call(
+            common::VFS,
+            Some(c"pwrite"),
+            Some(erase(
+                recording_pwrite as unsafe extern "C" fn(_, _, _, _) -> _
+            )),
+        ),
+        0
+    );
+    let outcome = conn.execute_batch(
+        "BEGIN;
+         UPDATE t SET b = upper(b) || 'x';
+         UPDATE t SET b = b || 'y' WHERE a <= 40;
+         COMMIT;",
+    );
+    set_call(common::VFS, None, None);
+    outcome.unwrap();
+    common::integrity_ok(&conn);
+    let writes = COMMIT_HEADER_WRITES.lock().unwrap().clone();
+    assert!(
+        !writes.is_empty(),
+        "no commit-frame header was rewritten alone: the test proves nothing"
+    );
+    for (frame, published) in writes {
+        assert!(
+            published < frame as u32,
+            "the commit frame {frame}'s rewritten header was written after the WAL index \
+             published frames up to {published}"
+        );
+    }
+}

@@ -112,17 +112,20 @@ struct Routing {
     submissions: [Submission; 3],
     direct: bool,
     write_behind: bool,
+    /// `uring_wal_direct=on`: synced WAL commits written as whole O_DIRECT blocks.
+    wal_direct: bool,
 }
 
 const SYSCALLS: [Submission; 3] = [Submission::Syscall; 3];
 
-const ROUTINGS: [Routing; 5] = [
+const ROUTINGS: [Routing; 6] = [
     Routing {
         name: "default",
         backend: Backend::IoUring,
         submissions: SYSCALLS,
         direct: false,
         write_behind: true,
+        wal_direct: false,
     },
     Routing {
         name: "sync",
@@ -130,6 +133,7 @@ const ROUTINGS: [Routing; 5] = [
         submissions: SYSCALLS,
         direct: false,
         write_behind: true,
+        wal_direct: false,
     },
     Routing {
         name: "direct",
@@ -137,6 +141,7 @@ const ROUTINGS: [Routing; 5] = [
         submissions: [Submission::Syscall, Submission::Ring, Submission::Ring],
         direct: true,
         write_behind: true,
+        wal_direct: false,
     },
     Routing {
         name: "ring",
@@ -144,6 +149,7 @@ const ROUTINGS: [Routing; 5] = [
         submissions: [Submission::Ring; 3],
         direct: false,
         write_behind: true,
+        wal_direct: false,
     },
     Routing {
         name: "write_behind_off",
@@ -151,6 +157,15 @@ const ROUTINGS: [Routing; 5] = [
         submissions: SYSCALLS,
         direct: false,
         write_behind: false,
+        wal_direct: false,
+    },
+    Routing {
+        name: "wal_direct",
+        backend: Backend::IoUring,
+        submissions: SYSCALLS,
+        direct: false,
+        write_behind: true,
+        wal_direct: true,
     },
 ];
 
@@ -340,10 +355,11 @@ fn check_lock() -> std::sync::RwLockReadGuard<'static, ()> {
 
 fn uri(path: &Path, routing: &Routing) -> String {
     format!(
-        "file:{}?uring_direct={}&uring_write_behind={}",
+        "file:{}?uring_direct={}&uring_write_behind={}&uring_wal_direct={}",
         path.display(),
         if routing.direct { "on" } else { "off" },
-        if routing.write_behind { "on" } else { "off" }
+        if routing.write_behind { "on" } else { "off" },
+        if routing.wal_direct { "on" } else { "off" }
     )
 }
 
@@ -474,6 +490,15 @@ fn run_workload(journal: Journal, routing: &Routing, misorder: Option<&str>, dir
             }
             Step::Checkpoint(_) => {}
         }
+    }
+    if routing.wal_direct && journal == Journal::WalFull {
+        let direct_writes = sqlite_uring::vfs_stats(&vfs_name)
+            .expect("the recording VFS is registered")
+            .wal_direct_writes;
+        assert!(
+            direct_writes > 0,
+            "uring_wal_direct=on wrote no synced commit O_DIRECT"
+        );
     }
     drop(conn);
     let history = log.history();
@@ -1146,11 +1171,13 @@ explorer_tests! {
     wal_full_direct: Journal::WalFull, "direct";
     wal_full_ring: Journal::WalFull, "ring";
     wal_full_write_behind_off: Journal::WalFull, "write_behind_off";
+    wal_full_wal_direct: Journal::WalFull, "wal_direct";
     wal_normal_default: Journal::WalNormal, "default";
     wal_normal_sync: Journal::WalNormal, "sync";
     wal_normal_direct: Journal::WalNormal, "direct";
     wal_normal_ring: Journal::WalNormal, "ring";
     wal_normal_write_behind_off: Journal::WalNormal, "write_behind_off";
+    wal_normal_wal_direct: Journal::WalNormal, "wal_direct";
 }
 
 /// The explorer can fail: with the recorder's test-only misorder knob deferring each

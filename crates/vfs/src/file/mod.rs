@@ -19,7 +19,7 @@ mod rw;
 use std::os::fd::RawFd;
 
 use crate::config::{SyncMode, SyncPlan};
-use crate::direct::DirectFile;
+use crate::direct::{DirectFile, WalDirect};
 use crate::error::Failure;
 use crate::ffi::SQLITE_LOCK_EXCLUSIVE;
 use crate::io::{EngineKind, Submitter};
@@ -30,6 +30,14 @@ use crate::stats::{IoStats, SharedStats};
 use crate::trace::FileLabel;
 use crate::vfs::VfsState;
 use crate::write_behind;
+
+/// What kind of file-method call [`File::note_call`] sees.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CallKind {
+    Write,
+    Sync,
+    Other,
+}
 
 /// Distinguishes files in the write-behind queue (fds are reused after close).
 static NEXT_FILE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -63,6 +71,17 @@ pub(crate) struct File {
     path: Option<String>,
     /// The O_DIRECT descriptor of a main database opened with `uring_direct=on`.
     direct: Option<DirectFile>,
+    /// The O_DIRECT side of a WAL opened with `uring_wal_direct=on` (shared with the
+    /// write-behind queue, which flushes through it).
+    wal_direct: Option<std::sync::Arc<std::sync::Mutex<WalDirect>>>,
+    /// This thread's number of the call that flushed a WAL commit (or of a write right
+    /// after it, SQLite's padding frames): whether the very next call is the WAL's
+    /// xSync decides whether O_DIRECT pays (`WalDirect::set_pays`).
+    wal_commit_flushed: Option<u64>,
+    /// This thread's number of the call in progress on this file (`note_call`).
+    call_number: u64,
+    /// A WAL's last xRead: its offset and call number (a checksum rewrite follows one).
+    last_read: Option<(i64, u64)>,
     engine: EngineKind,
     sync_mode: SyncMode,
     lock: DbLock,
@@ -124,9 +143,25 @@ impl File {
             .log_os_error(code, call, self.path.as_deref().unwrap_or(""), errno);
     }
 
-    /// Every call on the file but xWrite ends a commit's run of page writes.
-    pub(crate) fn end_commit_pages(&mut self) {
-        self.commit_pages = false;
+    /// Before every call on the file (`number`: this thread's call count). Any call but
+    /// xWrite ends a commit's run of page writes, and tells an O_DIRECT WAL whether its
+    /// last commit was synced at once (the next call on any file was this file's xSync,
+    /// as in `synchronous=FULL`; a checkpoint's sync comes after other calls).
+    pub(crate) fn note_call(&mut self, number: u64, kind: CallKind) {
+        self.call_number = number;
+        if kind != CallKind::Write {
+            self.commit_pages = false;
+        }
+        let Some(flushed) = self.wal_commit_flushed.take() else {
+            return;
+        };
+        let at_once = flushed + 1 == number;
+        if kind == CallKind::Write && at_once {
+            // A padding frame of the same commit (`psow=0`): the sync may follow it.
+            self.wal_commit_flushed = Some(number);
+        } else if let Some(wal) = &self.wal_direct {
+            crate::lock::lock_ignoring_poison(wal).set_pays(kind == CallKind::Sync && at_once);
+        }
     }
 
     /// Opened with `nolock=1`: no OS locks and no shared memory (os_unix.c's
@@ -179,6 +214,7 @@ impl File {
             engine: &self.engine,
             file_stats: &self.stats,
             vfs_stats: &self.vfs.stats,
+            wal_direct: self.wal_direct.as_ref(),
         }
     }
 
@@ -198,6 +234,9 @@ impl File {
     /// closePendingFds. Linux frees a descriptor whatever close(2) returns, so nothing
     /// leaks.
     fn close_descriptors(&mut self) {
+        // The WAL's O_DIRECT descriptor closes with its last owner (the write-behind
+        // queue holds it while this file's writes are queued).
+        self.wal_direct = None;
         let direct = self.direct.take();
         let fd = std::mem::replace(&mut self.fd, -1);
         // The process's lock state may keep `fd` (other connections lock through it) or

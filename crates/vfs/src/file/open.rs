@@ -4,7 +4,7 @@
 use std::ffi::{c_char, c_int, CStr, CString};
 
 use crate::config::UriOptions;
-use crate::direct::{DirectFile, DirectOpenError};
+use crate::direct::{DirectFile, WalDirect};
 use crate::error::Failure;
 use crate::ffi::*;
 use crate::io::{EngineKind, FileRole};
@@ -297,16 +297,49 @@ impl File {
                 Err(why) => {
                     vfs.api.log(
                         SQLITE_CANTOPEN,
-                        &format!("sqlite-uring: cannot open {path}: {why}"),
+                        &format!(
+                            "sqlite-uring: cannot open {path}: {}",
+                            why.describe("uring_direct")
+                        ),
                     );
                     crate::lock::close_preserving_process_locks(fd, |errno| {
                         vfs.api
                             .log_os_error(SQLITE_IOERR_CLOSE, "close", &path, errno)
                     });
-                    return Err(Failure::CantOpen(match why {
-                        DirectOpenError::Open(errno) => errno,
-                        DirectOpenError::Alignment(_) => libc::EINVAL,
-                    }));
+                    return Err(Failure::CantOpen(why.errno()));
+                }
+            }
+        } else {
+            None
+        };
+        // A WAL's synced commits may go O_DIRECT (`uring_wal_direct=on`); only with
+        // write-behind, whose flushes are what it writes.
+        let wal_direct = if options.uri.wal_direct
+            && options.uri.write_behind
+            && file_type & SQLITE_OPEN_WAL != 0
+            && out_flags & SQLITE_OPEN_READWRITE != 0
+        {
+            match WalDirect::open(&c_path) {
+                Ok(wal) => Some(std::sync::Arc::new(std::sync::Mutex::new(wal))),
+                Err(why) => {
+                    vfs.api.log(
+                        SQLITE_CANTOPEN,
+                        &format!(
+                            "sqlite-uring: cannot open {path}: {}",
+                            why.describe("uring_wal_direct")
+                        ),
+                    );
+                    // A WAL descriptor carries no lock of the process.
+                    // SAFETY: we own `fd` and nothing else uses it.
+                    if unsafe { calls::close(fd) } != 0 {
+                        vfs.api.log_os_error(
+                            SQLITE_IOERR_CLOSE,
+                            "close",
+                            &path,
+                            crate::sys::last_errno(),
+                        );
+                    }
+                    return Err(Failure::CantOpen(why.errno()));
                 }
             }
         } else {
@@ -389,6 +422,10 @@ impl File {
             commit_frame_pending: false,
             in_checkpoint: false,
             commit_pages: false,
+            wal_direct,
+            wal_commit_flushed: None,
+            call_number: 0,
+            last_read: None,
             path: (!name.is_null()).then_some(path),
             direct,
             engine,

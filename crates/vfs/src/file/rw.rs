@@ -94,6 +94,9 @@ impl File {
                 ..IoStats::default()
             });
         }
+        if self.is_wal {
+            self.last_read = Some((offset, self.call_number));
+        }
         read?;
         if total < buf.len() {
             buf[total..].fill(0);
@@ -149,17 +152,31 @@ impl File {
         if let Some(direct) = self.direct.as_mut() {
             direct.invalidate_range(offset as u64, buf.len());
         }
+        if let Some(wal) = &self.wal_direct {
+            crate::lock::lock_ignoring_poison(wal).note_write(offset as u64, buf);
+        }
         let result = if self.write_behind {
             // SQLite publishes a WAL commit right after writing the commit frame's page,
             // with no reportable call in between: that page flushes the queue.
             // While the file is memory-mapped, SQLite may read the new bytes through the
             // mapping without another VFS call (its sorter does): they must be in the page
             // cache when xWrite returns, as with `unix`.
+            // A frame header rewritten right after SQLite read its frame back is
+            // walRewriteChecksums' (a commit that rewrote frames a spill had written):
+            // it runs after the commit frame's page and before SQLite publishes the
+            // commit, so it is written at once too.
+            let checksum_rewrite = self.is_wal
+                && buf.len() == WAL_FRAME_HEADER_BYTES
+                && self.last_read == Some((offset, self.call_number.saturating_sub(1)));
+            let commit_frame = std::mem::take(&mut self.commit_frame_pending) || checksum_rewrite;
+            if commit_frame && self.wal_direct.is_some() {
+                self.wal_commit_flushed = Some(self.call_number);
+            }
             let flush_now = self.in_checkpoint
                 || page_outside_commit
                 || journal_record_end
                 || self.mmap.is_mapped()
-                || std::mem::take(&mut self.commit_frame_pending);
+                || commit_frame;
             // An aligned page write of an O_DIRECT file is queued for its direct fd; a
             // write that must reach the kernel at once (a checkpoint's) is one lone write,
             // cheaper into the page cache than a device round trip.
@@ -176,6 +193,7 @@ impl File {
                 .write(&writer, offset as u64, buf, flush_now)
                 .map_err(Failure::from);
             if self.is_wal
+                && !checksum_rewrite
                 && buf.len() == WAL_FRAME_HEADER_BYTES
                 && offset as u64 >= WAL_HEADER_BYTES
                 && buf[4..8] != [0, 0, 0, 0]
@@ -223,6 +241,9 @@ impl File {
         self.flush_queue(self.as_writer())?;
         if let Some(direct) = self.direct.as_mut() {
             direct.invalidate();
+        }
+        if let Some(wal) = &self.wal_direct {
+            crate::lock::lock_ignoring_poison(wal).truncated(size_bytes as u64);
         }
         let fd = self.fd;
         if let Err(errno) = self.submitter().truncate(fd, size_bytes as u64) {

@@ -120,6 +120,13 @@ impl Submitter<'_> {
         Ok(())
     }
 
+    /// Adds counters the caller measured (what the ops themselves do is counted by
+    /// `perform`).
+    pub(crate) fn count(&mut self, delta: IoStats) {
+        self.file_stats.add_single_writer(&delta);
+        self.vfs_stats.add(&delta);
+    }
+
     fn perform_one(&mut self, op: Op) -> i32 {
         let mut result = [0i32];
         // SAFETY: every caller builds `op` from a live borrow that outlives this call.
