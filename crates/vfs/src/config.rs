@@ -242,6 +242,16 @@ impl UriOptions {
         let submission = |key: &CStr| -> Result<Option<Submission>, String> {
             Ok(choice(key, "ring or syscall")?.and_then(|v| Submission::parse(&v)))
         };
+        let write_behind = on_off(c"uring_write_behind")?.unwrap_or(true);
+        let wal_direct = on_off(c"uring_wal_direct")?.unwrap_or(false);
+        if wal_direct && !write_behind {
+            return Err(
+                "uring_wal_direct=on writes the write-behind queue's flushes O_DIRECT, \
+                        so it needs write-behind: drop uring_write_behind=off or \
+                        uring_wal_direct=on"
+                    .to_string(),
+            );
+        }
         Ok(UriOptions {
             backend: choice(c"uring_backend", "io_uring or syscall")?
                 .and_then(|v| Backend::parse(&v)),
@@ -250,12 +260,12 @@ impl UriOptions {
             sync_mode: choice(c"uring_sync", "fsync or fdatasync")?
                 .and_then(|v| SyncMode::parse(&v)),
             direct: on_off(c"uring_direct")?,
-            wal_direct: on_off(c"uring_wal_direct")?.unwrap_or(false),
+            wal_direct,
             sqpoll: on_off(c"uring_sqpoll")?,
             reads: submission(c"uring_reads")?,
             writes: submission(c"uring_writes")?,
             syncs: submission(c"uring_syncs")?,
-            write_behind: on_off(c"uring_write_behind")?.unwrap_or(true),
+            write_behind,
             sync_plan: match choice(c"uring_sync_plan", "linked or separate")?.as_deref() {
                 Some("separate") => SyncPlan::Separate,
                 _ => SyncPlan::Linked,
@@ -327,7 +337,7 @@ mod tests {
             ("uring_fallback", "syscall"),
             ("uring_sync", "fdatasync"),
             ("uring_direct", "on"),
-            ("uring_wal_direct", "on"),
+            ("uring_wal_direct", "off"),
             ("uring_sqpoll", "off"),
             ("uring_reads", "ring"),
             ("uring_writes", "syscall"),
@@ -343,7 +353,8 @@ mod tests {
         assert_eq!(options.fallback_to_syscall, Some(true));
         assert_eq!(options.sync_mode, Some(SyncMode::Fdatasync));
         assert_eq!(options.direct, Some(true));
-        assert!(options.wal_direct);
+        assert!(!options.wal_direct);
+        assert!(parse(&[("uring_wal_direct", "on")]).unwrap().wal_direct);
         assert_eq!(options.sqpoll, Some(false));
         assert_eq!(options.reads, Some(Submission::Ring));
         assert_eq!(options.writes, Some(Submission::Syscall));
@@ -362,6 +373,11 @@ mod tests {
         assert_eq!(
             parse(&[("uring_backend", "uring")]).unwrap_err(),
             "uring_backend=uring is not valid; use io_uring or syscall"
+        );
+        assert!(
+            parse(&[("uring_wal_direct", "on"), ("uring_write_behind", "off")])
+                .unwrap_err()
+                .contains("needs write-behind")
         );
         let unknown = parse(&[("uring_turbo", "on")]).unwrap_err();
         assert!(

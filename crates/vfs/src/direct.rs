@@ -240,15 +240,43 @@ const WAL_STAGING_BYTES: usize = 256 << 10;
 const WAL_HEADER_BYTES: u64 = 32;
 /// A WAL frame header: page number, database size after a commit, two salts, checksum.
 const WAL_FRAME_HEADER_BYTES: u64 = 24;
-/// Where a frame header's two salts lie.
-const WAL_FRAME_SALTS: std::ops::Range<usize> = 8..16;
+/// The WAL magic whose checksums read big-endian words (0x377f0682: little-endian).
+const WAL_MAGIC_BIG_ENDIAN: u32 = 0x377f_0683;
+
+/// SQLite's WAL checksum (wal.c `walChecksumBytes`) of `bytes` (a multiple of 8 long),
+/// continuing from `seed`; `big_endian`: the words are read big-endian.
+fn wal_checksum(big_endian: bool, bytes: &[u8], seed: [u32; 2]) -> [u32; 2] {
+    let word = |b: &[u8]| {
+        let b = [b[0], b[1], b[2], b[3]];
+        if big_endian {
+            u32::from_be_bytes(b)
+        } else {
+            u32::from_le_bytes(b)
+        }
+    };
+    let [mut s1, mut s2] = seed;
+    for pair in bytes.chunks_exact(8) {
+        s1 = s1.wrapping_add(word(&pair[..4])).wrapping_add(s2);
+        s2 = s2.wrapping_add(word(&pair[4..])).wrapping_add(s1);
+    }
+    [s1, s2]
+}
+
+/// The cumulative checksum a frame header carries (bytes 16..24, big-endian).
+fn frame_checksum(header: &[u8]) -> [u32; 2] {
+    let at =
+        |i: usize| u32::from_be_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]]);
+    [at(16), at(20)]
+}
 
 /// The O_DIRECT side of a WAL opened with `uring_wal_direct=on` (see ARCHITECTURE.md,
 /// "O_DIRECT WAL"). Its write-behind flushes are written through this descriptor as
 /// whole blocks: a piece of frames `[start, end)` becomes one write of
 /// `[floor(start), ceil(end))`, whose head `[floor(start), start)` holds the file's
 /// current bytes and whose tail `[end, ceil(end))` holds the file's current bytes, or
-/// zeros where nothing this connection's transaction wrote lies beyond `end`.
+/// zeros where nothing this connection wrote since it last wrote the WAL header lies
+/// beyond `end` (past the writer's frames, under the WAL write lock, lie only frames no
+/// reader reads).
 ///
 /// Lock rules: shared by the file and its write-behind queue (a flush may run on another
 /// connection's thread), so it sits behind a mutex, taken by the flush and by the file's
@@ -259,16 +287,23 @@ pub(crate) struct WalDirect {
     align_bytes: usize,
     /// One block-aligned write: `WAL_STAGING_BYTES` plus a block for the head.
     staging: AlignedBuffer,
-    /// The block that ends this connection's last direct write, as written, and what
-    /// proves it still current: SQLite never rewrites a committed frame of a WAL
-    /// generation (the salts), so a piece that starts exactly at `valid_end` with the
-    /// same salts continues the frames that block holds.
+    /// The block that ends this connection's last direct write, as written, and the
+    /// checksum of the frame that ends there. What proves the block still the file's:
+    /// SQLite chains every frame's checksum from the frame before it, seeding a
+    /// transaction's first frame with the last committed frame's, so a piece whose first
+    /// frame starts exactly at `valid_end` and whose checksum continues the cached
+    /// frame's follows that very frame — not frames a rolled-back transaction left there
+    /// and another connection has since overwritten with the same salts (a 64-bit
+    /// coincidence aside). Anything else reads the head back.
     tail: Option<TailBlock>,
     tail_bytes: AlignedBuffer,
     /// Page size + 24, learnt from the WAL header or a frame header and its page.
     frame_bytes: u64,
     /// The previous write's offset and length (to learn `frame_bytes`).
     last_write: (u64, usize),
+    /// The WAL's checksums read big-endian words (its magic, from the WAL header this
+    /// connection wrote; little-endian, SQLite's choice on this platform, until then).
+    big_endian_checksums: bool,
     /// The end of this connection's highest write since it last wrote the WAL header:
     /// beyond it, in a transaction this connection holds the WAL write lock for, lie no
     /// frames anyone needs.
@@ -283,7 +318,7 @@ pub(crate) struct WalDirect {
 struct TailBlock {
     offset: u64,
     valid_end: u64,
-    salts: [u8; 8],
+    checksum: [u32; 2],
 }
 
 impl WalDirect {
@@ -298,6 +333,7 @@ impl WalDirect {
             tail_bytes: AlignedBuffer::empty(),
             frame_bytes: 0,
             last_write: (0, 0),
+            big_endian_checksums: false,
             written_end: 0,
             pays: false,
         })
@@ -323,6 +359,8 @@ impl WalDirect {
             if page_bytes.is_power_of_two() && (512..=65536).contains(&page_bytes) {
                 self.frame_bytes = page_bytes + WAL_FRAME_HEADER_BYTES;
             }
+            let magic = u32::from_be_bytes([data[0], data[1], data[2], data[3]]);
+            self.big_endian_checksums = magic == WAL_MAGIC_BIG_ENDIAN;
             self.written_end = 0;
         } else if previous_len as u64 == WAL_FRAME_HEADER_BYTES
             && offset == previous_offset + WAL_FRAME_HEADER_BYTES
@@ -360,20 +398,22 @@ impl WalDirect {
             && (offset - WAL_HEADER_BYTES).is_multiple_of(self.frame_bytes)
     }
 
-    /// The salts of the first frame header wholly inside the piece `[start, start +
-    /// data.len())`, if any.
-    fn salts_in(&self, start: u64, data: &[u8]) -> Option<[u8; 8]> {
-        if self.frame_bytes == 0 {
-            return None;
+    /// Whether the frame at the start of `data` (at `at`) continues `tail`'s frame:
+    /// its header's checksum is the cached frame's carried on over its own header and
+    /// page.
+    fn continues(&self, tail: &TailBlock, at: u64, data: &[u8]) -> bool {
+        let frame = self.frame_bytes as usize;
+        if tail.valid_end != at || !self.is_frame_start(at) || data.len() < frame {
+            return false;
         }
-        let first = if start <= WAL_HEADER_BYTES {
-            WAL_HEADER_BYTES
-        } else {
-            WAL_HEADER_BYTES + (start - WAL_HEADER_BYTES).next_multiple_of(self.frame_bytes)
-        };
-        let at = (first - start) as usize;
-        let salts = data.get(at + WAL_FRAME_SALTS.start..at + WAL_FRAME_SALTS.end)?;
-        Some(salts.try_into().expect("an 8-byte range"))
+        let header = &data[..WAL_FRAME_HEADER_BYTES as usize];
+        let seeded = wal_checksum(self.big_endian_checksums, &header[..8], tail.checksum);
+        let checksum = wal_checksum(
+            self.big_endian_checksums,
+            &data[WAL_FRAME_HEADER_BYTES as usize..frame],
+            seeded,
+        );
+        checksum == frame_checksum(header)
     }
 
     /// Writes the pieces of one write-behind flush through the O_DIRECT descriptor, in
@@ -412,7 +452,9 @@ impl WalDirect {
         let end = start + data.len() as u64;
         let align = self.align_bytes as u64;
         assert_eq!(WAL_STAGING_BYTES as u64 % align, 0);
-        let salts = self.salts_in(start, data);
+        let continues_last_block = self
+            .tail
+            .is_some_and(|t| t.offset == self.floor(start) && self.continues(&t, start, data));
         let mut at = start;
         while at < end {
             let block_start = self.floor(at);
@@ -420,16 +462,11 @@ impl WalDirect {
             let head_bytes = (at - block_start) as usize;
             let write_end = self.ceil(chunk_end);
             let len = (write_end - block_start) as usize;
-            // Head: this connection's last block when it provably continues it, else
-            // the file's bytes.
-            let continues_last_block = self.is_frame_start(at)
-                && salts.is_some()
-                && self.tail.is_some_and(|t| {
-                    t.offset == block_start && t.valid_end == at && salts == Some(t.salts)
-                });
+            // Head: this connection's last block when the piece provably continues it,
+            // else the file's bytes.
             let staging = &mut self.staging.full_mut()[..len];
             if head_bytes > 0 {
-                if continues_last_block {
+                if continues_last_block && at == start {
                     staging[..head_bytes].copy_from_slice(self.tail_bytes.prefix(head_bytes));
                 } else {
                     let got = io
@@ -463,20 +500,21 @@ impl WalDirect {
             });
             if chunk_end == end {
                 let last_block = self.floor(end);
-                self.tail = match salts {
-                    Some(salts) if !end.is_multiple_of(align) && self.is_frame_start(end) => {
-                        let from_block = (last_block - block_start) as usize;
-                        let bytes =
-                            &self.staging.prefix(len)[from_block..from_block + self.align_bytes];
-                        self.tail_bytes.full_mut()[..self.align_bytes].copy_from_slice(bytes);
-                        Some(TailBlock {
-                            offset: last_block,
-                            valid_end: end,
-                            salts,
-                        })
+                // Cache the last block when the piece ends with a whole frame.
+                let frame = self.frame_bytes as usize;
+                let ends_a_frame =
+                    !end.is_multiple_of(align) && self.is_frame_start(end) && data.len() >= frame;
+                self.tail = ends_a_frame.then(|| {
+                    let from_block = (last_block - block_start) as usize;
+                    let bytes =
+                        &self.staging.prefix(len)[from_block..from_block + self.align_bytes];
+                    self.tail_bytes.full_mut()[..self.align_bytes].copy_from_slice(bytes);
+                    TailBlock {
+                        offset: last_block,
+                        valid_end: end,
+                        checksum: frame_checksum(&data[data.len() - frame..]),
                     }
-                    _ => None,
-                };
+                });
             }
             at = chunk_end;
         }
@@ -503,22 +541,35 @@ mod tests {
     const FRAME_BYTES: u64 = PAGE_BYTES as u64 + WAL_FRAME_HEADER_BYTES;
     const SALTS: [u8; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
 
-    /// Frame `number` (1-based) as SQLite lays it out: a header with the salts, a page
-    /// filled with `fill`; its offset in the WAL.
-    fn frame(number: u64, fill: u8) -> (u64, Vec<u8>) {
+    /// A WAL header (little-endian checksums, 1 KiB pages) and its checksum.
+    fn header() -> (Vec<u8>, [u32; 2]) {
+        let mut bytes = vec![0u8; WAL_HEADER_BYTES as usize];
+        bytes[0..4].copy_from_slice(&0x377f_0682u32.to_be_bytes());
+        bytes[8..12].copy_from_slice(&(PAGE_BYTES as u32).to_be_bytes());
+        bytes[16..24].copy_from_slice(&SALTS);
+        let checksum = wal_checksum(false, &bytes[..24], [0, 0]);
+        bytes[24..28].copy_from_slice(&checksum[0].to_be_bytes());
+        bytes[28..32].copy_from_slice(&checksum[1].to_be_bytes());
+        (bytes, checksum)
+    }
+
+    /// Frame `number` (1-based) as SQLite writes it after a frame whose checksum is
+    /// `previous`: header with the salts and the chained checksum, a page of `fill`.
+    fn frame(number: u64, fill: u8, previous: [u32; 2]) -> (u64, Vec<u8>, [u32; 2]) {
         let mut bytes = vec![0u8; FRAME_BYTES as usize];
         bytes[0..4].copy_from_slice(&(number as u32).to_be_bytes());
         bytes[4..8].copy_from_slice(&1u32.to_be_bytes());
-        bytes[WAL_FRAME_SALTS].copy_from_slice(&SALTS);
+        bytes[8..16].copy_from_slice(&SALTS);
         bytes[24..].fill(fill);
-        (WAL_HEADER_BYTES + (number - 1) * FRAME_BYTES, bytes)
-    }
-
-    fn header() -> Vec<u8> {
-        let mut bytes = vec![0u8; WAL_HEADER_BYTES as usize];
-        bytes[8..12].copy_from_slice(&(PAGE_BYTES as u32).to_be_bytes());
-        bytes[16..24].copy_from_slice(&SALTS);
-        bytes
+        let seeded = wal_checksum(false, &bytes[..8], previous);
+        let checksum = wal_checksum(false, &bytes[24..], seeded);
+        bytes[16..20].copy_from_slice(&checksum[0].to_be_bytes());
+        bytes[20..24].copy_from_slice(&checksum[1].to_be_bytes());
+        (
+            WAL_HEADER_BYTES + (number - 1) * FRAME_BYTES,
+            bytes,
+            checksum,
+        )
     }
 
     struct Wal {
@@ -556,20 +607,23 @@ mod tests {
             }
         }
 
-        /// This connection writes and flushes `pieces` (each one xWrite).
-        fn commit(&mut self, pieces: &[(u64, Vec<u8>)]) {
+        /// This connection writes `pieces` (each one xWrite) and flushes them as one
+        /// coalesced piece.
+        fn flush(&mut self, pieces: &[(u64, &[u8])]) {
+            let mut joined = Vec::new();
             for (offset, bytes) in pieces {
                 self.direct.note_write(*offset, bytes);
+                joined.extend_from_slice(bytes);
             }
-            let slices: Vec<(u64, &[u8])> =
-                pieces.iter().map(|(o, b)| (*o, b.as_slice())).collect();
             let mut io = Submitter {
                 engine: &self.engine,
                 file_stats: &self.stats,
                 vfs_stats: &self.vfs_stats,
             };
             let fd = self.file.as_raw_fd();
-            self.direct.write_pieces(&mut io, fd, &slices).unwrap();
+            self.direct
+                .write_pieces(&mut io, fd, &[(pieces[0].0, &joined)])
+                .unwrap();
         }
 
         fn bytes(&self, offset: u64, len: usize) -> Vec<u8> {
@@ -578,44 +632,74 @@ mod tests {
             out
         }
 
+        /// Kernel operations that were not direct writes: read-backs of a block.
         fn reads(&self) -> u64 {
-            self.stats.snapshot().ops - self.stats.snapshot().wal_direct_writes
+            let stats = self.stats.snapshot();
+            stats.ops - stats.wal_direct_writes
         }
     }
 
+    /// The checksum chain of a WAL SQLite wrote itself (its own `unix` VFS), recomputed.
     #[test]
-    fn a_commit_continuing_the_last_block_reuses_it_and_others_writes_are_read_back() {
+    fn the_wal_checksum_is_sqlites() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("c.db");
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute_batch(
+            "PRAGMA journal_mode=WAL; PRAGMA wal_autocheckpoint=0;
+             CREATE TABLE t(x); INSERT INTO t VALUES(randomblob(3000));
+             INSERT INTO t SELECT randomblob(2000) FROM t;",
+        )
+        .unwrap();
+        let wal = std::fs::read(dir.path().join("c.db-wal")).unwrap();
+        let magic = u32::from_be_bytes(wal[0..4].try_into().unwrap());
+        let big_endian = magic == WAL_MAGIC_BIG_ENDIAN;
+        let page = u32::from_be_bytes(wal[8..12].try_into().unwrap()) as usize;
+        let mut checksum = wal_checksum(big_endian, &wal[..24], [0, 0]);
+        assert_eq!(
+            checksum,
+            frame_checksum(&wal[8..32]),
+            "the WAL header's checksum"
+        );
+        let mut frames = 0;
+        for frame in wal[32..].chunks_exact(24 + page) {
+            let seeded = wal_checksum(big_endian, &frame[..8], checksum);
+            checksum = wal_checksum(big_endian, &frame[24..], seeded);
+            assert_eq!(checksum, frame_checksum(frame), "frame {}", frames + 1);
+            frames += 1;
+        }
+        assert!(frames >= 3, "{frames} frames: the test proves little");
+    }
+
+    #[test]
+    fn a_commit_continuing_the_last_frame_reuses_its_block_and_others_writes_are_read_back() {
         let mut wal = Wal::new();
-        let (first_at, first) = frame(1, 0xA1);
-        wal.commit(&[(0, header()), (first_at, first.clone())]);
+        let (head, seed) = header();
+        let (first_at, first, c1) = frame(1, 0xA1, seed);
+        wal.flush(&[(0, &head), (first_at, &first)]);
         assert_eq!(wal.direct.frame_bytes, FRAME_BYTES);
         // The next commit continues exactly where the last ended: its head comes from the
         // cached block, with no read.
-        let (second_at, second) = frame(2, 0xB2);
+        let (second_at, second, c2) = frame(2, 0xB2, c1);
         let reads_before = wal.reads();
-        wal.commit(&[(second_at, second.clone())]);
+        wal.flush(&[(second_at, &second)]);
         assert_eq!(
             wal.reads(),
             reads_before,
             "the continuing commit read its head"
         );
-        assert_eq!(wal.bytes(first_at, first.len()), first);
         // Another writer appends frame 3, which ends inside the block this connection
-        // wrote last; this connection's frame 4 must not rewrite it from its stale copy.
-        let (third_at, third) = frame(3, 0xC3);
+        // wrote last; this connection's frame 4 follows it and must not rewrite it from
+        // its copy.
+        let (third_at, third, c3) = frame(3, 0xC3, c2);
         wal.file.write_all_at(&third, third_at).unwrap();
-        assert_eq!(
-            wal.direct.floor(third_at + FRAME_BYTES),
-            wal.direct.tail.unwrap().offset,
-            "frame 3 must end in the cached block for this test to prove anything"
-        );
-        let (fourth_at, fourth) = frame(4, 0xD4);
-        wal.commit(&[(fourth_at, fourth.clone())]);
+        let (fourth_at, fourth, _) = frame(4, 0xD4, c3);
+        wal.flush(&[(fourth_at, &fourth)]);
         assert!(
             wal.reads() > reads_before,
-            "the stale block was not read back"
+            "the other writer's block was not read back"
         );
-        assert_eq!(wal.bytes(0, 32), header());
+        assert_eq!(wal.bytes(0, 32), head);
         for (at, bytes) in [
             (first_at, first),
             (second_at, second),
@@ -627,18 +711,61 @@ mod tests {
     }
 
     #[test]
+    fn frames_a_rolled_back_transaction_left_are_not_taken_for_the_files() {
+        let mut wal = Wal::new();
+        let (head, seed) = header();
+        let (first_at, first, c1) = frame(1, 0x11, seed);
+        let (second_at, second, c2) = frame(2, 0x22, c1);
+        wal.flush(&[(0, &head), (first_at, &first), (second_at, &second)]);
+        // This connection spills frames 3 and 4, written direct, then rolls back.
+        let (third_at, ours_third, c3) = frame(3, 0x33, c2);
+        let (fourth_at, ours_fourth, _) = frame(4, 0x44, c3);
+        wal.flush(&[(third_at, &ours_third), (fourth_at, &ours_fourth)]);
+        // Another connection commits its own frames 3 and 4 over them: same salts, same
+        // end.
+        let (_, their_third, t3) = frame(3, 0x55, c2);
+        let (_, their_fourth, t4) = frame(4, 0x66, t3);
+        wal.file.write_all_at(&their_third, third_at).unwrap();
+        wal.file.write_all_at(&their_fourth, fourth_at).unwrap();
+        assert_eq!(
+            wal.direct.tail.map(|t| (t.offset, t.valid_end)),
+            Some((
+                wal.direct.floor(fourth_at + FRAME_BYTES),
+                fourth_at + FRAME_BYTES
+            )),
+            "the rolled-back frames must be cached for this test to prove anything"
+        );
+        // This connection's next commit follows their frame 4 (SQLite seeds its checksum
+        // with the last committed frame's): the head must be theirs, read back.
+        let (fifth_at, fifth, _) = frame(5, 0x77, t4);
+        wal.flush(&[(fifth_at, &fifth)]);
+        assert!(wal.bytes(third_at, their_third.len()) == their_third);
+        assert!(
+            wal.bytes(fourth_at, their_fourth.len()) == their_fourth,
+            "the other connection's committed frame 4 was overwritten"
+        );
+        assert!(wal.bytes(fifth_at, fifth.len()) == fifth);
+    }
+
+    #[test]
     fn a_rewrite_in_the_middle_keeps_the_frames_after_it() {
         let mut wal = Wal::new();
-        let frames: Vec<(u64, Vec<u8>)> = (1..=4).map(|n| frame(n, n as u8)).collect();
-        let mut first = vec![(0, header())];
-        first.extend(frames.iter().cloned());
-        wal.commit(&first);
+        let (head, mut previous) = header();
+        let mut frames = Vec::new();
+        for n in 1..=4 {
+            let (at, bytes, checksum) = frame(n, n as u8, previous);
+            previous = checksum;
+            frames.push((at, bytes));
+        }
+        let mut first: Vec<(u64, &[u8])> = vec![(0, &head)];
+        first.extend(frames.iter().map(|(at, bytes)| (*at, bytes.as_slice())));
+        wal.flush(&first);
         // SQLite rewrites frame 2's page in place (a page a spill had written): the tail
         // of its last block is frame 3's, not zeros.
-        let (at, _) = frames[1].clone();
+        let at = frames[1].0 + WAL_FRAME_HEADER_BYTES;
         let page = vec![0xEEu8; PAGE_BYTES];
-        wal.commit(&[(at + WAL_FRAME_HEADER_BYTES, page.clone())]);
-        assert_eq!(wal.bytes(at + WAL_FRAME_HEADER_BYTES, PAGE_BYTES), page);
+        wal.flush(&[(at, &page)]);
+        assert_eq!(wal.bytes(at, PAGE_BYTES), page);
         for (at, bytes) in [&frames[0], &frames[2], &frames[3]] {
             assert!(
                 wal.bytes(*at, bytes.len()) == *bytes,

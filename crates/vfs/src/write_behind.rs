@@ -35,7 +35,15 @@
 //!   for, the writer's frames on every read transaction;
 //! * returning from the `xWrite` of a WAL *commit frame* — SQLite publishes the new
 //!   WAL-index header right after it without another reportable VFS call, so the frames
-//!   must be in the kernel, and their errors returned, by then;
+//!   must be in the kernel, and their errors returned, by then; likewise a frame header
+//!   rewritten right after SQLite read its frame back (`walRewriteChecksums`, after a
+//!   commit that rewrote spilled frames) and, with `psow=0`, the rest of the padding
+//!   frame SQLite writes right after the commit's sync;
+//! * returning from any `xWrite` of a main database outside a commit's run of pages (a
+//!   run opens with the write of page 1 and ends at any other call on the file) — a
+//!   rollback-mode page written before its commit (a cache spill,
+//!   `sqlite3_db_cacheflush()`) is followed by no VFS call, and `unix` has it in the file
+//!   at once;
 //! * returning from any `xWrite` to a memory-mapped file — SQLite (its sorter, for one)
 //!   reads through the mapping without another VFS call;
 //! * returning from the `xWrite` that ends a rollback-journal record (its checksum) —
@@ -428,16 +436,23 @@ impl Batch {
             file_stats: &self.owner.file_stats,
             vfs_stats: self.owner.vfs_stats,
         };
-        if let Some(wal) = &self.owner.wal_direct {
-            let mut wal = lock_ignoring_poison(wal);
+        if let Some(wal_direct) = &self.owner.wal_direct {
+            let mut wal = lock_ignoring_poison(wal_direct);
             if wal.pays() {
                 // Whole blocks through the WAL's O_DIRECT descriptor; the sync, if any,
-                // after them on the ordinary one (fsync is per inode).
+                // after them on the ordinary one (fsync is per inode), without the lock.
                 wal.write_pieces(&mut io, self.owner.fd, &slices[..self.count])?;
-                return match sync {
-                    Some(request) => io.flush(self.owner.fd, &[], Some(request)),
-                    None => Ok(()),
+                drop(wal);
+                let Some(request) = sync else {
+                    return Ok(());
                 };
+                let synced = io.flush(self.owner.fd, &[], Some(request));
+                if synced.is_err() {
+                    // SQLite will not publish these frames: the cached block is no
+                    // longer known to be what the next commit follows.
+                    lock_ignoring_poison(wal_direct).forget();
+                }
+                return synced;
             }
             wal.forget();
         }

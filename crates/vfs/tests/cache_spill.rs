@@ -474,12 +474,27 @@ fn sqlites_cache_flush_scenarios_read_the_same_from_a_copy_as_under_unix() {
     assert_eq!(ours, unix);
 }
 
-/// Commit-frame headers written to a `-wal` file, with the WAL index's `mxFrame` (the
-/// last published frame) at the moment of the write: (frame number, mxFrame).
-static COMMIT_HEADER_WRITES: std::sync::Mutex<Vec<(u64, u32)>> = std::sync::Mutex::new(Vec::new());
+/// One write to a `-wal` file, and what SQLite had published to readers by then.
+#[derive(Clone, Copy, Debug)]
+struct WalWrite {
+    /// The first frame the write reaches (1-based).
+    frame: u64,
+    len: usize,
+    /// A commit-frame header written alone.
+    commit_header: bool,
+    /// The WAL index's `mxFrame` (the last frame published) at the moment of the write.
+    published: u32,
+    /// The write changes a byte of a published frame.
+    changes_published: bool,
+}
 
-/// A `pwrite` stand-in that records, for every 24-byte commit-frame header written to a
-/// WAL, which frame it is and what the `-shm` file had published by then.
+static WAL_WRITES: std::sync::Mutex<Vec<WalWrite>> = std::sync::Mutex::new(Vec::new());
+
+/// 4 KiB pages: the WAL's frames are 4120 bytes.
+const FRAME_BYTES: u64 = 4096 + 24;
+
+/// A `pwrite` stand-in that records every WAL write (see `WAL_WRITES`), reading the
+/// published `mxFrame` from the `-shm` file (WalIndexHdr.mxFrame, offset 16).
 unsafe extern "C" fn recording_pwrite(
     fd: std::ffi::c_int,
     buf: *const std::ffi::c_void,
@@ -487,25 +502,72 @@ unsafe extern "C" fn recording_pwrite(
     offset: libc::off_t,
 ) -> libc::ssize_t {
     let path = common::system_calls::path_of_fd(fd);
-    if len == 24 && path.ends_with("-wal") && offset >= 32 {
+    if path.ends_with("-wal") && offset >= 32 {
         // SAFETY: SQLite's buffer of `len` bytes, live for the call.
-        let header = unsafe { std::slice::from_raw_parts(buf as *const u8, len) };
-        if header[4..8] != [0, 0, 0, 0] {
-            let shm = format!("{}-shm", path.trim_end_matches("-wal"));
-            let mut index = [0u8; 20];
-            let published = std::fs::File::open(&shm)
-                .and_then(|f| std::os::unix::fs::FileExt::read_exact_at(&f, &mut index, 0))
-                .map(|()| u32::from_ne_bytes(index[16..20].try_into().unwrap()))
-                .unwrap_or(0);
-            let frame = (offset as u64 - 32) / (4096 + 24) + 1;
-            COMMIT_HEADER_WRITES
-                .lock()
-                .unwrap()
-                .push((frame, published));
-        }
+        let bytes = unsafe { std::slice::from_raw_parts(buf as *const u8, len) };
+        let commit_header = len == 24 && bytes[4..8] != [0, 0, 0, 0];
+        let shm = format!("{}-shm", path.trim_end_matches("-wal"));
+        let mut index = [0u8; 20];
+        let published = std::fs::File::open(&shm)
+            .and_then(|f| std::os::unix::fs::FileExt::read_exact_at(&f, &mut index, 0))
+            .map(|()| u32::from_ne_bytes(index[16..20].try_into().unwrap()))
+            .unwrap_or(0);
+        // The part of the write inside published frames, compared with the file's bytes.
+        let published_end = 32 + u64::from(published) * FRAME_BYTES;
+        let inside = (published_end.saturating_sub(offset as u64) as usize).min(len);
+        let mut current = vec![0u8; inside];
+        let changes_published = inside > 0
+            && std::fs::File::open(&path)
+                .and_then(|f| {
+                    std::os::unix::fs::FileExt::read_exact_at(&f, &mut current, offset as u64)
+                })
+                .map_or(true, |()| current[..] != bytes[..inside]);
+        WAL_WRITES.lock().unwrap().push(WalWrite {
+            frame: (offset as u64 - 32) / FRAME_BYTES + 1,
+            len,
+            commit_header,
+            published,
+            changes_published,
+        });
     }
     // SAFETY: forwarded arguments.
     unsafe { libc::pwrite(fd, buf, len, offset) }
+}
+
+/// Runs `sql` on `conn` with every WAL write recorded; returns the records.
+fn recording_wal_writes(conn: &Connection, sql: &str) -> Vec<WalWrite> {
+    use common::system_calls::{erase, set_call};
+    WAL_WRITES.lock().unwrap().clear();
+    assert_eq!(
+        set_call(
+            common::VFS,
+            Some(c"pwrite"),
+            Some(erase(
+                recording_pwrite as unsafe extern "C" fn(_, _, _, _) -> _
+            )),
+        ),
+        0
+    );
+    let outcome = conn.execute_batch(sql);
+    set_call(common::VFS, None, None);
+    outcome.unwrap();
+    common::integrity_ok(conn);
+    WAL_WRITES.lock().unwrap().clone()
+}
+
+/// A database in WAL mode with `settings`, 400 rows, and a 10-page cache.
+fn spilling_wal_database(dir: &Path, uri: &str, settings: &str) -> Connection {
+    let name = format!("file:{}{uri}", dir.join("r.db").display());
+    let conn = common::open(Path::new(&name), common::VFS);
+    conn.execute_batch(&format!(
+        "PRAGMA journal_mode=WAL; {settings}
+         CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT);
+         WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM n WHERE x<400)
+           INSERT INTO t(b) SELECT printf('%0300d', x) FROM n;
+         PRAGMA cache_size=10;"
+    ))
+    .unwrap();
+    conn
 }
 
 /// A WAL transaction that spilled frames and then changed those pages again makes SQLite
@@ -517,49 +579,77 @@ unsafe extern "C" fn recording_pwrite(
 /// have read whose frames fail WAL recovery's checksum.
 #[test]
 fn rewritten_commit_frame_checksums_reach_the_wal_before_the_commit_is_published() {
-    use common::system_calls::{erase, set_call};
     let _serial = process_state_lock();
     common::register();
     let dir = tempfile::tempdir().unwrap();
-    let conn = common::open(&dir.path().join("r.db"), common::VFS);
-    conn.execute_batch(
-        "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;
-         CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT);
-         WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM n WHERE x<400)
-           INSERT INTO t(b) SELECT printf('%0300d', x) FROM n;
-         PRAGMA cache_size=10;",
-    )
-    .unwrap();
-    COMMIT_HEADER_WRITES.lock().unwrap().clear();
-    assert_eq!(
-        set_call(
-            common::VFS,
-            Some(c"pwrite"),
-            Some(erase(
-                recording_pwrite as unsafe extern "C" fn(_, _, _, _) -> _
-            )),
-        ),
-        0
-    );
-    let outcome = conn.execute_batch(
+    let conn = spilling_wal_database(dir.path(), "", "PRAGMA synchronous=NORMAL;");
+    let writes = recording_wal_writes(
+        &conn,
         "BEGIN;
          UPDATE t SET b = upper(b) || 'x';
          UPDATE t SET b = b || 'y' WHERE a <= 40;
          COMMIT;",
     );
-    set_call(common::VFS, None, None);
-    outcome.unwrap();
-    common::integrity_ok(&conn);
-    let writes = COMMIT_HEADER_WRITES.lock().unwrap().clone();
+    let rewritten: Vec<_> = writes.iter().filter(|w| w.commit_header).collect();
     assert!(
-        !writes.is_empty(),
+        !rewritten.is_empty(),
         "no commit-frame header was rewritten alone: the test proves nothing"
     );
-    for (frame, published) in writes {
+    for write in rewritten {
         assert!(
-            published < frame as u32,
-            "the commit frame {frame}'s rewritten header was written after the WAL index \
-             published frames up to {published}"
+            write.published < write.frame as u32,
+            "the commit frame {}'s rewritten header was written after the WAL index \
+             published frames up to {}",
+            write.frame,
+            write.published
         );
+    }
+}
+
+/// No write ever changes a WAL frame SQLite has already published to readers: every byte
+/// of a commit is in the file before `walIndexWriteHdr`, as under `unix` — with spills and
+/// in-place rewrites, with `synchronous` NORMAL and FULL, with `psow=0` (whose synced
+/// commits are padded to a sector boundary and synced inside the last padding frame, the
+/// rest of which SQLite writes after the sync), and with `uring_wal_direct=on` (whose
+/// block writes rewrite the end of the last published frame with the bytes it holds).
+#[test]
+fn no_wal_write_changes_a_frame_already_published() {
+    let _serial = process_state_lock();
+    common::register();
+    for (uri, synchronous) in [
+        ("", "NORMAL"),
+        ("", "FULL"),
+        ("?psow=0", "FULL"),
+        ("?psow=0&uring_wal_direct=on", "FULL"),
+        ("?uring_wal_direct=on", "FULL"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = spilling_wal_database(
+            dir.path(),
+            uri,
+            &format!("PRAGMA synchronous={synchronous};"),
+        );
+        let writes = recording_wal_writes(
+            &conn,
+            "INSERT INTO t(b) VALUES('one');
+             BEGIN;
+             UPDATE t SET b = upper(b) || 'x';
+             UPDATE t SET b = b || 'y' WHERE a <= 40;
+             COMMIT;
+             INSERT INTO t(b) VALUES('two');
+             BEGIN; UPDATE t SET b = b || 'z' WHERE a % 3 = 0; COMMIT;",
+        );
+        assert!(
+            writes.len() > 10,
+            "{uri} {synchronous}: too few WAL writes recorded"
+        );
+        for write in &writes {
+            assert!(
+                !write.changes_published,
+                "{uri} synchronous={synchronous}: a {}-byte write from frame {} changed \
+                 bytes of frames the WAL index had published (up to {})",
+                write.len, write.frame, write.published
+            );
+        }
     }
 }

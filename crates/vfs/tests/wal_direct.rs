@@ -259,3 +259,27 @@ fn commits_of_other_connections_and_processes_between_ours_land_intact() {
         format!("{expected}\nok")
     );
 }
+
+/// `uring_wal_direct=on` writes the write-behind queue's flushes: without write-behind
+/// the database does not open, and the error says why.
+#[test]
+fn wal_direct_without_write_behind_is_refused_at_open() {
+    common::register();
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!(
+        "file:{}?uring_wal_direct=on&uring_write_behind=off",
+        dir.path().join("r.db").display()
+    );
+    let opened = Connection::open_with_flags_and_vfs(
+        &name,
+        rusqlite::OpenFlags::default() | rusqlite::OpenFlags::SQLITE_OPEN_URI,
+        common::VFS,
+    )
+    .and_then(|conn| conn.execute_batch("CREATE TABLE t(x)"));
+    let error = opened.expect_err("uring_wal_direct=on opened without write-behind");
+    assert_eq!(
+        common::extended_code(&error),
+        ffi::SQLITE_CANTOPEN,
+        "{error}"
+    );
+}

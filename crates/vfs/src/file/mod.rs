@@ -31,6 +31,15 @@ use crate::trace::FileLabel;
 use crate::vfs::VfsState;
 use crate::write_behind;
 
+/// Where a WAL commit stands, by the thread's call numbers: the commit frame's page
+/// flushed at call N (then padding frames at N+1, …), then the WAL's xSync at once.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum WalCommit {
+    Idle,
+    Flushed(u64),
+    Synced(u64),
+}
+
 /// What kind of file-method call [`File::note_call`] sees.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum CallKind {
@@ -74,10 +83,10 @@ pub(crate) struct File {
     /// The O_DIRECT side of a WAL opened with `uring_wal_direct=on` (shared with the
     /// write-behind queue, which flushes through it).
     wal_direct: Option<std::sync::Arc<std::sync::Mutex<WalDirect>>>,
-    /// This thread's number of the call that flushed a WAL commit (or of a write right
-    /// after it, SQLite's padding frames): whether the very next call is the WAL's
-    /// xSync decides whether O_DIRECT pays (`WalDirect::set_pays`).
-    wal_commit_flushed: Option<u64>,
+    /// Where a WAL commit stands, by this thread's call numbers (`note_call`).
+    wal_commit: WalCommit,
+    /// This write finishes a frame after the commit's sync (`psow=0`): write it at once.
+    after_commit_sync: bool,
     /// This thread's number of the call in progress on this file (`note_call`).
     call_number: u64,
     /// A WAL's last xRead: its offset and call number (a checksum rewrite follows one).
@@ -147,21 +156,47 @@ impl File {
     /// xWrite ends a commit's run of page writes, and tells an O_DIRECT WAL whether its
     /// last commit was synced at once (the next call on any file was this file's xSync,
     /// as in `synchronous=FULL`; a checkpoint's sync comes after other calls).
+    ///
+    /// With `psow=0` SQLite pads a synced WAL commit to a sector boundary with copies of
+    /// the commit frame and syncs at the boundary, inside the frame that straddles it
+    /// (wal.c `walWriteToLog`): the rest of that frame is written right after the sync
+    /// and published with the commit, with no call in between, so those writes go at
+    /// once (`after_commit_sync`).
     pub(crate) fn note_call(&mut self, number: u64, kind: CallKind) {
         self.call_number = number;
         if kind != CallKind::Write {
             self.commit_pages = false;
         }
-        let Some(flushed) = self.wal_commit_flushed.take() else {
-            return;
+        self.after_commit_sync = false;
+        let at_once = |call: u64| call + 1 == number;
+        self.wal_commit = match (self.wal_commit, kind) {
+            (WalCommit::Idle, _) => WalCommit::Idle,
+            // Padding frames before the sync.
+            (WalCommit::Flushed(call), CallKind::Write) if at_once(call) => {
+                WalCommit::Flushed(number)
+            }
+            (WalCommit::Flushed(call), kind) => {
+                let synced = kind == CallKind::Sync && at_once(call);
+                if let Some(wal) = &self.wal_direct {
+                    crate::lock::lock_ignoring_poison(wal).set_pays(synced);
+                }
+                if synced {
+                    WalCommit::Synced(number)
+                } else {
+                    WalCommit::Idle
+                }
+            }
+            (WalCommit::Synced(call), CallKind::Write) if at_once(call) => {
+                self.after_commit_sync = true;
+                WalCommit::Synced(number)
+            }
+            (WalCommit::Synced(_), _) => WalCommit::Idle,
         };
-        let at_once = flushed + 1 == number;
-        if kind == CallKind::Write && at_once {
-            // A padding frame of the same commit (`psow=0`): the sync may follow it.
-            self.wal_commit_flushed = Some(number);
-        } else if let Some(wal) = &self.wal_direct {
-            crate::lock::lock_ignoring_poison(wal).set_pays(kind == CallKind::Sync && at_once);
-        }
+    }
+
+    /// The write in progress flushed a WAL commit (its commit frame's page).
+    fn note_commit_flushed(&mut self) {
+        self.wal_commit = WalCommit::Flushed(self.call_number);
     }
 
     /// Opened with `nolock=1`: no OS locks and no shared memory (os_unix.c's

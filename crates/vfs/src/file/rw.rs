@@ -141,7 +141,7 @@ impl File {
         // spilled (the b-tree holds it referenced during a write transaction, and only
         // unreferenced pages are spilled or cache-flushed). So the write of page 1 opens
         // the commit's run, and any other call on the file (its `SQLITE_FCNTL_SYNC`, a
-        // lock change, a read) closes it (`end_commit_pages`). A commit that leaves
+        // lock change, a read) closes it (`File::note_call`). A commit that leaves
         // page 1 alone (`locking_mode=EXCLUSIVE` after the first commit) writes its pages
         // at once, as `unix` does. A WAL-mode database is written only by checkpoints,
         // which write through anyway.
@@ -169,14 +169,15 @@ impl File {
                 && buf.len() == WAL_FRAME_HEADER_BYTES
                 && self.last_read == Some((offset, self.call_number.saturating_sub(1)));
             let commit_frame = std::mem::take(&mut self.commit_frame_pending) || checksum_rewrite;
-            if commit_frame && self.wal_direct.is_some() {
-                self.wal_commit_flushed = Some(self.call_number);
+            if commit_frame {
+                self.note_commit_flushed();
             }
             let flush_now = self.in_checkpoint
                 || page_outside_commit
                 || journal_record_end
                 || self.mmap.is_mapped()
-                || commit_frame;
+                || commit_frame
+                || self.after_commit_sync;
             // An aligned page write of an O_DIRECT file is queued for its direct fd; a
             // write that must reach the kernel at once (a checkpoint's) is one lone write,
             // cheaper into the page cache than a device round trip.
