@@ -1,6 +1,7 @@
 //! O_DIRECT mode (URI `uring_direct=on`, [`crate::Options::direct_io`]): the main
 //! database's page-aligned reads and writes bypass the page cache through a second,
-//! `O_DIRECT` descriptor of the same file.
+//! `O_DIRECT` descriptor of the same file. The O_DIRECT WAL (`uring_wal_direct=on`,
+//! [`WalDirect`], at the end of this file) writes a WAL's synced commits as whole blocks.
 //!
 //! # What goes direct
 //! * **Writes queued by write-behind** whose offset and length are multiples of the

@@ -435,21 +435,30 @@ pub fn run_threads(
     plans: &[ThreadPlan],
     beside: impl FnOnce(Instant) -> Result<(Latencies, Instant)>,
 ) -> Result<CellOutcome> {
-    let barrier = Barrier::new(plans.len() + 1);
+    // Every thread opens its connection, then all wait for one window: its start and
+    // deadline are set once all are open, so the elapsed time measured from the start
+    // covers every thread's work and is never shorter than the window.
+    let opened_all = Barrier::new(plans.len() + 1);
+    let window_set = Barrier::new(plans.len() + 1);
+    let window_deadline: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
     std::thread::scope(|scope| {
         let handles: Vec<_> = plans
             .iter()
             .enumerate()
             .map(|(index, plan)| {
-                let barrier = &barrier;
+                let (opened_all, window_set) = (&opened_all, &window_set);
+                let window_deadline = &window_deadline;
                 std::thread::Builder::new()
                     .name(format!("{}-{index}", plan.role.kinds()[0].name()))
                     .spawn_scoped(scope, move || -> Result<(Latencies, Instant)> {
                         let opened = open(target, &plan.database, shape.settings(plan.journal));
                         let mut rng = shape.rng(index as u64);
-                        barrier.wait();
+                        opened_all.wait();
+                        window_set.wait();
                         let connection = opened?;
-                        let deadline = Instant::now() + shape.duration();
+                        let deadline = *window_deadline
+                            .get()
+                            .expect("the window is set before the second barrier");
                         let latencies =
                             run_role(plan.role, &connection, &mut rng, shape.rows, deadline)
                                 .with_context(|| {
@@ -464,9 +473,14 @@ pub fn run_threads(
                     .context("starting a benchmark thread")
             })
             .collect::<Result<_>>()?;
-        barrier.wait();
+        opened_all.wait();
         let start = Instant::now();
-        let others = beside(start + shape.duration());
+        let deadline = start + shape.duration();
+        window_deadline
+            .set(deadline)
+            .expect("the window is set once");
+        window_set.wait();
+        let others = beside(deadline);
         let mut all = Latencies::default();
         let mut end = start;
         let mut first_error = None;
