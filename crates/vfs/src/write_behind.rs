@@ -35,10 +35,10 @@
 //!   for, the writer's frames on every read transaction;
 //! * returning from the `xWrite` of a WAL *commit frame* — SQLite publishes the new
 //!   WAL-index header right after it without another reportable VFS call, so the frames
-//!   must be in the kernel, and their errors returned, by then; likewise a frame header
-//!   rewritten right after SQLite read its frame back (`walRewriteChecksums`, after a
-//!   commit that rewrote spilled frames) and, with `psow=0`, the rest of the padding
-//!   frame SQLite writes right after the commit's sync;
+//!   must be in the kernel, and their errors returned, by then; likewise the commit
+//!   frame's header rewritten right after SQLite read its frame back
+//!   (`walRewriteChecksums`, after a commit that rewrote spilled frames) and, with
+//!   `psow=0`, the rest of the padding frame SQLite writes right after the commit's sync;
 //! * returning from any `xWrite` of a main database outside a commit's run of pages (a
 //!   run opens with the write of page 1 and ends at any other call on the file) — a
 //!   rollback-mode page written before its commit (a cache spill,

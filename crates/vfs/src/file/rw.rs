@@ -161,12 +161,14 @@ impl File {
             // While the file is memory-mapped, SQLite may read the new bytes through the
             // mapping without another VFS call (its sorter does): they must be in the page
             // cache when xWrite returns, as with `unix`.
-            // A frame header rewritten right after SQLite read its frame back is
-            // walRewriteChecksums' (a commit that rewrote frames a spill had written):
-            // it runs after the commit frame's page and before SQLite publishes the
-            // commit, so it is written at once too.
+            // A commit-frame header rewritten right after SQLite read its frame back is
+            // walRewriteChecksums' last write (a commit that rewrote frames a spill had
+            // written): nothing follows it before SQLite publishes the commit, so it is
+            // written at once too. The headers before it are flushed by the read of the
+            // next frame.
             let checksum_rewrite = self.is_wal
                 && buf.len() == WAL_FRAME_HEADER_BYTES
+                && buf[4..8] != [0, 0, 0, 0]
                 && self.last_read == Some((offset, self.call_number.saturating_sub(1)));
             let commit_frame = std::mem::take(&mut self.commit_frame_pending) || checksum_rewrite;
             if commit_frame {
