@@ -15,17 +15,10 @@ mod common;
 use std::path::Path;
 
 use common::{process_state_lock, Mode};
-use rusqlite::{ffi, Connection};
+use rusqlite::Connection;
 
 fn seed_prng() {
-    // SAFETY: SQLITE_TESTCTRL_PRNG_SEED takes an int and a (null) sqlite3 pointer.
-    unsafe {
-        ffi::sqlite3_test_control(
-            ffi::SQLITE_TESTCTRL_PRNG_SEED,
-            11 as std::ffi::c_int,
-            std::ptr::null_mut::<ffi::sqlite3>(),
-        )
-    };
+    common::seed_prng(11);
 }
 
 /// Every file in `dir`, by name, with its bytes, read without going through SQLite.

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use common::{await_line, Guard, Mode};
-use rusqlite::{ffi, Connection, OpenFlags};
+use rusqlite::{Connection, OpenFlags};
 
 const WRITER_ENV: &str = "SQLITE_URING_TEST_WRITER";
 /// Rows committed before the large transaction.
@@ -56,14 +56,7 @@ fn register_only(vfs: &str) {
 }
 
 fn seed_prng() {
-    // SAFETY: SQLITE_TESTCTRL_PRNG_SEED takes an int and a (null) sqlite3 pointer.
-    unsafe {
-        ffi::sqlite3_test_control(
-            ffi::SQLITE_TESTCTRL_PRNG_SEED,
-            7 as std::ffi::c_int,
-            std::ptr::null_mut::<ffi::sqlite3>(),
-        )
-    };
+    common::seed_prng(7);
 }
 
 fn file_len(path: &Path) -> u64 {

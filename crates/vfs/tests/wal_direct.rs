@@ -21,14 +21,7 @@ use common::process_state_lock;
 use rusqlite::{ffi, Connection};
 
 fn seed_prng() {
-    // SAFETY: SQLITE_TESTCTRL_PRNG_SEED takes an int and a (null) sqlite3 pointer.
-    unsafe {
-        ffi::sqlite3_test_control(
-            ffi::SQLITE_TESTCTRL_PRNG_SEED,
-            23 as std::ffi::c_int,
-            std::ptr::null_mut::<ffi::sqlite3>(),
-        )
-    };
+    common::seed_prng(23);
 }
 
 fn wal_direct_writes() -> u64 {

@@ -489,3 +489,16 @@ pub fn process_state_lock() -> std::sync::MutexGuard<'static, ()> {
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
+
+/// Seeds SQLite's process-wide PRNG, so WAL salts and journal nonces are the same in a
+/// `unix` run and an `io_uring` run of one scenario.
+pub fn seed_prng(seed: std::ffi::c_int) {
+    // SAFETY: SQLITE_TESTCTRL_PRNG_SEED takes an int and a (null) sqlite3 pointer.
+    unsafe {
+        rusqlite::ffi::sqlite3_test_control(
+            rusqlite::ffi::SQLITE_TESTCTRL_PRNG_SEED,
+            seed,
+            std::ptr::null_mut::<rusqlite::ffi::sqlite3>(),
+        )
+    };
+}
