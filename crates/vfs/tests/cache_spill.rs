@@ -21,6 +21,15 @@ fn seed_prng() {
     common::seed_prng(11);
 }
 
+/// SQL making table `t` of `rows` rows of 300-character text, ids 1..=rows.
+fn table_of(rows: u32) -> String {
+    format!(
+        "CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT);
+         WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM n WHERE x<{rows})
+           INSERT INTO t(b) SELECT printf('%0300d', x) FROM n;"
+    )
+}
+
 /// Every file in `dir`, by name, with its bytes, read without going through SQLite.
 fn copy_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
@@ -70,12 +79,7 @@ fn open_in(dir: &Path, vfs: &str, mode: Mode) -> Connection {
         })
         .unwrap();
     assert_eq!(reported, mode.pragma());
-    conn.execute_batch(
-        "CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT);
-         WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM n WHERE x<100)
-           INSERT INTO t(b) SELECT printf('%0300d', x) FROM n;",
-    )
-    .unwrap();
+    conn.execute_batch(&table_of(100)).unwrap();
     conn
 }
 
@@ -94,15 +98,14 @@ fn files_around_cache_flush(vfs: &str, uri: &str, mode: Mode) -> [Vec<(String, V
         })
         .unwrap();
     assert_eq!(reported, mode.pragma());
-    conn.execute_batch(
-        "CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT);
-         WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM n WHERE x<100)
-           INSERT INTO t(b) SELECT printf('%0300d', x) FROM n;
+    conn.execute_batch(&format!(
+        "{}
          BEGIN;
          UPDATE t SET b = upper(b) || 'x' WHERE a % 3 = 0;
          WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM n WHERE x<40)
            INSERT INTO t(b) SELECT printf('%0300d', x + 5000) FROM n;",
-    )
+        table_of(100)
+    ))
     .unwrap();
     let before = copy_files(dir.path());
     conn.cache_flush().unwrap();
@@ -206,10 +209,9 @@ fn spilling_rollback_transaction_files(vfs: &str, pragmas: &str) -> Vec<Vec<(Str
     // under `unix` (`unixGetTempname`), and the journals' nonces would then differ.
     conn.execute_batch(&format!(
         "PRAGMA temp_store=MEMORY; {pragmas}
-         CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT);
-         WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM n WHERE x<300)
-           INSERT INTO t(b) SELECT printf('%0300d', x) FROM n;
-         PRAGMA cache_size=5;"
+         {}
+         PRAGMA cache_size=5;",
+        table_of(300)
     ))
     .unwrap();
     let mut steps = vec![copy_files(dir.path())];
@@ -554,10 +556,9 @@ fn spilling_wal_database(dir: &Path, uri: &str, settings: &str) -> Connection {
     let conn = common::open(Path::new(&name), common::VFS);
     conn.execute_batch(&format!(
         "PRAGMA journal_mode=WAL; {settings}
-         CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT);
-         WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM n WHERE x<400)
-           INSERT INTO t(b) SELECT printf('%0300d', x) FROM n;
-         PRAGMA cache_size=10;"
+         {}
+         PRAGMA cache_size=10;",
+        table_of(400)
     ))
     .unwrap();
     conn
