@@ -312,10 +312,10 @@ impl File {
         } else {
             None
         };
-        // A WAL's synced commits may go O_DIRECT (`uring_wal_direct=on`); only with
-        // write-behind, whose flushes are what it writes.
+        // A WAL's synced commits may go O_DIRECT (`uring_wal_direct=on`). It writes
+        // write-behind's flushes: `UriOptions::parse` refuses it without write-behind.
+        debug_assert!(!options.uri.wal_direct || options.uri.write_behind);
         let wal_direct = if options.uri.wal_direct
-            && options.uri.write_behind
             && file_type & SQLITE_OPEN_WAL != 0
             && out_flags & SQLITE_OPEN_READWRITE != 0
         {
