@@ -6,7 +6,9 @@
 //! so. Everything it does meets this VFS's locks, `-shm` layout and flush points from
 //! another process. Each test runs an application (a writer and two readers, Debian's
 //! python3 with the extension loaded: `support/replication_app.py`) against a live
-//! `litestream replicate`, forces a final sync, restores the file replica with
+//! `litestream replicate` (the writer's stream starts once Litestream's first sync has
+//! taken the database over), forces a final sync, waits for a checkpoint of
+//! Litestream's, restores the file replica with
 //! `litestream restore` and compares the restored database with the source, row for
 //! row (a SHA-256 over both tables). Every scenario runs on `io_uring` and on `unix`,
 //! the control.
@@ -50,6 +52,15 @@ const STOP_LITESTREAM_AFTER: usize = 600;
 /// The transaction inside which (before its COMMIT, the write lock held by the writer)
 /// Litestream is killed (SIGKILL) and restarted.
 const KILL_LITESTREAM_IN: usize = 1350;
+/// The writer's pause before its first transaction, outside any (`replication_app.py`'s
+/// id 0): the stream starts once Litestream has taken the database over, so Litestream
+/// replicates all of it, whatever the two processes' start-up times. (A writer that
+/// starts first can hold the write lock through Litestream's 1 s busy timeout and run
+/// 1,000 transactions before Litestream takes its read lock.)
+const START: usize = 0;
+/// Waiting for a checkpoint Litestream makes within its 5 s `checkpoint-interval` of an
+/// idle database: a guard against a hang only.
+const CHECKPOINT_GUARD: Duration = Duration::from_secs(60);
 /// Read transactions each reader runs at most (a bound on its loop, not a target).
 const READER_MAX_CHECKS: usize = 1_000_000;
 /// Guards against hangs only; nothing here measures time.
@@ -264,6 +275,26 @@ dbs:
     fn log_text(&self) -> String {
         fs::read_to_string(&self.log).unwrap_or_default()
     }
+
+    /// Waits until Litestream has completed a checkpoint (`result=0` in its debug log),
+    /// so every run goes through Litestream's own checkpoints, not only its WAL reads.
+    fn wait_for_checkpoint(&self) {
+        let deadline = Instant::now() + CHECKPOINT_GUARD;
+        loop {
+            let log = self.log_text();
+            if log
+                .lines()
+                .any(|line| line.contains("msg=checkpoint") && line.contains("result=0,"))
+            {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "litestream completed no checkpoint:\n{log}"
+            );
+            std::thread::sleep(POLL);
+        }
+    }
 }
 
 fn app(command: &str, db: &Path, vfs: &str, rest: &[&str]) -> Command {
@@ -347,6 +378,48 @@ fn tx_ids(digest: &Value) -> Vec<usize> {
         .collect()
 }
 
+/// The errors Litestream v0.5.17 logs under `unix` as under `io_uring`, which the tests
+/// allow; any other error fails a test.
+///
+/// * `(SQLITE_BUSY)`: Litestream waits 1 s for SQLite's locks (its busy_timeout) and
+///   retries a sync that timed out, logging it as an error. A writer that commits back
+///   to back holds the write lock often enough for that to happen.
+/// * A snapshot (compaction level 9) that fails with `snapshot wal read exceeded
+///   bound`: Litestream's snapshot reads the WAL up to an end offset that can fall
+///   inside a transaction, reads on to that transaction's commit frame and then
+///   rejects its own read (https://github.com/benbjohnson/litestream/issues/1490). It
+///   happens when a restarted Litestream snapshots while the writer streams: in 4 of
+///   40 runs of the restart scenario, on either VFS (3 on `unix`). That snapshot is then
+///   missing, and the restore, built from the earlier snapshot and the other levels,
+///   is still checked row for row.
+fn is_litestream_known_error(line: &str) -> bool {
+    let busy = line.contains("(SQLITE_BUSY)");
+    let snapshot_bound = line.contains("msg=\"compaction failed\"")
+        && line.contains("level=9 ")
+        && line.contains("snapshot wal read exceeded bound");
+    busy || snapshot_bound
+}
+
+#[test]
+fn only_litestreams_known_errors_are_allowed() {
+    let snapshot = "time=2026-01-01T00:00:00.000Z level=ERROR msg=\"compaction failed\" \
+        system=store db=app.db level=9 error=\"extract timestamp from LTX header: snapshot \
+        wal read exceeded bound: max offset 11980992 > end offset 11968632\"";
+    let busy = "time=2026-01-01T00:00:00.000Z level=ERROR msg=\"sync error\" db=app.db \
+        error=\"database is locked (5) (SQLITE_BUSY)\"";
+    assert!(is_litestream_known_error(snapshot));
+    assert!(is_litestream_known_error(busy));
+    // The same failure at a compaction level other than the snapshot's is not allowed,
+    // nor is any other snapshot failure.
+    assert!(!is_litestream_known_error(
+        &snapshot.replace("level=9 ", "level=1 ")
+    ));
+    assert!(!is_litestream_known_error(&snapshot.replace(
+        "snapshot wal read exceeded bound",
+        "page map: invalid frame"
+    )));
+}
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Scenario {
     /// The writer runs to the end.
@@ -359,12 +432,13 @@ enum Scenario {
 }
 
 impl Scenario {
-    /// The transactions the writer pauses in, as `replication_app.py write` takes them.
+    /// The transactions the writer pauses in, as `replication_app.py write` takes them:
+    /// always before the first ([`START`]), and in the one the scenario kills inside.
     fn pause_at(self) -> String {
         match self {
-            Scenario::WriterFinishes => String::new(),
-            Scenario::WriterKilled => KILL_WRITER_IN.to_string(),
-            Scenario::LitestreamRestarted => KILL_LITESTREAM_IN.to_string(),
+            Scenario::WriterFinishes => START.to_string(),
+            Scenario::WriterKilled => format!("{START},{KILL_WRITER_IN}"),
+            Scenario::LitestreamRestarted => format!("{START},{KILL_LITESTREAM_IN}"),
         }
     }
 }
@@ -418,6 +492,11 @@ fn round_trip(vfs: &str, scenario: Scenario) {
     );
     let writer_failure = || fs::read_to_string(replication.dir.join("writer.log")).unwrap();
 
+    // Litestream's first sync opens the database, makes its tables and takes its read
+    // lock; the stream starts after it.
+    wait_for_pause(&mut writer, dir.path(), START);
+    replication.sync();
+    resume(dir.path(), START);
     match scenario {
         Scenario::WriterFinishes => {}
         Scenario::WriterKilled => {
@@ -470,8 +549,11 @@ fn round_trip(vfs: &str, scenario: Scenario) {
         );
     }
 
-    // Everything committed reaches the replica, while Litestream still runs.
+    // Everything committed reaches the replica, while Litestream still runs, and
+    // Litestream has checkpointed: past 1,000 WAL pages at a sync, or within
+    // `checkpoint-interval` of the database's last write.
     replication.sync();
+    replication.wait_for_checkpoint();
     let source = digest(db, vfs);
     litestream.signal(libc::SIGTERM);
     let status = litestream.wait();
@@ -509,20 +591,11 @@ fn round_trip(vfs: &str, scenario: Scenario) {
         restored["sha256"], source["sha256"],
         "restored rows differ from the source's"
     );
-    // Litestream waits 1 s for SQLite's locks (its busy_timeout) and retries a sync that
-    // timed out, logging it as an error: a writer that commits back to back holds the
-    // write lock often enough for that to happen under `unix` too. Any other error fails.
     let errors: Vec<&str> = log
         .lines()
-        .filter(|line| line.contains("level=ERROR") && !line.contains("(SQLITE_BUSY)"))
+        .filter(|line| line.contains("level=ERROR") && !is_litestream_known_error(line))
         .collect();
     assert!(errors.is_empty(), "litestream reported errors:\n{log}");
-    // The run went through Litestream's own checkpoints, not only its WAL reads.
-    assert!(
-        log.lines()
-            .any(|line| line.contains("msg=checkpoint") && line.contains("result=0,")),
-        "litestream never completed a checkpoint:\n{log}"
-    );
 }
 
 #[test]

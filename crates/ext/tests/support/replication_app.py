@@ -19,7 +19,9 @@ PAUSE_AT is a comma-separated list of transaction ids (or empty): in each, after
 writes and before its COMMIT, the writer creates PAUSE_DIR/paused-ID and waits for
 PAUSE_DIR/resume-ID. A test kills a process there at a known point: the writer holds
 SQLite's write lock, its uncommitted (spilled) frames are in the WAL, and no commit is
-in flight anywhere.
+in flight anywhere. Id 0 pauses once the database is in WAL mode with its schema, before
+the first transaction and outside any (no lock held): a test starts the stream there
+once the replicator has taken the database over.
 
 `digest` prints one JSON line: integrity_check, the tx ids, a SHA-256 over every row of
 both tables in primary-key order, and the invariant's violations.
@@ -80,6 +82,8 @@ def write(ext, db, vfs, count, seed, ack_path, pause_dir, pause_at):
     assert mode == "wal", mode
     conn.execute(f"PRAGMA cache_size={WRITER_CACHE_PAGES}")
     conn.executescript(SCHEMA)
+    if 0 in pause_at:
+        pause(pause_dir, 0)
     rng = random.Random(seed)
     ack = os.open(ack_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     live = []  # tx ids whose items may be updated or deleted
