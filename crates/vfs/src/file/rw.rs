@@ -166,9 +166,12 @@ impl File {
             // written): nothing follows it before SQLite publishes the commit, so it is
             // written at once too. The headers before it are flushed by the read of the
             // next frame.
-            let checksum_rewrite = self.is_wal
+            // Bytes 4..8 of a frame header: database size after a commit, 0 otherwise.
+            let commit_frame_header = self.is_wal
                 && buf.len() == WAL_FRAME_HEADER_BYTES
-                && buf[4..8] != [0, 0, 0, 0]
+                && offset as u64 >= WAL_HEADER_BYTES
+                && buf[4..8] != [0, 0, 0, 0];
+            let checksum_rewrite = commit_frame_header
                 && self.last_read == Some((offset, self.call_number.saturating_sub(1)));
             let commit_frame = std::mem::take(&mut self.commit_frame_pending) || checksum_rewrite;
             if commit_frame {
@@ -195,13 +198,8 @@ impl File {
                 .queue()
                 .write(&writer, offset as u64, buf, flush_now)
                 .map_err(Failure::from);
-            if self.is_wal
-                && !checksum_rewrite
-                && buf.len() == WAL_FRAME_HEADER_BYTES
-                && offset as u64 >= WAL_HEADER_BYTES
-                && buf[4..8] != [0, 0, 0, 0]
-            {
-                // Bytes 4..8 of a frame header: database size after a commit, 0 otherwise.
+            if commit_frame_header && !checksum_rewrite {
+                // Its page, written next, ends the commit.
                 self.commit_frame_pending = true;
             }
             result
