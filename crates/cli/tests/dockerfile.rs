@@ -1,6 +1,6 @@
 //! The Dockerfile cannot be built here (no Docker engine), so this keeps it honest the
 //! cheap way: its command is the README's main command, verbatim, and it installs the
-//! packages `.ci/run` installs for the tests.
+//! packages `scripts/test` installs for the tests.
 
 use std::path::PathBuf;
 
@@ -43,8 +43,8 @@ fn dockerfile_runs_the_readme_main_command() {
 #[test]
 fn dockerfile_installs_what_ci_installs() {
     let dockerfile = repository_file("Dockerfile");
-    let ci = repository_file(".ci/run");
-    // Packages .ci/run installs when missing, plus those it names on an apt-get line
+    let ci = repository_file("scripts/test");
+    // Packages scripts/test installs when missing, plus those it names on an apt-get line
     // (pytest for Debian's python3, which the image's `python3` is).
     let mut from_ci: Vec<String> = ci
         .lines()
@@ -75,9 +75,9 @@ fn dockerfile_installs_what_ci_installs() {
     from_ci.sort();
     from_ci.dedup();
     from_dockerfile.sort();
-    assert!(!from_ci.is_empty(), "no `missing+=(…)` package in .ci/run");
+    assert!(!from_ci.is_empty(), "no `missing+=(…)` package in scripts/test");
     assert_eq!(
         from_dockerfile, from_ci,
-        "the Dockerfile's apt-get install list must be .ci/run's package list"
+        "the Dockerfile's apt-get install list must be scripts/test's package list"
     );
 }
