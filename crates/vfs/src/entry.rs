@@ -4,13 +4,38 @@
 //! returns through [`guard`], the one place where a `Result` becomes a SQLite code and
 //! where panics stop (no panic may unwind into C). Every call is also where a trace record
 //! is written when `sqlite_uring::vfs` tracing is on (`trace.rs`; one atomic load when off).
+//!
+//! # Hostile arguments
+//!
+//! A VFS shim stacked above this one, or a buggy caller, can pass any value. The safe
+//! methods assert what SQLite always passes (offsets and sizes ≥ 0, the lock transitions
+//! sqlite3.h allows, shared-memory slots 0..8, a buffer behind every amount); this layer
+//! makes those assertions invariants by answering every other value before calling
+//! them, as `unix` answers it where `unix` answers it cleanly:
+//!
+//! * a value the kernel rejects (a negative xWrite offset, an xRead or xWrite whose end
+//!   passes `i64::MAX`, a null buffer) gets the call's I/O error with the errno the
+//!   system call would have set (EINVAL, EFAULT), unlogged, as os_unix.c does; a negative
+//!   xTruncate size is os_unix.c's logged ftruncate(2) failure;
+//! * a value `unix` turns into a crash, a pointer outside its mapping, or lock state that
+//!   no longer matches the locks it holds (a negative xRead offset or amount, a negative
+//!   xWrite amount, xShmMap's negative region or a region size that is not whole 4 KiB
+//!   pages, xShmLock slots outside 0..8, lock transitions sqlite3.h does not define) gets
+//!   the call's I/O error code and a line in SQLite's log (`sqlite3_log`);
+//! * a null pointer where SQLite always passes one (an out-pointer, a file control's
+//!   argument) is SQLITE_MISUSE and logged: `unix` dereferences it;
+//! * amounts of zero, levels a lock or unlock already satisfies, file-control opcodes this
+//!   VFS does not know, and xShmLock flags that name neither a lock nor an unlock are
+//!   answered as `unix` answers them (SQLITE_OK, SQLITE_NOTFOUND), doing nothing.
+//!
+//! `tests/hostile_args.rs` compares each class with what `unix` does.
 
 use std::ffi::{c_char, c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::error::Failure;
 use crate::ffi::*;
-use crate::file::control::{ControlReply, FileControl};
+use crate::file::control::{ControlReply, FileControl, ShmLockRequest};
 use crate::file::{CallKind, File};
 use crate::sys::calls;
 use crate::trace::{self, Call};
@@ -113,6 +138,13 @@ unsafe fn with_file(
     code
 }
 
+/// Logs a call this layer refuses (see "Hostile arguments" above) under the file's name,
+/// with the code it returns, and gives back the failure to return.
+fn refuse(file: &File, failure: Failure, what: &str) -> Failure {
+    file.log_refusal(failure.code(), &format!("{what} refused"));
+    failure
+}
+
 // ─── sqlite3_io_methods ────────────────────────────────────────────────────────────────
 
 pub(crate) static IO_METHODS: sqlite3_io_methods = sqlite3_io_methods {
@@ -162,6 +194,7 @@ unsafe extern "C" fn x_close(raw: *mut sqlite3_file) -> c_int {
         let started = trace::start(trace::TARGET_VFS);
         let subject = started.map(|_| trace::describe_file((*file).trace_label()));
         let code = guard(Some(vfs), "xClose", || {
+            (*file).verify_db_file();
             drop(Box::from_raw(file));
             Ok(SQLITE_OK)
         });
@@ -178,7 +211,8 @@ unsafe extern "C" fn x_read(
     amount: c_int,
     offset: i64,
 ) -> c_int {
-    // SAFETY: SQLite passes a live file and a writable buffer of `amount` bytes.
+    // SAFETY: SQLite passes a live file and a writable buffer of `amount` bytes; the
+    // arguments are checked below before the buffer is touched.
     unsafe {
         with_file(
             raw,
@@ -187,6 +221,27 @@ unsafe extern "C" fn x_read(
                 len: amount,
             },
             |file| {
+                // Nothing to read, whatever the offset: SQLITE_OK, as from `unix` (which
+                // copies or preads zero bytes).
+                if amount == 0 {
+                    return Ok(SQLITE_OK);
+                }
+                if offset < 0 || amount < 0 {
+                    // `unix` copies from before its mapping at a negative offset (a
+                    // crash), and past the buffer for a negative amount.
+                    return Err(refuse(
+                        file,
+                        Failure::Read(libc::EINVAL),
+                        &format!("xRead of {amount} bytes at offset {offset}"),
+                    ));
+                }
+                // pread(2)'s answers, which os_unix.c returns unlogged.
+                if offset.checked_add(i64::from(amount)).is_none() {
+                    return Err(Failure::Read(libc::EINVAL));
+                }
+                if buf.is_null() {
+                    return Err(Failure::Read(libc::EFAULT));
+                }
                 let buf = std::slice::from_raw_parts_mut(buf as *mut u8, amount as usize);
                 file.read(buf, offset).map(|()| SQLITE_OK)
             },
@@ -200,7 +255,8 @@ unsafe extern "C" fn x_write(
     amount: c_int,
     offset: i64,
 ) -> c_int {
-    // SAFETY: SQLite passes a live file and a readable buffer of `amount` bytes.
+    // SAFETY: SQLite passes a live file and a readable buffer of `amount` bytes; the
+    // arguments are checked below before the buffer is touched.
     unsafe {
         with_file(
             raw,
@@ -209,6 +265,31 @@ unsafe extern "C" fn x_write(
                 len: amount,
             },
             |file| {
+                // pwrite(2) refuses a negative offset whatever the amount (EINVAL), and
+                // os_unix.c returns that unlogged.
+                if offset < 0 {
+                    return Err(Failure::Write(libc::EINVAL));
+                }
+                // Nothing to write: SQLITE_OK, as from `unix`, and the file (and the size
+                // this VFS may cache) stays as it is.
+                if amount == 0 {
+                    return Ok(SQLITE_OK);
+                }
+                if amount < 0 {
+                    // `unix` writes the amount's low 17 bits' worth of bytes (128 KiB - 1
+                    // for -1) from a buffer that has none.
+                    return Err(refuse(
+                        file,
+                        Failure::Write(libc::EINVAL),
+                        &format!("xWrite of {amount} bytes at offset {offset}"),
+                    ));
+                }
+                if offset.checked_add(i64::from(amount)).is_none() {
+                    return Err(Failure::Write(libc::EINVAL));
+                }
+                if buf.is_null() {
+                    return Err(Failure::Write(libc::EFAULT));
+                }
                 let buf = std::slice::from_raw_parts(buf as *const u8, amount as usize);
                 file.write(buf, offset).map(|()| SQLITE_OK)
             },
@@ -220,6 +301,12 @@ unsafe extern "C" fn x_truncate(raw: *mut sqlite3_file, size: i64) -> c_int {
     // SAFETY: SQLite passes a live file.
     unsafe {
         with_file(raw, Call::Truncate { size }, |file| {
+            // What ftruncate(2) answers (EINVAL), logged as os_unix.c logs it. (With a
+            // chunk size set, os_unix.c rounds a size just below zero up to 0 first and
+            // empties the file; a negative size is refused here whatever the chunk size.)
+            if size < 0 {
+                return Err(file.refuse_negative_truncate());
+            }
             file.truncate(size).map(|()| SQLITE_OK)
         })
     }
@@ -238,6 +325,13 @@ unsafe extern "C" fn x_file_size(raw: *mut sqlite3_file, size: *mut i64) -> c_in
     // SAFETY: SQLite passes a live file and a writable i64.
     unsafe {
         with_file(raw, Call::FileSize { out: size }, |file| {
+            if size.is_null() {
+                return Err(refuse(
+                    file,
+                    Failure::Misuse,
+                    "xFileSize with no out-pointer",
+                ));
+            }
             *size = file.file_size()?;
             Ok(SQLITE_OK)
         })
@@ -248,6 +342,31 @@ unsafe extern "C" fn x_lock(raw: *mut sqlite3_file, level: c_int) -> c_int {
     // SAFETY: SQLite passes a live file.
     unsafe {
         with_file(raw, Call::Lock { level }, |file| {
+            let held = file.lock_level();
+            // A level already held (any level at or below it, negative ones included) is
+            // SQLITE_OK with nothing done, as under `unix`.
+            if level <= held {
+                return Ok(SQLITE_OK);
+            }
+            // The transitions sqlite3.h defines (SQLite never asks for PENDING). `unix`
+            // takes some lock for any other and records a level that no longer matches
+            // it: from NONE, its unlock then leaves the lock held.
+            let defined = matches!(
+                (held, level),
+                (SQLITE_LOCK_NONE, SQLITE_LOCK_SHARED)
+                    | (SQLITE_LOCK_SHARED, SQLITE_LOCK_RESERVED)
+                    | (
+                        SQLITE_LOCK_SHARED | SQLITE_LOCK_RESERVED | SQLITE_LOCK_PENDING,
+                        SQLITE_LOCK_EXCLUSIVE
+                    )
+            );
+            if !defined {
+                return Err(refuse(
+                    file,
+                    Failure::Lock(libc::EINVAL),
+                    &format!("xLock({level}) while holding lock level {held}"),
+                ));
+            }
             file.lock(level).map(|()| SQLITE_OK)
         })
     }
@@ -257,6 +376,20 @@ unsafe extern "C" fn x_unlock(raw: *mut sqlite3_file, level: c_int) -> c_int {
     // SAFETY: SQLite passes a live file.
     unsafe {
         with_file(raw, Call::Unlock { level }, |file| {
+            let held = file.lock_level();
+            // Nothing to release: SQLITE_OK, as under `unix`, whatever the level.
+            if level >= held {
+                return Ok(SQLITE_OK);
+            }
+            // xUnlock goes to SHARED or NONE. `unix` records any other level as held
+            // (a negative one as 255) while keeping or dropping locks that do not match.
+            if level != SQLITE_LOCK_NONE && level != SQLITE_LOCK_SHARED {
+                return Err(refuse(
+                    file,
+                    Failure::Unlock(libc::EINVAL),
+                    &format!("xUnlock({level}) while holding lock level {held}"),
+                ));
+            }
             file.unlock(level).map(|()| SQLITE_OK)
         })
     }
@@ -266,6 +399,13 @@ unsafe extern "C" fn x_check_reserved_lock(raw: *mut sqlite3_file, out: *mut c_i
     // SAFETY: SQLite passes a live file and a writable int.
     unsafe {
         with_file(raw, Call::CheckReservedLock { out }, |file| {
+            if out.is_null() {
+                return Err(refuse(
+                    file,
+                    Failure::Misuse,
+                    "xCheckReservedLock with no out-pointer",
+                ));
+            }
             *out = file.check_reserved_lock()? as c_int;
             Ok(SQLITE_OK)
         })
@@ -276,7 +416,13 @@ unsafe extern "C" fn x_file_control(raw: *mut sqlite3_file, op: c_int, arg: *mut
     // SAFETY: SQLite passes a live file and the argument type documented for `op`.
     unsafe {
         with_file(raw, Call::FileControl { op }, |file| {
-            let control = decode_file_control(op, arg);
+            let Some(control) = decode_file_control(op, arg) else {
+                return Err(refuse(
+                    file,
+                    Failure::Misuse,
+                    &format!("xFileControl({op}) with a null argument"),
+                ));
+            };
             let reply = file.file_control(control)?;
             write_reply(file, reply, arg)
         })
@@ -284,15 +430,36 @@ unsafe extern "C" fn x_file_control(raw: *mut sqlite3_file, op: c_int, arg: *mut
 }
 
 /// The file control `op` with its argument read, as sqlite3.h documents each opcode's
-/// argument type.
+/// argument type; `None` when the opcode reads or writes its argument and that is null
+/// (`unix` dereferences it). An opcode this VFS does not answer never looks at its
+/// argument, nor does SQLITE_FCNTL_PRAGMA with a null one (SQLITE_NOTFOUND, as `unix`
+/// answers every pragma).
 ///
 /// # Safety
-/// `arg` must point to the argument type SQLite documents for `op`.
-unsafe fn decode_file_control(op: c_int, arg: *mut c_void) -> FileControl {
-    // SAFETY (whole block): each arm reads `arg` as the type sqlite3.h documents for that
-    // opcode; SQLite owns the pointee for the duration of the call.
+/// `arg` must be null or point to the argument type SQLite documents for `op`.
+unsafe fn decode_file_control(op: c_int, arg: *mut c_void) -> Option<FileControl> {
+    let uses_argument = matches!(
+        op,
+        SQLITE_FCNTL_LOCKSTATE
+            | SQLITE_FCNTL_LAST_ERRNO
+            | SQLITE_FCNTL_CHUNK_SIZE
+            | SQLITE_FCNTL_SIZE_HINT
+            | SQLITE_FCNTL_PERSIST_WAL
+            | SQLITE_FCNTL_POWERSAFE_OVERWRITE
+            | SQLITE_FCNTL_VFSNAME
+            | SQLITE_FCNTL_TEMPFILENAME
+            | SQLITE_FCNTL_HAS_MOVED
+            | SQLITE_FCNTL_MMAP_SIZE
+            | SQLITE_FCNTL_EXTERNAL_READER
+    );
+    if uses_argument && arg.is_null() {
+        return None;
+    }
+    // SAFETY (whole block): each arm reads `arg`, non-null where it is read, as the type
+    // sqlite3.h documents for that opcode; SQLite owns the pointee for the duration of
+    // the call.
     unsafe {
-        match op {
+        Some(match op {
             SQLITE_FCNTL_LOCKSTATE => FileControl::LockState,
             SQLITE_FCNTL_LAST_ERRNO => FileControl::LastErrno,
             SQLITE_FCNTL_CHUNK_SIZE => FileControl::ChunkSize(*(arg as *const c_int) as i64),
@@ -310,13 +477,13 @@ unsafe fn decode_file_control(op: c_int, arg: *mut c_void) -> FileControl {
             SQLITE_FCNTL_CKPT_START => FileControl::CheckpointStart,
             SQLITE_FCNTL_CKPT_DONE => FileControl::CheckpointDone,
             SQLITE_FCNTL_SYNC => FileControl::Sync,
-            SQLITE_FCNTL_PRAGMA => {
+            SQLITE_FCNTL_PRAGMA if !arg.is_null() => {
                 // A `char*[3]`: [0] receives the result, [1] is the pragma's name, [2] its
                 // value or null.
                 let args = arg as *const *const c_char;
                 let (name, value) = (*args.add(1), *args.add(2));
                 if name.is_null() {
-                    return FileControl::Other(op);
+                    return Some(FileControl::Other(op));
                 }
                 FileControl::Pragma {
                     name: std::ffi::CStr::from_ptr(name)
@@ -330,7 +497,7 @@ unsafe fn decode_file_control(op: c_int, arg: *mut c_void) -> FileControl {
                 }
             }
             _ => FileControl::Other(op),
-        }
+        })
     }
 }
 
@@ -374,6 +541,10 @@ unsafe extern "C" fn x_device_characteristics(raw: *mut sqlite3_file) -> c_int {
     unsafe { file_of(raw) }.device_characteristics()
 }
 
+/// The unit `-shm` files grow by (os_unix.c unixShmMap's `pgsz`): a region size is a
+/// whole number of them.
+const SHM_PAGE_BYTES: c_int = 4096;
+
 unsafe extern "C" fn x_shm_map(
     raw: *mut sqlite3_file,
     region: c_int,
@@ -381,15 +552,28 @@ unsafe extern "C" fn x_shm_map(
     extend: c_int,
     out: *mut *mut c_void,
 ) -> c_int {
-    // SAFETY: SQLite passes a live file and a writable pointer slot.
+    // SAFETY: SQLite passes a live file and a writable pointer slot (checked for null).
     unsafe {
-        *out = std::ptr::null_mut();
         let call = Call::ShmMap {
             region,
             size: region_size,
             extend,
         };
         with_file(raw, call, |file| {
+            if out.is_null() {
+                return Err(refuse(file, Failure::Misuse, "xShmMap with no out-pointer"));
+            }
+            *out = std::ptr::null_mut();
+            // `unix` reads the region pointer before its array for a negative region (a
+            // crash), and maps a size that is not whole pages past the end of its file
+            // (SIGBUS when touched); a size ≤ 0 fails its mmap(2).
+            if region < 0 || region_size <= 0 || region_size % SHM_PAGE_BYTES != 0 {
+                return Err(refuse(
+                    file,
+                    Failure::ShmMap(libc::EINVAL),
+                    &format!("xShmMap of region {region} of {region_size} bytes"),
+                ));
+            }
             let (pointer, readonly) =
                 file.shm_map(region as usize, region_size as usize, extend != 0)?;
             *out = pointer.cast();
@@ -412,7 +596,40 @@ unsafe extern "C" fn x_shm_lock(
             flags,
         };
         with_file(raw, call, |file| {
-            file.shm_lock(offset, count, flags).map(|()| SQLITE_OK)
+            // os_unix.c reads what any flags mean in this order: with SQLITE_SHM_UNLOCK an
+            // unlock (shared if SQLITE_SHM_SHARED is set too), else exactly a shared or an
+            // exclusive lock; anything else it ignores.
+            let request = if flags & SQLITE_SHM_UNLOCK != 0 {
+                ShmLockRequest::Unlock {
+                    shared: flags & SQLITE_SHM_SHARED != 0,
+                }
+            } else if flags == SQLITE_SHM_LOCK | SQLITE_SHM_SHARED {
+                ShmLockRequest::Shared
+            } else if flags == SQLITE_SHM_LOCK | SQLITE_SHM_EXCLUSIVE {
+                ShmLockRequest::Exclusive
+            } else {
+                ShmLockRequest::Nothing
+            };
+            // `unix` indexes its lock array with the slot (outside 0..8: memory that is
+            // not the array, or a crash) and counts a shared lock on several slots on the
+            // first only.
+            let end = i64::from(offset) + i64::from(count);
+            let shared = matches!(
+                request,
+                ShmLockRequest::Shared | ShmLockRequest::Unlock { shared: true }
+            );
+            if offset < 0
+                || count < 1
+                || end > i64::from(SQLITE_SHM_NLOCK)
+                || (shared && count != 1)
+            {
+                return Err(refuse(
+                    file,
+                    Failure::ShmLock,
+                    &format!("xShmLock of {count} slots from {offset} with flags {flags:#x}"),
+                ));
+            }
+            file.shm_lock(offset, count, request).map(|()| SQLITE_OK)
         })
     }
 }
@@ -437,21 +654,44 @@ unsafe extern "C" fn x_shm_unmap(raw: *mut sqlite3_file, delete: c_int) -> c_int
     }
 }
 
+/// os_unix.c unixFetch's margin (`nEofBuffer`): a fetched page has this many mapped bytes
+/// after it. `mmap.rs` applies the margin the running SQLite uses; this bound only keeps
+/// its arithmetic within `i64`.
+const FETCH_MARGIN_BYTES: i64 = 256;
+
 unsafe extern "C" fn x_fetch(
     raw: *mut sqlite3_file,
     offset: i64,
     amount: c_int,
     out: *mut *mut c_void,
 ) -> c_int {
-    // SAFETY: SQLite passes a live file and a writable pointer slot.
+    // SAFETY: SQLite passes a live file and a writable pointer slot (checked for null).
     unsafe {
-        *out = std::ptr::null_mut();
         let call = Call::Fetch {
             offset,
             len: amount,
             out: out as *const *mut c_void,
         };
         with_file(raw, call, |file| {
+            if out.is_null() {
+                return Err(refuse(file, Failure::Misuse, "xFetch with no out-pointer"));
+            }
+            *out = std::ptr::null_mut();
+            // No page (SQLITE_OK with null, after which SQLite reads): `unix` hands out a
+            // pointer outside its mapping for a negative offset or amount, or where
+            // offset + amount overflows.
+            let in_range = offset >= 0
+                && amount >= 0
+                && offset
+                    .checked_add(i64::from(amount) + FETCH_MARGIN_BYTES)
+                    .is_some();
+            if !in_range {
+                file.log_refusal(
+                    SQLITE_OK,
+                    &format!("xFetch of {amount} bytes at offset {offset}: no page"),
+                );
+                return Ok(SQLITE_OK);
+            }
             *out = file.fetch(offset, amount)?.cast();
             Ok(SQLITE_OK)
         })
@@ -495,8 +735,18 @@ pub(crate) unsafe extern "C" fn x_open(
         (*raw).base.methods = std::ptr::null();
         (*raw).file = std::ptr::null_mut();
         let started = trace::start(trace::TARGET_VFS);
+        // A file without a name is an anonymous temporary file, delete-on-close or not:
+        // os_unix.c opens one for a null name whatever the flags say. SQLite sees its
+        // own flags back.
+        let open_flags = if name.is_null() {
+            flags | SQLITE_OPEN_DELETEONCLOSE
+        } else {
+            flags
+        };
         let code = guard(Some(state), "xOpen", || {
-            let (file, flags_out) = File::open(state, name, flags)?;
+            let (file, flags_out) = File::open(state, name, open_flags)?;
+            let flags_out =
+                (flags_out & !SQLITE_OPEN_DELETEONCLOSE) | (flags & SQLITE_OPEN_DELETEONCLOSE);
             let methods = if file.uses_nolock() {
                 &NOLOCK_IO_METHODS
             } else {
@@ -529,9 +779,16 @@ pub(crate) unsafe extern "C" fn x_delete(
     name: *const c_char,
     sync_dir: c_int,
 ) -> c_int {
-    // SAFETY: SQLite passes our VFS and a NUL-terminated path.
+    // SAFETY: SQLite passes our VFS and a NUL-terminated path (a null one is checked).
     unsafe {
         let state = state_of(vfs);
+        if name.is_null() {
+            // unlink(2)'s EFAULT, logged as os_unix.c unixDelete logs it.
+            state
+                .api
+                .log_os_error(SQLITE_IOERR_DELETE, "unlink", "", libc::EFAULT);
+            return Failure::Delete(libc::EFAULT).code();
+        }
         let path = std::ffi::CStr::from_ptr(name)
             .to_string_lossy()
             .into_owned();

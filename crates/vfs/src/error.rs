@@ -59,6 +59,9 @@ pub(crate) enum Failure {
     DirFsync(i32),
     Truncate(i32),
     Fstat(i32),
+    /// The fstat that finds a database's inode at open failed: a plain SQLITE_IOERR, as
+    /// os_unix.c findInodeInfo returns.
+    Inode(i32),
     Lock(i32),
     Unlock(i32),
     RdLock(i32),
@@ -69,10 +72,14 @@ pub(crate) enum Failure {
     ShmOpen(i32),
     ShmSize(i32),
     ShmMap(i32),
+    /// xShmLock on a file with no WAL index, or with slots or flags no lock names.
+    ShmLock,
     ReadonlyCantInit,
     Perm(i32),
     /// A file control was given a bad argument; the message is in its result slot.
     BadArgument,
+    /// A pointer SQLite always passes was null: the call did nothing.
+    Misuse,
     /// A Rust panic was caught at the FFI boundary.
     Internal,
 }
@@ -91,6 +98,7 @@ impl Failure {
             Failure::DirFsync(_) => SQLITE_IOERR_DIR_FSYNC,
             Failure::Truncate(_) => SQLITE_IOERR_TRUNCATE,
             Failure::Fstat(_) => SQLITE_IOERR_FSTAT,
+            Failure::Inode(_) => SQLITE_IOERR,
             Failure::Lock(_) => SQLITE_IOERR_LOCK,
             Failure::Unlock(_) => SQLITE_IOERR_UNLOCK,
             Failure::RdLock(_) => SQLITE_IOERR_RDLOCK,
@@ -101,9 +109,11 @@ impl Failure {
             Failure::ShmOpen(_) => SQLITE_IOERR_SHMOPEN,
             Failure::ShmSize(_) => SQLITE_IOERR_SHMSIZE,
             Failure::ShmMap(_) => SQLITE_IOERR_SHMMAP,
+            Failure::ShmLock => SQLITE_IOERR_SHMLOCK,
             Failure::ReadonlyCantInit => SQLITE_READONLY_CANTINIT,
             Failure::Perm(_) => SQLITE_PERM,
             Failure::BadArgument => SQLITE_ERROR,
+            Failure::Misuse => SQLITE_MISUSE,
             Failure::Internal => SQLITE_IOERR,
         }
     }
@@ -119,6 +129,7 @@ impl Failure {
             | Failure::DirFsync(e)
             | Failure::Truncate(e)
             | Failure::Fstat(e)
+            | Failure::Inode(e)
             | Failure::Lock(e)
             | Failure::Unlock(e)
             | Failure::RdLock(e)

@@ -121,6 +121,7 @@ pub const SQLITE_IOERR_LOCK: c_int = SQLITE_IOERR | (15 << 8);
 pub const SQLITE_IOERR_CLOSE: c_int = SQLITE_IOERR | (16 << 8);
 pub const SQLITE_IOERR_SHMOPEN: c_int = SQLITE_IOERR | (18 << 8);
 pub const SQLITE_IOERR_SHMSIZE: c_int = SQLITE_IOERR | (19 << 8);
+pub const SQLITE_IOERR_SHMLOCK: c_int = SQLITE_IOERR | (20 << 8);
 pub const SQLITE_IOERR_SHMMAP: c_int = SQLITE_IOERR | (21 << 8);
 pub const SQLITE_IOERR_DELETE_NOENT: c_int = SQLITE_IOERR | (23 << 8);
 pub const SQLITE_IOERR_MMAP: c_int = SQLITE_IOERR | (24 << 8);

@@ -116,6 +116,11 @@ impl MemoryMap {
         Ok(std::ptr::null_mut())
     }
 
+    /// Pages xFetch handed out that xUnfetch has not returned.
+    pub(crate) fn fetched_pages(&self) -> i32 {
+        self.fetch_count
+    }
+
     /// xUnfetch: returns one page (`page` non-null) or, with null, drops the whole
     /// mapping so the next fetch maps the file at its current size.
     pub(crate) fn unfetch(&mut self, page: *mut u8) {

@@ -187,7 +187,11 @@ impl NodeState {
         if self.dms_unlocked {
             self.join_dead_man_switch(log)?;
         }
-        assert!(self.regions.is_empty() || region_size_bytes == self.region_size_bytes);
+        // Every region of an index has one size (os_unix.c asserts it, and then maps the
+        // new size at offsets counted in it): a mapping of another size is refused.
+        if !self.regions.is_empty() && region_size_bytes != self.region_size_bytes {
+            return Err(Failure::ShmMap(libc::EINVAL));
+        }
         assert!(region_size_bytes > 0 && region_size_bytes as i64 % SHM_EXTEND_PAGE_BYTES == 0);
         if self.regions.is_empty() {
             self.region_size_bytes = region_size_bytes;
@@ -443,11 +447,9 @@ impl Shm {
             if self.shared_mask & mask != 0 {
                 return Ok(());
             }
-            assert!(
-                self.exclusive_mask & mask == 0,
-                "a shared request on a slot held exclusively"
-            );
             match state.holders[slot] {
+                // Held exclusively, by another connection or by this one (which SQLite
+                // never asks): SQLITE_BUSY, as os_unix.c answers both.
                 EXCLUSIVE => return Err(Failure::Busy),
                 0 => {
                     // os_unix.c unixShmSystemLock: any failure to lock is SQLITE_BUSY.
@@ -461,15 +463,11 @@ impl Shm {
             return Ok(());
         }
         assert!(flags & SQLITE_SHM_EXCLUSIVE != 0);
-        if self.exclusive_mask & mask == mask {
-            return Ok(());
-        }
-        for slot in slots_of(mask) {
-            let own = i32::from(self.shared_mask & (1 << slot) != 0);
-            if self.exclusive_mask & (1 << slot) == 0 && state.holders[slot] != own {
-                // Another connection of this process holds it: no need to ask the kernel.
-                return Err(Failure::Busy);
-            }
+        // Any holder of a slot makes an exclusive request SQLITE_BUSY, this connection
+        // included (a slot it holds shared or exclusively already, which SQLite never
+        // asks for), as in os_unix.c: no system call is needed to know.
+        if slots_of(mask).any(|slot| state.holders[slot] != 0) {
+            return Err(Failure::Busy);
         }
         set_lock(
             state.fd,
@@ -482,7 +480,6 @@ impl Shm {
             state.holders[slot] = EXCLUSIVE;
         }
         self.exclusive_mask |= mask;
-        self.shared_mask &= !mask;
         Ok(())
     }
 
@@ -658,8 +655,13 @@ mod tests {
         assert_eq!(holders(&first)[3], 2);
         assert!(matches!(second.lock(3, 1, exclusive), Err(Failure::Busy)));
         first.lock(3, 1, unlock_shared).unwrap();
-        // The last holder may take it exclusively (an upgrade of its own hold).
+        // Its last holder is refused it exclusively too while holding it shared, as under
+        // os_unix.c (SQLite never asks); once released, it gets it.
+        assert!(matches!(second.lock(3, 1, exclusive), Err(Failure::Busy)));
+        second.lock(3, 1, unlock_shared).unwrap();
         second.lock(3, 1, exclusive).unwrap();
+        assert!(matches!(second.lock(3, 1, exclusive), Err(Failure::Busy)));
+        assert!(matches!(second.lock(3, 1, shared), Err(Failure::Busy)));
         assert_eq!(holders(&first)[3], EXCLUSIVE);
         assert!(matches!(first.lock(3, 1, shared), Err(Failure::Busy)));
         second.lock(3, 1, unlock_exclusive).unwrap();

@@ -12,7 +12,7 @@ mod common;
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::path::Path;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 use std::sync::{Mutex, Once};
 
 use common::system_calls::{code_of, erase, path_of_fd, set_call, Stand, SEED_SQL};
@@ -612,4 +612,146 @@ fn a_failed_fsync_is_logged_as_os_unix_logs_it() {
         .log
         .iter()
         .all(|(code, _)| *code == ffi::SQLITE_IOERR_FSYNC));
+}
+
+// ─── fstat at open and close (sysfault.test, case 1.2) ────────────────────────────────
+
+/// The fstat calls seen since [`fail_fstat`] and which of them fail: the `at`th (counting
+/// from 1; 0: none), and every later one too when `persistent`, as SQLite's
+/// `test_syscall fault N PERSIST` counts them.
+static FSTAT_SEEN: AtomicI64 = AtomicI64::new(0);
+static FSTAT_FAIL_AT: AtomicI64 = AtomicI64::new(0);
+static FSTAT_PERSISTENT: AtomicBool = AtomicBool::new(false);
+static FSTAT_ERRNO: AtomicI32 = AtomicI32::new(0);
+
+fn fail_fstat(at: i64, persistent: bool, errno: i32) {
+    FSTAT_SEEN.store(0, Ordering::SeqCst);
+    FSTAT_FAIL_AT.store(at, Ordering::SeqCst);
+    FSTAT_PERSISTENT.store(persistent, Ordering::SeqCst);
+    FSTAT_ERRNO.store(errno, Ordering::SeqCst);
+}
+
+unsafe extern "C" fn st_fstat_counted(fd: c_int, out: *mut libc::stat) -> c_int {
+    let seen = FSTAT_SEEN.fetch_add(1, Ordering::SeqCst) + 1;
+    let at = FSTAT_FAIL_AT.load(Ordering::SeqCst);
+    if at > 0 && (seen == at || (seen > at && FSTAT_PERSISTENT.load(Ordering::SeqCst))) {
+        // SAFETY: errno is thread-local; a failing libc call sets it.
+        unsafe { *libc::__errno_location() = FSTAT_ERRNO.load(Ordering::SeqCst) };
+        return -1;
+    }
+    // SAFETY: forwarded arguments.
+    unsafe { libc::fstat(fd, out) }
+}
+
+fn counted_fstat() -> [(&'static CStr, Stand); 1] {
+    [(
+        c"fstat",
+        erase(st_fstat_counted as unsafe extern "C" fn(_, _) -> _),
+    )]
+}
+
+/// sysfault.test's `open_and_write_body`: open, write in rollback mode, switch to WAL,
+/// write, read, and write a temporary table; the result code of each step up to the
+/// first that fails, then the rows read (as a code: 0 when they are right).
+fn open_and_write(path: &Path, vfs_name: &str) -> Vec<c_int> {
+    let conn = match rusqlite::Connection::open_with_flags_and_vfs(
+        path,
+        rusqlite::OpenFlags::default(),
+        vfs_name,
+    ) {
+        Ok(conn) => conn,
+        Err(error) => return vec![common::extended_code(&error)],
+    };
+    let mut codes = vec![0];
+    let steps: [&dyn Fn() -> rusqlite::Result<()>; 5] = [
+        &|| conn.execute_batch("CREATE TABLE t1(a, b); INSERT INTO t1 VALUES(1, 2);"),
+        &|| {
+            let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+            assert_eq!(mode, "wal");
+            Ok(())
+        },
+        &|| conn.execute_batch("INSERT INTO t1 VALUES(3, 4);"),
+        &|| {
+            let rows: Vec<(i64, i64)> = conn
+                .prepare("SELECT * FROM t1")?
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            assert_eq!(rows, [(1, 2), (3, 4)]);
+            Ok(())
+        },
+        &|| conn.execute_batch("CREATE TEMP TABLE t2(x); INSERT INTO t2 VALUES('y');"),
+    ];
+    for step in steps {
+        let code = code_of(step());
+        codes.push(code);
+        if code != 0 {
+            break;
+        }
+    }
+    codes
+}
+
+/// sysfault-1.2.{1,2}-vfsfault-{transient,persistent}.1: the first fstat of the session
+/// is the one that finds the database's inode at open (os_unix.c findInodeInfo). It
+/// failing fails the open with a plain SQLITE_IOERR ("disk I/O error"), whatever the
+/// errno (EOVERFLOW too: the bundled SQLite has large-file support), once or for good.
+#[test]
+fn a_failing_first_fstat_fails_the_open_with_an_io_error_like_unix() {
+    let _serial = setup();
+    for errno in [libc::ENOMEM, libc::EOVERFLOW] {
+        for persistent in [false, true] {
+            let seen = compare("", &counted_fstat(), ("", 0), |path, vfs_name| {
+                fail_fstat(1, persistent, errno);
+                open_and_write(path, vfs_name)
+            });
+            assert_eq!(
+                seen.codes,
+                [ffi::SQLITE_IOERR],
+                "errno {errno}, persistent {persistent}"
+            );
+            assert!(seen.log.is_empty(), "{seen:?}");
+        }
+    }
+}
+
+/// Every fstat of the session failing in turn, once or from then on: the same codes and
+/// log lines as `unix` each time. Besides the open's, `unix` fstats a database right
+/// after opening it and when closing it (os_unix.c verifyDbFile: a failure is only a
+/// warning in the log), a new journal, WAL or -shm to give it its mode (robust_open: a
+/// failure is ignored), and for xFileSize, the WAL index's database and size
+/// (SQLITE_IOERR_FSTAT, SQLITE_IOERR_SHMSIZE); so does this VFS, in the same order.
+#[test]
+fn every_fstat_of_a_session_fails_or_is_ignored_like_unix() {
+    let _serial = setup();
+    let calls = counted_fstat();
+    // How many fstat calls the session makes when none fails: the same under both.
+    let counts: Vec<i64> = ["unix", "io_uring"]
+        .iter()
+        .map(|vfs_name| {
+            let seen = run(vfs_name, "", &calls, ("", 0), &|path, vfs_name| {
+                fail_fstat(0, false, 0);
+                let codes = open_and_write(path, vfs_name);
+                assert_eq!(codes, [0; 6]);
+                codes
+            });
+            assert!(seen.log.is_empty(), "{vfs_name}: {seen:?}");
+            FSTAT_SEEN.load(Ordering::SeqCst)
+        })
+        .collect();
+    assert_eq!(counts[1], counts[0], "fstat calls of the session");
+    for at in 1..=counts[0] + 1 {
+        for persistent in [false, true] {
+            let seen = compare("", &calls, ("", 0), |path, vfs_name| {
+                fail_fstat(at, persistent, libc::EIO);
+                open_and_write(path, vfs_name)
+            });
+            // sysfault.test's accepted outcomes: the session completes, or fails with
+            // "disk I/O error" (some SQLITE_IOERR).
+            let last = *seen.codes.last().unwrap();
+            assert!(
+                last == 0 || last & 0xff == ffi::SQLITE_IOERR,
+                "fstat #{at} failing (persistent {persistent}): {seen:?}"
+            );
+        }
+    }
 }

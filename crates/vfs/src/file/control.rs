@@ -17,6 +17,27 @@ use super::{round_up, File};
 const SECTOR_SIZE_BYTES: c_int = 4096;
 
 impl File {
+    /// The lock level this connection holds (what SQLITE_FCNTL_LOCKSTATE reports).
+    pub(crate) fn lock_level(&self) -> c_int {
+        self.lock.level()
+    }
+
+    /// Logs, under this file's name, a call refused at the FFI edge (`entry.rs`) with the
+    /// code it returns; `what` names the call, its arguments and the outcome.
+    pub(crate) fn log_refusal(&self, code: c_int, what: &str) {
+        let path = self.path.as_deref().unwrap_or("");
+        self.vfs
+            .api
+            .log(code, &format!("sqlite-uring: {path}: {what}"));
+    }
+
+    /// xTruncate to a negative size, answered as os_unix.c answers it: ftruncate(2)'s
+    /// EINVAL, logged as os_unix.c logs a failed ftruncate.
+    pub(crate) fn refuse_negative_truncate(&self) -> Failure {
+        self.log_os_error(SQLITE_IOERR_TRUNCATE, "ftruncate", libc::EINVAL);
+        Failure::Truncate(libc::EINVAL)
+    }
+
     pub(crate) fn lock(&mut self, level: c_int) -> Result<(), Failure> {
         self.flush_queue(write_behind::Caller::Quiet)?;
         self.forget_cached_reads();
@@ -258,12 +279,22 @@ impl File {
         result
     }
 
+    /// xShmLock on slots `[offset, offset + count)`, within the eight (`entry.rs` refuses
+    /// others). With no WAL index mapped it is SQLITE_IOERR_SHMLOCK, as os_unix.c
+    /// answers before looking at the request.
     pub(crate) fn shm_lock(
         &mut self,
         offset: c_int,
         count: c_int,
-        flags: c_int,
+        request: ShmLockRequest,
     ) -> Result<(), Failure> {
+        let flags = match request {
+            ShmLockRequest::Shared => SQLITE_SHM_LOCK | SQLITE_SHM_SHARED,
+            ShmLockRequest::Exclusive => SQLITE_SHM_LOCK | SQLITE_SHM_EXCLUSIVE,
+            ShmLockRequest::Unlock { shared: true } => SQLITE_SHM_UNLOCK | SQLITE_SHM_SHARED,
+            ShmLockRequest::Unlock { shared: false } => SQLITE_SHM_UNLOCK | SQLITE_SHM_EXCLUSIVE,
+            ShmLockRequest::Nothing => 0,
+        };
         // Taking or dropping an exclusive WAL-index lock (a writer, a checkpointer, a
         // recovery) can publish what was written: flush first. A read mark publishes
         // nothing (write_behind.rs, "Flush points").
@@ -273,8 +304,9 @@ impl File {
         // A read transaction starts or ends here.
         self.forget_cached_reads();
         match self.shm.as_mut() {
+            None => Err(Failure::ShmLock),
+            Some(_) if flags == 0 => Ok(()),
             Some(shm) => shm.lock(offset, count, flags),
-            None => Err(Failure::ShmOpen(libc::EBADF)),
         }
     }
 
@@ -309,10 +341,26 @@ impl File {
         }
     }
 
+    /// xUnfetch. Returning a page when none is out, or dropping the mapping while pages
+    /// are out (SQLite may still be reading them), is ignored and logged: os_unix.c would
+    /// count fetched pages below zero, or unmap memory under the reader.
     pub(crate) fn unfetch(&mut self, page: *mut u8) {
+        let out = self.mmap.fetched_pages();
+        if page.is_null() && out > 0 {
+            self.log_refusal(
+                SQLITE_OK,
+                &format!("xUnfetch of the whole mapping with {out} pages still fetched ignored"),
+            );
+            return;
+        }
+        if !page.is_null() && out == 0 {
+            self.log_refusal(SQLITE_OK, "xUnfetch of a page never fetched ignored");
+            return;
+        }
         self.mmap.unfetch(page)
     }
 }
+
 /// os_unix.c unixModeBit: negative queries, zero clears, positive sets.
 fn mode_bit(flag: &mut bool, arg: c_int) -> ControlReply {
     if arg < 0 {
@@ -348,6 +396,19 @@ pub(crate) enum FileControl {
     CheckpointDone,
     Sync,
     Other(c_int),
+}
+
+/// An xShmLock request as os_unix.c reads its flags (decoded in `entry.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ShmLockRequest {
+    Shared,
+    Exclusive,
+    /// SQLITE_SHM_UNLOCK, of a shared lock when SQLITE_SHM_SHARED is set too.
+    Unlock {
+        shared: bool,
+    },
+    /// Flags that are neither an unlock nor exactly a lock: nothing is done (SQLITE_OK).
+    Nothing,
 }
 
 /// What a file control gives back, written into its argument by `entry.rs`.

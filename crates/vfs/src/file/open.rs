@@ -345,21 +345,30 @@ impl File {
         } else {
             None
         };
-        // A main database joins the process's lock state of its file (os_unix.c
-        // findInodeInfo, which fstats at open too); the inode is also what
-        // `has_moved` compares the path with.
+        // A main database is fstat()ed once here to find its inode, as os_unix.c
+        // findInodeInfo does for every main database, `nolock=1` or not: the inode keys
+        // the process's lock state of the file and is what `has_moved` compares the path
+        // with. Its failure fails the open with a plain SQLITE_IOERR (findInodeInfo's
+        // code), not SQLITE_CANTOPEN, and the descriptor is closed.
         let is_main_db = file_type & SQLITE_OPEN_MAIN_DB != 0;
-        let (lock, identity) = if is_main_db && !options.uri.nolock {
+        let (lock, identity) = if is_main_db {
             match crate::sys::fstat(fd) {
-                Ok(st) => (
-                    DbLock::attach(
-                        fd,
-                        &st,
-                        out_flags & SQLITE_OPEN_READWRITE != 0,
-                        vfs.api.pending_byte(),
-                    ),
-                    Some((st.st_dev, st.st_ino)),
-                ),
+                Ok(st) => {
+                    // Only a main database is locked; SQLite's tests move the pending
+                    // byte before opening any (moving it with a database open is
+                    // undefined behaviour).
+                    let lock = if options.uri.nolock {
+                        DbLock::new(vfs.api.pending_byte())
+                    } else {
+                        DbLock::attach(
+                            fd,
+                            &st,
+                            out_flags & SQLITE_OPEN_READWRITE != 0,
+                            vfs.api.pending_byte(),
+                        )
+                    };
+                    (lock, Some((st.st_dev, st.st_ino)))
+                }
                 Err(errno) => {
                     let failed_close = |errno| {
                         vfs.api
@@ -369,18 +378,11 @@ impl File {
                         crate::lock::close_preserving_process_locks(direct.fd, failed_close);
                     }
                     crate::lock::close_preserving_process_locks(fd, failed_close);
-                    return Err(Failure::CantOpen(errno));
+                    return Err(Failure::Inode(errno));
                 }
             }
         } else {
-            // Only a main database is locked; SQLite's tests move the pending byte before
-            // opening any (changing it with a database open is undefined behaviour).
-            let pending_byte = if is_main_db {
-                vfs.api.pending_byte()
-            } else {
-                crate::api::DEFAULT_PENDING_BYTE
-            };
-            (DbLock::new(pending_byte), None)
+            (DbLock::new(crate::api::DEFAULT_PENDING_BYTE), None)
         };
         if is_delete && unnamed_fd.is_none() {
             // Unlinking now means even a crash cannot leave the file behind.
@@ -446,6 +448,31 @@ impl File {
             shm: None,
             mmap: MemoryMap::new(0, vfs.mmap_eof_buffer_bytes),
         };
+        file.verify_db_file();
         Ok((file, out_flags))
+    }
+
+    /// os_unix.c verifyDbFile, made when a main database has been opened and when it is
+    /// closed: one fstat of its descriptor, and a warning in SQLite's log
+    /// (SQLITE_WARNING) when that fails, when the file has no link or more than one, or
+    /// when its path names another file now. Nothing fails; other files are not checked.
+    pub(crate) fn verify_db_file(&self) {
+        if !self.carries_locks {
+            return;
+        }
+        let path = self.path.as_deref().unwrap_or("");
+        let warn = |what: &str| self.vfs.api.log(SQLITE_WARNING, &format!("{what} {path}"));
+        let Ok(st) = crate::sys::fstat(self.fd) else {
+            return warn("cannot fstat db file");
+        };
+        if st.st_nlink == 0 {
+            warn("file unlinked while open:");
+        } else if st.st_nlink > 1 {
+            warn("multiple links to file:");
+        } else if self.identity.is_some_and(|identity| {
+            stat_path(path).is_none_or(|now| (now.st_dev, now.st_ino) != identity)
+        }) {
+            warn("file renamed while open:");
+        }
     }
 }
