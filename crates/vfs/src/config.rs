@@ -155,6 +155,13 @@ pub struct Options {
     /// that completes meanwhile costs no system call at all. Off by default: the poller
     /// and the spinning waiter each keep a CPU busy (docs/DESIGN.md, "SQPOLL is opt-in").
     pub sqpoll: bool,
+    /// Read-ahead that follows SQLite's B-trees (URI `uring_readahead` overrides it): when
+    /// SQLite reads the children of an interior page in order (a scan), the pages it will
+    /// read next are asked of the kernel in one submission, so many reads are in flight
+    /// where SQLite would wait for one page at a time. A point lookup starts none, and
+    /// none starts while the pages are already cached (`readahead.rs`; docs/DESIGN.md,
+    /// "Read-ahead").
+    pub readahead: bool,
 }
 
 impl Default for Options {
@@ -170,13 +177,15 @@ impl Default for Options {
             sync_submission: Submission::Syscall,
             direct_io: false,
             sqpoll: false,
+            readahead: true,
         }
     }
 }
 
 /// The URI parameters this VFS owns; any other `uring_*` key is rejected at open.
-pub(crate) const URI_PARAMETERS: [&str; 11] = [
+pub(crate) const URI_PARAMETERS: [&str; 12] = [
     "uring_direct",
+    "uring_readahead",
     "uring_wal_direct",
     "uring_sqpoll",
     "uring_reads",
@@ -201,6 +210,8 @@ pub(crate) struct UriOptions {
     /// `uring_wal_direct`: the WAL's synced commits go O_DIRECT (`direct.rs`, `WalDirect`).
     pub(crate) wal_direct: bool,
     pub(crate) sqpoll: Option<bool>,
+    /// `uring_readahead`: B-tree read-ahead for the main database (`readahead.rs`).
+    pub(crate) readahead: Option<bool>,
     pub(crate) reads: Option<Submission>,
     pub(crate) writes: Option<Submission>,
     pub(crate) syncs: Option<Submission>,
@@ -262,6 +273,7 @@ impl UriOptions {
             direct: on_off(c"uring_direct")?,
             wal_direct,
             sqpoll: on_off(c"uring_sqpoll")?,
+            readahead: on_off(c"uring_readahead")?,
             reads: submission(c"uring_reads")?,
             writes: submission(c"uring_writes")?,
             syncs: submission(c"uring_syncs")?,
@@ -318,6 +330,7 @@ mod tests {
                 direct: None,
                 wal_direct: false,
                 sqpoll: None,
+                readahead: None,
                 reads: None,
                 writes: None,
                 syncs: None,

@@ -21,6 +21,7 @@
 // (tests/module_graph.rs fails on any cycle; docs/ARCHITECTURE.md has the map):
 // leaves
 mod api;
+mod btree_page;
 mod config;
 mod error;
 mod ffi;
@@ -33,6 +34,7 @@ mod io;
 mod direct;
 mod lock;
 mod mmap;
+mod readahead;
 mod shm;
 mod write_behind;
 // the VFS's shared state, its files, the C entry points, registration

@@ -164,6 +164,7 @@ fn register_impl(
         write_submission: options.write_submission,
         sync_submission: options.sync_submission,
         sqpoll: options.sqpoll,
+        readahead: options.readahead,
         fallback_reason: fallback_reason.clone(),
         mmap_eof_buffer_bytes: crate::mmap::eof_buffer_bytes(api.libversion_number()),
         c_name,

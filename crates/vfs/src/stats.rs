@@ -27,10 +27,14 @@ pub struct IoStats {
     /// Block-aligned writes of a WAL's frames through its O_DIRECT descriptor
     /// (`uring_wal_direct`).
     pub wal_direct_writes: u64,
+    /// Pages B-tree read-ahead asked the kernel to read before SQLite asked for them.
+    pub prefetched_pages: u64,
+    /// Read-ahead batches skipped because the kernel already had the pages cached.
+    pub prefetch_skips: u64,
 }
 
 /// Number of counters in [`IoStats`].
-const FIELD_COUNT: usize = 12;
+const FIELD_COUNT: usize = 14;
 
 /// Names of the counters, in [`IoStats::as_array`] order (the JSON keys).
 const FIELD_NAMES: [&str; FIELD_COUNT] = [
@@ -46,6 +50,8 @@ const FIELD_NAMES: [&str; FIELD_COUNT] = [
     "direct_reads",
     "readahead_hits",
     "wal_direct_writes",
+    "prefetched_pages",
+    "prefetch_skips",
 ];
 
 impl IoStats {
@@ -81,11 +87,13 @@ impl IoStats {
             self.direct_reads,
             self.readahead_hits,
             self.wal_direct_writes,
+            self.prefetched_pages,
+            self.prefetch_skips,
         ]
     }
 
     pub fn from_array(values: [u64; FIELD_COUNT]) -> IoStats {
-        let [read_calls, write_calls, sync_calls, truncate_calls, bytes_read, bytes_written, fsyncs, ops, kernel_entries, direct_reads, readahead_hits, wal_direct_writes] =
+        let [read_calls, write_calls, sync_calls, truncate_calls, bytes_read, bytes_written, fsyncs, ops, kernel_entries, direct_reads, readahead_hits, wal_direct_writes, prefetched_pages, prefetch_skips] =
             values;
         IoStats {
             read_calls,
@@ -100,6 +108,8 @@ impl IoStats {
             direct_reads,
             readahead_hits,
             wal_direct_writes,
+            prefetched_pages,
+            prefetch_skips,
         }
     }
 }
@@ -202,29 +212,29 @@ mod tests {
 
     #[test]
     fn since_subtracts_every_field_and_saturates() {
-        let earlier = IoStats::from_array([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
-        let later = IoStats::from_array([2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 5, 13]);
+        let earlier = IoStats::from_array([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]);
+        let later = IoStats::from_array([2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 5, 13, 14, 14]);
         assert_eq!(
             later.since(&earlier),
-            IoStats::from_array([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0, 1])
+            IoStats::from_array([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0, 1, 1, 0])
         );
     }
 
     #[test]
     fn json_names_every_counter_in_order() {
-        let stats = IoStats::from_array([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+        let stats = IoStats::from_array([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]);
         assert_eq!(
             stats.to_json(),
             "{\"read_calls\":1,\"write_calls\":2,\"sync_calls\":3,\"truncate_calls\":4,\
              \"bytes_read\":5,\"bytes_written\":6,\"fsyncs\":7,\"ops\":8,\"kernel_entries\":9,\"direct_reads\":10,\"readahead_hits\":11,\
-             \"wal_direct_writes\":12}"
+             \"wal_direct_writes\":12,\"prefetched_pages\":13,\"prefetch_skips\":14}"
         );
         let shared = SharedStats::default();
         shared.add(&stats);
         shared.add_single_writer(&stats);
         assert_eq!(
             shared.snapshot(),
-            IoStats::from_array([2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24])
+            IoStats::from_array([2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28])
         );
         shared.reset();
         assert_eq!(shared.snapshot(), IoStats::default());

@@ -35,6 +35,8 @@ pub(crate) struct VfsState {
     pub(crate) sync_submission: Submission,
     /// Default of the `uring_sqpoll` URI parameter.
     pub(crate) sqpoll: bool,
+    /// Default of the `uring_readahead` URI parameter.
+    pub(crate) readahead: bool,
     pub(crate) fallback_reason: Option<String>,
     /// Mapped bytes xFetch requires past a page, as the `unix` VFS of the running SQLite
     /// does (`mmap::eof_buffer_bytes`).

@@ -14,19 +14,9 @@
 
 mod common;
 
+use common::io_uring_threads;
 use rusqlite::{Connection, OpenFlags};
 use sqlite_uring::Options;
-
-/// Names of this process's io_uring kernel threads (io-wq workers are `iou-wrk-PID`,
-/// SQPOLL pollers `iou-sqp-PID`).
-fn io_uring_threads() -> Vec<String> {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
-        .map(|name| name.trim().to_string())
-        .filter(|name| name.starts_with("iou-"))
-        .collect()
-}
 
 /// A few commits in `journal_mode` on a fresh database of `vfs`, with URI `parameters`.
 fn commit_some(vfs: &str, journal_mode: &str, parameters: &str) {

@@ -25,6 +25,7 @@ use crate::ffi::SQLITE_LOCK_EXCLUSIVE;
 use crate::io::{EngineKind, Submitter};
 use crate::lock::DbLock;
 use crate::mmap::MemoryMap;
+use crate::readahead::ReadAhead;
 use crate::shm::Shm;
 use crate::stats::{IoStats, SharedStats};
 use crate::trace::FileLabel;
@@ -114,6 +115,8 @@ pub(crate) struct File {
     stats: std::sync::Arc<SharedStats>,
     shm: Option<Shm>,
     mmap: MemoryMap,
+    /// B-tree read-ahead of a buffered main database opened with it on (`readahead.rs`).
+    readahead: Option<Box<ReadAhead>>,
 }
 
 impl File {
@@ -258,6 +261,9 @@ impl File {
     fn forget_cached_reads(&mut self) {
         if let Some(direct) = self.direct.as_mut() {
             direct.invalidate();
+        }
+        if let Some(readahead) = self.readahead.as_deref_mut() {
+            readahead.forget();
         }
     }
 }

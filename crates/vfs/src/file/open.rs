@@ -408,6 +408,12 @@ impl File {
             Some(database) => write_behind::queue_for_database(database),
             None => write_behind::private_queue(id),
         };
+        // Read-ahead follows a main database's B-trees through the page cache; an
+        // O_DIRECT database bypasses that cache and keeps its own sequential window.
+        let readahead = (file_type & SQLITE_OPEN_MAIN_DB != 0
+            && direct.is_none()
+            && options.uri.readahead.unwrap_or(vfs.readahead))
+        .then(|| Box::new(crate::readahead::ReadAhead::new()));
         let file = File {
             vfs,
             id,
@@ -447,6 +453,7 @@ impl File {
             stats: std::sync::Arc::new(SharedStats::default()),
             shm: None,
             mmap: MemoryMap::new(0, vfs.mmap_eof_buffer_bytes),
+            readahead,
         };
         file.verify_db_file();
         Ok((file, out_flags))

@@ -10,6 +10,7 @@ use crate::config::SyncMode;
 use crate::error::Failure;
 use crate::ffi::{SQLITE_CANTOPEN, SQLITE_IOERR_CLOSE, SQLITE_IOERR_FSYNC, SQLITE_IOERR_TRUNCATE};
 use crate::io::{Submitter, SyncRequest};
+use crate::readahead::PageSource;
 use crate::stats::IoStats;
 use crate::sys::{calls, fstat, open_directory_of};
 
@@ -101,6 +102,19 @@ impl File {
         if total < buf.len() {
             buf[total..].fill(0);
             return Err(Failure::ShortRead);
+        }
+        if from_map == 0 {
+            if let Some(readahead) = self.readahead.as_deref_mut() {
+                let mut pages = DatabasePages {
+                    fd,
+                    io: Submitter {
+                        engine: &self.engine,
+                        file_stats: &self.stats,
+                        vfs_stats: &self.vfs.stats,
+                    },
+                };
+                readahead.after_read(buf, offset as u64, &mut pages);
+            }
         }
         Ok(())
     }
@@ -330,5 +344,49 @@ impl File {
         }
         self.cached_size_bytes = self.size_cache_valid().then_some(size);
         Ok(size)
+    }
+}
+
+/// The database file as B-tree read-ahead sees it: its page cache, asked about outside the
+/// system-call table (`sys::page_cache`), and prefetches performed by the file's engine
+/// (one ring submission per batch on the io_uring backend, `posix_fadvise` calls on the
+/// syscall backend), counted with the file's I/O.
+struct DatabasePages<'a> {
+    fd: std::os::fd::RawFd,
+    io: Submitter<'a>,
+}
+
+impl DatabasePages<'_> {
+    fn page_size_bytes(page: &[u8]) -> u64 {
+        page.len() as u64
+    }
+}
+
+impl PageSource for DatabasePages<'_> {
+    fn is_cached(&mut self, page_number: u32, page_size_bytes: u32) -> Option<bool> {
+        let offset = (u64::from(page_number) - 1) * u64::from(page_size_bytes);
+        let cached = crate::sys::page_cache::is_cached(self.fd, offset, page_size_bytes.into());
+        if cached == Some(true) {
+            self.io.count(IoStats {
+                prefetch_skips: 1,
+                ..IoStats::default()
+            });
+        }
+        cached
+    }
+
+    fn read_if_cached(&mut self, page_number: u32, buf: &mut [u8]) -> bool {
+        let offset = (u64::from(page_number) - 1) * Self::page_size_bytes(buf);
+        crate::sys::page_cache::read_if_cached(self.fd, buf, offset)
+    }
+
+    fn prefetch(&mut self, pages: &[u32], page_size_bytes: u32) {
+        // A failed prefetch costs only speed: SQLite's own read still happens.
+        self.io.prefetch_pages(self.fd, pages, page_size_bytes);
+    }
+
+    fn page_count(&mut self, page_size_bytes: u32) -> u32 {
+        let pages = crate::sys::page_cache::size_bytes(self.fd) / u64::from(page_size_bytes);
+        pages.min(u64::from(u32::MAX)) as u32
     }
 }

@@ -193,6 +193,29 @@ impl EngineKind {
         }
     }
 
+    /// Asks the kernel to bring `ops` (all `Op::Prefetch`) into the page cache, without
+    /// waiting for the data; returns the kernel entries made. The io_uring engine submits
+    /// them as one batch of buffered reads on the thread's ring, none of which a later
+    /// call waits for (`uring::prefetch_on_thread_ring`); the syscall engine, and any
+    /// engine while a test has replaced a read or write system call, makes one
+    /// `posix_fadvise(WILLNEED)` per op; the fault-injecting engine sees them as a batch.
+    pub(crate) fn prefetch(&self, ops: &[Op]) -> Result<u64, i32> {
+        debug_assert!(ops.iter().all(|op| matches!(op, Op::Prefetch { .. })));
+        let mut results = [0i32; super::op::MAX_BATCH];
+        let results = &mut results[..ops.len().min(super::op::MAX_BATCH)];
+        match self {
+            EngineKind::IoUring(routing) if !crate::sys::calls::io_replaced() => {
+                uring::prefetch_on_thread_ring(routing.sqpoll, ops)
+            }
+            // SAFETY: prefetches name no buffer.
+            EngineKind::IoUring(_) | EngineKind::Syscall => unsafe {
+                syscall::SyscallEngine.perform(&ops[..results.len()], results)
+            },
+            // SAFETY: prefetches name no buffer.
+            EngineKind::Fault(plan) => unsafe { plan.perform(&ops[..results.len()], results) },
+        }
+    }
+
     /// # Safety
     /// As [`Engine::perform`].
     pub(crate) unsafe fn perform(&self, ops: &[Op], results: &mut [i32]) -> Result<u64, i32> {

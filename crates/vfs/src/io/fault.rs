@@ -182,12 +182,14 @@ impl FaultPlan {
             | Op::Write { fd, .. }
             | Op::Sync { fd, .. }
             | Op::SyncAfterWrites { fd, .. }
-            | Op::Truncate { fd, .. } => fd,
+            | Op::Truncate { fd, .. }
+            | Op::Prefetch { fd, .. } => fd,
         };
         let path = || path_of(fd);
         if let Some(recorded) = self.lock_recorded().as_mut() {
             let range = match *op {
                 Op::Read { len, offset, .. } | Op::Write { len, offset, .. } => Some((offset, len)),
+                Op::Prefetch { len, offset, .. } => Some((offset, len)),
                 Op::Sync { .. } | Op::SyncAfterWrites { .. } | Op::Truncate { .. } => None,
             };
             recorded.push(RecordedOp {

@@ -41,6 +41,15 @@ pub(crate) enum Op {
         fd: RawFd,
         len: u64,
     },
+    /// Asks the kernel to bring `len` bytes at `offset` into its page cache
+    /// (`POSIX_FADV_WILLNEED`): it completes once the read is started, not when the data
+    /// has arrived, and carries no buffer, so nothing of it outlives `perform`. Read-ahead
+    /// (`readahead.rs`) issues these; a failure changes nothing but speed.
+    Prefetch {
+        fd: RawFd,
+        offset: u64,
+        len: u32,
+    },
 }
 
 impl Op {
@@ -50,6 +59,7 @@ impl Op {
             Op::Write { .. } => OpKind::Write,
             Op::Sync { .. } | Op::SyncAfterWrites { .. } => OpKind::Sync,
             Op::Truncate { .. } => OpKind::Truncate,
+            Op::Prefetch { .. } => OpKind::Prefetch,
         }
     }
 }
@@ -61,6 +71,7 @@ pub enum OpKind {
     Write,
     Sync,
     Truncate,
+    Prefetch,
 }
 
 /// A backend that performs batches of [`Op`]s.

@@ -373,7 +373,7 @@ impl PowerLossLog {
                 }
                 // A linked sync runs after the writes before it in the batch.
                 Op::SyncAfterWrites { fd, .. } => recorder.record_sync(fd),
-                Op::Sync { .. } | Op::Read { .. } => {}
+                Op::Sync { .. } | Op::Read { .. } | Op::Prefetch { .. } => {}
             }
         }
         // The misorder knob: syncs deferred by the previous batch run now, after this

@@ -90,6 +90,9 @@ fn write_op(line: &mut String, op: &Op) {
             write!(line, "{} fd={fd} after_writes", sync_name(data_only))
         }
         Op::Truncate { fd, len } => write!(line, "ftruncate fd={fd} len={len}"),
+        Op::Prefetch { fd, offset, len } => {
+            write!(line, "fadvise_willneed fd={fd} offset={offset} len={len}")
+        }
     };
 }
 

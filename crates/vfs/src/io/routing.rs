@@ -114,6 +114,9 @@ impl Routing {
             Op::Write { .. } => self.syscall_writes,
             Op::Sync { .. } | Op::SyncAfterWrites { .. } => self.syscall_syncs,
             Op::Truncate { .. } => false,
+            // Inside a batch that waits for every op, a prefetch is `posix_fadvise`: the
+            // ring carries prefetches only without waiting (`EngineKind::prefetch`).
+            Op::Prefetch { .. } => true,
         }
     }
 }

@@ -13,7 +13,10 @@
 //! `io_uring_enter(GETEVENTS)`. DEFER_TASKRUN cannot be combined with SQPOLL.
 //!
 //! Every `perform` submits its whole batch, waits for every completion, and returns with
-//! the ring empty: see the buffer-lifetime rule in `op.rs`.
+//! none of its ops in flight: see the buffer-lifetime rule in `op.rs`. The one exception
+//! is read-ahead's prefetch reads ([`prefetch_on_thread_ring`]), which carry no caller's
+//! buffer (they land in a sink that is never freed) and are reaped whenever the ring is
+//! next used.
 
 use std::cell::RefCell;
 use std::os::fd::RawFd;
@@ -65,6 +68,40 @@ pub(crate) struct Ring {
     /// Fsyncs this ring issued linked behind writes in the same submission (tests read
     /// it).
     linked_syncs: u64,
+    /// Prefetch reads submitted and not yet reaped ([`Ring::submit_prefetch`]).
+    prefetches_in_flight: u32,
+}
+
+/// `IORING_ENTER_GETEVENTS` of `<linux/io_uring.h>`.
+const IORING_ENTER_GETEVENTS: u32 = 1;
+
+/// `user_data` of a prefetch read: no batch op index has this bit.
+const PREFETCH_TAG: u64 = 1 << 63;
+/// Most prefetch reads a ring has in flight; more are not submitted (the completion queue
+/// holds twice `RING_ENTRIES`, so this never overflows it together with a full batch).
+const MAX_PREFETCHES_IN_FLIGHT: u32 = RING_ENTRIES;
+/// Bytes one prefetch read lands in the sink; longer ranges are several reads.
+const PREFETCH_SINK_BYTES: usize = 64 << 10;
+
+/// Where prefetch reads land: one allocation for the whole process, made on first use and
+/// never freed, never read by this program. A prefetch read is a buffered read whose only
+/// purpose is the page cache it fills; the kernel copies the data into the sink at some
+/// point after submission (in this thread's `io_uring_enter`, with DEFER_TASKRUN), with no
+/// caller waiting. Because the sink outlives every ring and no Rust reference to it exists,
+/// a read may complete after its ring, its thread or its file is gone, and reads may
+/// overwrite one another: nothing observes the bytes.
+fn prefetch_sink() -> *mut u8 {
+    static SINK: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *SINK.get_or_init(|| {
+        Box::leak(vec![0u8; PREFETCH_SINK_BYTES].into_boxed_slice()).as_mut_ptr() as usize
+    }) as *mut u8
+}
+
+/// Submits `ops` (all `Op::Prefetch`) as reads into the page cache on this thread's ring
+/// (its SQPOLL ring with `sqpoll`), without waiting for them; returns the kernel entries
+/// made. See [`Ring::submit_prefetch`].
+pub(crate) fn prefetch_on_thread_ring(sqpoll: bool, ops: &[Op]) -> Result<u64, i32> {
+    with_thread_ring(sqpoll, |ring| ring.submit_prefetch(ops))
 }
 
 /// Which slots of the write-behind arena region (`io::fixed_region`) this ring has
@@ -358,6 +395,7 @@ impl Ring {
             fixed_buffers: FixedBuffers::NotYet,
             fixed_writes: 0,
             linked_syncs: 0,
+            prefetches_in_flight: 0,
         };
         // A registered ring fd saves an fdget/fdput per io_uring_enter (Linux 5.18+);
         // without it everything still works.
@@ -472,6 +510,13 @@ impl Ring {
                 opcode::Fsync::new(types::Fd(fd)).flags(flags).build()
             }
             Op::Truncate { fd, len } => opcode::Ftruncate::new(types::Fd(fd), len).build(),
+            Op::Prefetch { fd, offset, len } => opcode::Read::new(
+                types::Fd(fd),
+                prefetch_sink(),
+                len.min(PREFETCH_SINK_BYTES as u32),
+            )
+            .offset(offset)
+            .build(),
         }
     }
 
@@ -490,6 +535,79 @@ impl Ring {
         }
         self.ring.submit_and_wait(want)?;
         Ok(wakes_poller + 1)
+    }
+
+    /// Submits `ops` (all `Op::Prefetch`) as buffered reads into the prefetch sink and
+    /// returns without waiting for them: on a filesystem with asynchronous buffered reads
+    /// (ext4, XFS, btrfs) the kernel starts each device read from this thread and fills
+    /// the page cache when it completes, with no worker thread. Completions are reaped
+    /// here and by later batches ([`Ring::reap_prefetches`]). A range longer than the sink
+    /// is read in pieces; ops beyond `MAX_PREFETCHES_IN_FLIGHT` are dropped (a prefetch
+    /// only changes speed). Returns the kernel entries made (one).
+    fn submit_prefetch(&mut self, ops: &[Op]) -> Result<u64, i32> {
+        self.reap_prefetches();
+        let mut queued = 0u32;
+        for op in ops {
+            let Op::Prefetch { fd, offset, len } = *op else {
+                unreachable!("only prefetches are submitted without waiting: {op:?}")
+            };
+            let mut done = 0u32;
+            while done < len && self.prefetches_in_flight < MAX_PREFETCHES_IN_FLIGHT {
+                let piece = (len - done).min(PREFETCH_SINK_BYTES as u32);
+                let entry = self
+                    .entry_for(&Op::Prefetch {
+                        fd,
+                        offset: offset + u64::from(done),
+                        len: piece,
+                    })
+                    .user_data(PREFETCH_TAG);
+                // SAFETY: the entry names the prefetch sink, which is never freed (see
+                // `prefetch_sink`), and a file the kernel takes a reference to at
+                // submission.
+                if unsafe { self.ring.submission().push(&entry) }.is_err() {
+                    break;
+                }
+                self.prefetches_in_flight += 1;
+                queued += 1;
+                done += piece;
+            }
+        }
+        if queued == 0 {
+            return Ok(0);
+        }
+        // GETEVENTS with nothing to wait for runs the deferred completion work of earlier
+        // prefetches, so their completions can be reaped below.
+        // SAFETY: no argument pointer; the queued entries name only the sink.
+        let to_submit = self.ring.submission().len() as u32;
+        let entered = unsafe {
+            self.ring.submitter().enter::<libc::sigset_t>(
+                to_submit,
+                0,
+                IORING_ENTER_GETEVENTS,
+                None,
+            )
+        };
+        if let Err(error) = entered {
+            let errno = error.raw_os_error().unwrap_or(libc::EIO);
+            if self.ring.submission().len() as u32 == queued {
+                // Nothing was taken: forget the entries; the caller drops the ring.
+                self.prefetches_in_flight -= queued;
+                return Err(errno);
+            }
+        }
+        self.reap_prefetches();
+        Ok(1)
+    }
+
+    /// Reaps the completions of finished prefetch reads; any other completion here is a
+    /// broken invariant (every batch reaps its own before returning).
+    fn reap_prefetches(&mut self) {
+        for completion in self.ring.completion() {
+            if completion.user_data() != PREFETCH_TAG || self.prefetches_in_flight == 0 {
+                fatal("ring completion for an op no batch is waiting for");
+            }
+            self.prefetches_in_flight -= 1;
+        }
     }
 
     fn truncate_by_syscall(fd: RawFd, len: u64) -> i32 {
@@ -611,10 +729,8 @@ impl Ring {
         ops: &[Op],
         results: &mut [i32],
     ) -> Result<u64, i32> {
-        assert!(
-            self.ring.completion().is_empty(),
-            "ring has stale completions"
-        );
+        // Only prefetch reads may still be in flight between batches.
+        self.reap_prefetches();
         // Writes directly before a SyncAfterWrites on the same fd are linked to it, so the
         // sync starts after they complete (and is cancelled if one fails). A chain must
         // reach the kernel in one submission: batches with chains fit the ring whole.
@@ -723,6 +839,10 @@ impl Ring {
                 }
             }
             for completion in self.ring.completion() {
+                if completion.user_data() == PREFETCH_TAG && self.prefetches_in_flight > 0 {
+                    self.prefetches_in_flight -= 1;
+                    continue;
+                }
                 let index = completion.user_data() as usize;
                 if index >= ops.len() || in_flight == 0 {
                     fatal("ring completion for an op this batch did not submit");

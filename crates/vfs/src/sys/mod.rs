@@ -5,6 +5,7 @@
 //! other module of the crate but `ffi`.
 
 pub mod calls;
+pub(crate) mod page_cache;
 
 use std::ffi::{c_int, CStr, CString};
 use std::os::fd::RawFd;

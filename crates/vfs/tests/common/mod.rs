@@ -502,3 +502,14 @@ pub fn seed_prng(seed: std::ffi::c_int) {
         )
     };
 }
+
+/// Names of this process's io_uring kernel threads (io-wq workers are `iou-wrk-PID`,
+/// SQPOLL pollers `iou-sqp-PID`).
+pub fn io_uring_threads() -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .map(|name| name.trim().to_string())
+        .filter(|name| name.starts_with("iou-"))
+        .collect()
+}

@@ -1,0 +1,892 @@
+//! B-tree read-ahead for a buffered main database: the pages SQLite will read next,
+//! asked of the kernel before SQLite asks for them.
+//!
+//! SQLite reads one page at a time and waits for each, so on data that is not in the page
+//! cache a scan runs at queue depth 1 while the device serves several times more reads
+//! with many in flight. The file format says what comes next: an interior page lists its
+//! children in key order, and a scan reads them in that order.
+//!
+//! **What it follows.** Every whole-page read SQLite makes of the database goes through
+//! [`ReadAhead::after_read`]. Interior pages are parsed (`btree_page`, which trusts no
+//! byte) and kept as a path, root first, like SQLite's cursor: each level remembers its
+//! children, the last child SQLite read and how far read-ahead has gone. When SQLite reads
+//! two children of one interior page in a row (child i, then i+1), that page's children are
+//! being scanned: the next ones, up to a window that doubles while the scan goes on, are
+//! handed to the kernel in one batch ([`PageSource::prefetch`]: `POSIX_FADV_WILLNEED`,
+//! one ring submission on the io_uring backend). An interior page entered while its parent
+//! is being scanned inherits the scan: its first children go at once. Near the end of a
+//! level, the next sibling interior page is prefetched too and, once the kernel has it,
+//! read from the page cache without waiting (`PageSource::read_if_cached`) so its first
+//! children join the window: the stream of reads does not stop at each parent boundary.
+//!
+//! **What it never does.** A point lookup reads one child per level and starts nothing.
+//! Read-ahead never changes a byte SQLite reads: it only warms the page cache, and SQLite's
+//! own read still goes to the file, so a page prefetched before another process rewrote it
+//! is simply read again, new. A page whose newest copy is in the WAL is read by SQLite from
+//! the WAL and never reaches this code; prefetching its stale database copy costs one read.
+//! A malformed page (any parse error) is neither followed nor prefetched from, and every
+//! child must lie inside the file, so corrupt or hostile bytes cost at most one page's
+//! parse.
+//!
+//! **Never slower on cached data.** Before a batch, the first page it would ask for is
+//! checked with [`PageSource::is_cached`] (`cachestat(2)`, no I/O): when the kernel
+//! already has it, the batch is skipped and the next check waits for more reads, up to
+//! [`MAX_HOT_BACKOFF_READS`], so a scan of cached data costs one check per that many
+//! reads.
+//!
+//! **Bounds.** A file's pages asked for and not yet read are at most its window
+//! ([`max_window_pages`]: [`MAX_WINDOW_BYTES`] or [`MAX_WINDOW_PAGES`]); every file of the
+//! process together at most [`PROCESS_MAX_OUTSTANDING_BYTES`]. The path is at most
+//! [`MAX_DEPTH`] levels (SQLite's own limit); each level's child list is allocated once, at
+//! the capacity any valid page of the geometry needs, and reused.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::btree_page::{self, Geometry, PageKind};
+
+/// Deepest B-tree SQLite handles (btreeInt.h BTCURSOR_MAX_DEPTH).
+pub(crate) const MAX_DEPTH: usize = 20;
+/// Most pages one file has asked for and not yet read.
+pub(crate) const MAX_WINDOW_PAGES: usize = 128;
+/// Most bytes one file has asked for and not yet read (bounds large page sizes).
+pub(crate) const MAX_WINDOW_BYTES: usize = 1 << 20;
+/// Pages of the first batch of a scan; each further batch doubles it up to the maximum.
+pub(crate) const FIRST_WINDOW_PAGES: usize = 8;
+/// Most bytes all files of the process have asked for and not yet read.
+pub(crate) const PROCESS_MAX_OUTSTANDING_BYTES: u64 = 32 << 20;
+/// Longest wait, in child reads, between two cache checks of a scan found cached.
+pub(crate) const MAX_HOT_BACKOFF_READS: u32 = 64;
+
+/// Bytes asked for and not yet read, summed over every file of the process.
+static PROCESS_OUTSTANDING_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// What read-ahead needs from the file; the VFS implements it over the database's
+/// descriptor and engine, the tests over a model.
+pub(crate) trait PageSource {
+    /// Whether the kernel has `page_number` cached now; `None` when it cannot tell.
+    fn is_cached(&mut self, page_number: u32, page_size_bytes: u32) -> Option<bool>;
+    /// Copies page `page_number` into `buf` (one page) if, and only if, the kernel has it
+    /// cached; never waits for the device.
+    fn read_if_cached(&mut self, page_number: u32, buf: &mut [u8]) -> bool;
+    /// Asks the kernel to start reading `pages` (scan order, no duplicates).
+    fn prefetch(&mut self, pages: &[u32], page_size_bytes: u32);
+    /// Pages in the file now.
+    fn page_count(&mut self, page_size_bytes: u32) -> u32;
+}
+
+/// One interior page on the path.
+struct Level {
+    page_number: u32,
+    /// Children in key order (capacity: any valid page's, allocated once).
+    children: Vec<u32>,
+    /// Index of the child SQLite read last.
+    last_read: Option<usize>,
+    /// Consecutive children read in order, ending at `last_read`.
+    streak: u32,
+    /// Entered while its parent was being scanned: its children are scanned from the first.
+    inherited_scan: bool,
+    /// `children[..issued_until]` were read or asked for.
+    issued_until: usize,
+    window_pages: usize,
+    /// Child reads to let pass before the next cache check (after finding a batch cached).
+    hot_wait_reads: u32,
+    hot_backoff_reads: u32,
+    /// This level's next child after `last_read` (an interior page), read from the cache
+    /// while the level below finished, and how many of its first children were asked for:
+    /// they count as issued when SQLite enters it.
+    peeked: Option<(u32, usize)>,
+}
+
+impl Level {
+    fn new(children_capacity: usize) -> Level {
+        Level {
+            page_number: 0,
+            children: Vec::with_capacity(children_capacity),
+            last_read: None,
+            streak: 0,
+            inherited_scan: false,
+            issued_until: 0,
+            window_pages: FIRST_WINDOW_PAGES,
+            hot_wait_reads: 0,
+            hot_backoff_reads: 0,
+            peeked: None,
+        }
+    }
+
+    /// Children asked for and not yet read.
+    fn outstanding(&self) -> usize {
+        let next = self.last_read.map_or(0, |i| i + 1);
+        self.issued_until.saturating_sub(next) + self.peeked.map_or(0, |(_, n)| n)
+    }
+
+    fn scanning(&self) -> bool {
+        self.streak >= 2 || (self.inherited_scan && self.streak >= 1)
+    }
+}
+
+/// The read-ahead state of one open main database.
+pub(crate) struct ReadAhead {
+    geometry: Option<Geometry>,
+    /// `levels[..depth]` is the path, root first; deeper entries keep their allocations.
+    levels: Vec<Level>,
+    depth: usize,
+    /// The batch being built (capacity: the largest window).
+    batch: Vec<u32>,
+    /// One page, for reading a sibling from the cache.
+    peek_page: Vec<u8>,
+    /// Bytes this file has asked for and not yet read (its share of the process total).
+    outstanding_bytes: u64,
+    /// Pages in the file when last asked (`PageSource::page_count`).
+    page_count: u32,
+    /// The last whole page SQLite read and the page its first 4 bytes name: the next page
+    /// of its overflow chain, if it is an overflow page.
+    chain_candidate: Option<(u32, u32)>,
+    /// SQLite is reading an overflow chain: the last page it read, and whether the chain
+    /// has run through consecutive pages so far.
+    chain: Option<(u32, bool)>,
+    /// Overflow pages asked for ahead of the chain: through this page number.
+    chain_asked_through: u32,
+}
+
+impl Default for ReadAhead {
+    fn default() -> Self {
+        ReadAhead::new()
+    }
+}
+
+/// The window limit for pages of `page_size_bytes`.
+pub(crate) fn max_window_pages(page_size_bytes: u32) -> usize {
+    (MAX_WINDOW_BYTES / page_size_bytes.max(1) as usize).clamp(2, MAX_WINDOW_PAGES)
+}
+
+impl ReadAhead {
+    pub(crate) fn new() -> ReadAhead {
+        ReadAhead {
+            geometry: None,
+            levels: Vec::new(),
+            depth: 0,
+            batch: Vec::new(),
+            peek_page: Vec::new(),
+            outstanding_bytes: 0,
+            page_count: 0,
+            chain_candidate: None,
+            chain: None,
+            chain_asked_through: 0,
+        }
+    }
+
+    /// Forgets the path: called where another connection may have changed the file
+    /// (lock changes), so no stale child list drives a batch.
+    pub(crate) fn forget(&mut self) {
+        self.depth = 0;
+        self.sync_outstanding();
+    }
+
+    /// After SQLite read `data` at `offset` of the database (a successful, whole read):
+    /// learns from it, and asks `source` for the pages a scan will read next.
+    pub(crate) fn after_read(&mut self, data: &[u8], offset: u64, source: &mut impl PageSource) {
+        if offset == 0 {
+            if let Some(geometry) = Geometry::from_header(data) {
+                self.set_geometry(geometry);
+            }
+        }
+        let Some(geometry) = self.geometry else {
+            return;
+        };
+        let page_bytes = geometry.page_size_bytes as u64;
+        if data.len() as u64 != page_bytes || offset % page_bytes != 0 {
+            return;
+        }
+        let Ok(page_number) = u32::try_from(offset / page_bytes + 1) else {
+            return;
+        };
+        self.batch.clear();
+        self.follow_overflow_chain(data, page_number, geometry, source);
+        match self.find(page_number) {
+            Some((level, index)) => {
+                self.note_child_read(level, index);
+                self.depth = level + 1;
+                self.push_if_interior(data, page_number, geometry, source);
+                // The deepest scanning level first: its pages are the ones read next.
+                for level in (0..self.depth).rev() {
+                    self.top_up(level, geometry, source);
+                }
+            }
+            None => {
+                // Not a child of the path: a new descent starts here (or a leaf of a tree
+                // whose interior pages SQLite already had, which read-ahead cannot follow).
+                if self.depth > 0 && !is_interior(data, page_number, geometry) {
+                    self.sync_outstanding();
+                    return;
+                }
+                self.depth = 0;
+                self.push_if_interior(data, page_number, geometry, source);
+            }
+        }
+        if !self.batch.is_empty() {
+            source.prefetch(&self.batch, geometry.page_size_bytes);
+        }
+        self.sync_outstanding();
+    }
+
+    fn set_geometry(&mut self, geometry: Geometry) {
+        if self.geometry == Some(geometry) {
+            return;
+        }
+        self.geometry = Some(geometry);
+        self.depth = 0;
+        // Child lists sized for the old page size are dropped, not grown per read.
+        self.levels.clear();
+        let window = max_window_pages(geometry.page_size_bytes);
+        self.batch = Vec::with_capacity(window + 1);
+        self.peek_page = vec![0u8; geometry.page_size_bytes as usize];
+    }
+
+    /// Overflow chains: every page of a chain names the next in its first 4 bytes, so a
+    /// chain is known only one page ahead. When SQLite reads the page the previous page
+    /// named, it is reading a chain: the page this one names is asked for at once and,
+    /// while the chain has run through consecutive pages, the next window of consecutive
+    /// pages too (a guess, bounded by the window, that the chain goes on the same way).
+    /// A chain that loops or names pages outside the file is simply not followed further:
+    /// SQLite reports the corruption.
+    fn follow_overflow_chain(
+        &mut self,
+        data: &[u8],
+        page_number: u32,
+        geometry: Geometry,
+        source: &mut impl PageSource,
+    ) {
+        if self.page_count == 0 {
+            self.page_count = source.page_count(geometry.page_size_bytes);
+        }
+        let in_chain = matches!(self.chain_candidate, Some((_, next)) if next == page_number);
+        let contiguous = match (self.chain_candidate, self.chain) {
+            (Some((previous, _)), Some((last, contiguous))) if in_chain && last == previous => {
+                contiguous && page_number == previous.wrapping_add(1)
+            }
+            (Some((previous, _)), _) if in_chain => page_number == previous.wrapping_add(1),
+            _ => false,
+        };
+        let next = btree_page::overflow_next(data, page_number, self.page_count).unwrap_or(0);
+        self.chain_candidate = (next != 0).then_some((page_number, next));
+        if !in_chain {
+            self.chain = None;
+            return;
+        }
+        self.chain = Some((page_number, contiguous));
+        if next == 0 {
+            return;
+        }
+        let max_window = max_window_pages(geometry.page_size_bytes);
+        let wanted = if contiguous && next == page_number.wrapping_add(1) {
+            max_window.min(FIRST_WINDOW_PAGES * 2) as u32
+        } else {
+            1
+        };
+        let last = next.saturating_add(wanted - 1).min(self.page_count);
+        let first = if contiguous && self.chain_asked_through >= next {
+            self.chain_asked_through.saturating_add(1)
+        } else {
+            next
+        };
+        if first > last || self.outstanding_pages() + self.batch.len() >= max_window {
+            return;
+        }
+        if source.is_cached(first, geometry.page_size_bytes) == Some(true) {
+            return;
+        }
+        let budget = self.process_budget_pages(geometry) as u32;
+        let last = last.min(first.saturating_add(budget.saturating_sub(1)));
+        if budget == 0 {
+            return;
+        }
+        for page in first..=last {
+            self.batch.push(page);
+        }
+        self.chain_asked_through = last;
+    }
+
+    /// The deepest level of the path that has `page_number` as a child, and its index.
+    fn find(&self, page_number: u32) -> Option<(usize, usize)> {
+        for (depth, level) in self.levels[..self.depth].iter().enumerate().rev() {
+            let next = level.last_read.map_or(0, |i| i + 1);
+            if level.children.get(next) == Some(&page_number) {
+                return Some((depth, next));
+            }
+            if let Some(index) = level.children.iter().position(|&c| c == page_number) {
+                return Some((depth, index));
+            }
+        }
+        None
+    }
+
+    fn note_child_read(&mut self, depth: usize, index: usize) {
+        let level = &mut self.levels[depth];
+        let in_order = match level.last_read {
+            Some(last) => last + 1 == index,
+            None => level.inherited_scan && index == 0,
+        };
+        if in_order {
+            level.streak += 1;
+        } else {
+            // A jump: what was asked for ahead of the old position is no longer ahead.
+            level.streak = 1;
+            level.inherited_scan = false;
+            level.issued_until = index + 1;
+            level.window_pages = FIRST_WINDOW_PAGES;
+            level.peeked = None;
+        }
+        level.last_read = Some(index);
+        level.issued_until = level.issued_until.max(index + 1);
+        if level.hot_wait_reads > 0 {
+            level.hot_wait_reads -= 1;
+        }
+    }
+
+    /// Parses `data` (page `page_number`) and, if it is a well-formed interior page, puts it
+    /// at the end of the path.
+    fn push_if_interior(
+        &mut self,
+        data: &[u8],
+        page_number: u32,
+        geometry: Geometry,
+        source: &mut impl PageSource,
+    ) {
+        if self.depth >= MAX_DEPTH || !is_interior(data, page_number, geometry) {
+            return;
+        }
+        if self.levels.len() == self.depth {
+            self.levels
+                .push(Level::new(btree_page::max_children(geometry)));
+        }
+        let parent_scanning = self.depth > 0 && self.levels[self.depth - 1].scanning();
+        let peeked = match self.depth {
+            0 => None,
+            depth => self.levels[depth - 1]
+                .peeked
+                .take()
+                .filter(|(sibling, _)| *sibling == page_number),
+        };
+        let inherited_window = if parent_scanning {
+            self.levels[self.depth - 1].window_pages
+        } else {
+            FIRST_WINDOW_PAGES
+        };
+        let level = &mut self.levels[self.depth];
+        let mut page_count = source.page_count(geometry.page_size_bytes);
+        self.page_count = page_count;
+        let mut parsed = btree_page::interior_children(
+            data,
+            page_number,
+            geometry,
+            page_count,
+            &mut level.children,
+        );
+        if matches!(
+            parsed,
+            Err(btree_page::Malformed::ChildPage | btree_page::Malformed::PageNumber)
+        ) {
+            // The file may have grown since the count was read (another writer).
+            page_count = source.page_count(geometry.page_size_bytes);
+            parsed = btree_page::interior_children(
+                data,
+                page_number,
+                geometry,
+                page_count,
+                &mut level.children,
+            );
+        }
+        if !matches!(
+            parsed,
+            Ok(PageKind::TableInterior | PageKind::IndexInterior)
+        ) || level.children.is_empty()
+        {
+            return;
+        }
+        level.page_number = page_number;
+        level.last_read = None;
+        level.streak = 0;
+        level.inherited_scan = parent_scanning;
+        level.issued_until = peeked.map_or(0, |(_, n)| n.min(level.children.len()));
+        level.window_pages = inherited_window;
+        level.hot_wait_reads = 0;
+        level.hot_backoff_reads = 0;
+        level.peeked = None;
+        self.depth += 1;
+    }
+
+    /// Adds to the batch what level `depth`'s scan needs to keep its window full.
+    fn top_up(&mut self, depth: usize, geometry: Geometry, source: &mut impl PageSource) {
+        let max_window = max_window_pages(geometry.page_size_bytes);
+        let room = max_window.saturating_sub(self.outstanding_pages() + self.batch.len());
+        let level = &self.levels[depth];
+        if !level.scanning() || room == 0 {
+            return;
+        }
+        let next = level.last_read.map_or(0, |i| i + 1);
+        let ahead = level.outstanding();
+        let window = level.window_pages.min(max_window);
+        // Refill in batches: when half the window has been read.
+        if ahead > window / 2 {
+            return;
+        }
+        let until = (next + window).min(level.children.len());
+        let from = level.issued_until.max(next);
+        if level.hot_wait_reads > 0 {
+            return;
+        }
+        if from < until {
+            if source.is_cached(level.children[from], geometry.page_size_bytes) == Some(true) {
+                let level = &mut self.levels[depth];
+                level.hot_backoff_reads = (level.hot_backoff_reads * 2)
+                    .clamp(FIRST_WINDOW_PAGES as u32, MAX_HOT_BACKOFF_READS);
+                level.hot_wait_reads = level.hot_backoff_reads;
+                return;
+            }
+            let budget = self.process_budget_pages(geometry).min(room);
+            let until = until.min(from + budget);
+            let level = &mut self.levels[depth];
+            level.hot_backoff_reads = 0;
+            for &child in &level.children[from..until] {
+                if !self.batch.contains(&child) {
+                    self.batch.push(child);
+                }
+            }
+            level.issued_until = until;
+            level.window_pages = (level.window_pages * 2).min(max_window);
+        }
+        // The end of this level is inside the window: the next sibling, and its first
+        // children once the kernel has it.
+        let level = &self.levels[depth];
+        if depth > 0
+            && level.issued_until == level.children.len()
+            && level.hot_backoff_reads == 0
+            && self.levels[depth - 1].peeked.is_none()
+        {
+            let room_left = window
+                .min(max_window)
+                .saturating_sub(self.outstanding_pages() + self.batch.len());
+            self.reach_into_next_sibling(depth, room_left, geometry, source);
+        }
+    }
+
+    /// Level `depth`'s window reaches its last child: asks for the parent's next child (an
+    /// interior page like this level's) and, when it is cached, its first `room` children.
+    fn reach_into_next_sibling(
+        &mut self,
+        depth: usize,
+        room: usize,
+        geometry: Geometry,
+        source: &mut impl PageSource,
+    ) {
+        let parent = &self.levels[depth - 1];
+        let Some(last) = parent.last_read else {
+            return;
+        };
+        let Some(&sibling) = parent.children.get(last + 1) else {
+            return;
+        };
+        if parent.issued_until <= last + 1 {
+            if source.is_cached(sibling, geometry.page_size_bytes) == Some(true) {
+                // Cached already: nothing to ask for, and its children are checked when
+                // SQLite enters it.
+                self.levels[depth - 1].issued_until = last + 2;
+                return;
+            }
+            if self.batch.len() < self.batch.capacity() && !self.batch.contains(&sibling) {
+                self.batch.push(sibling);
+            }
+            self.levels[depth - 1].issued_until = last + 2;
+            return;
+        }
+        if room == 0 || !source.read_if_cached(sibling, &mut self.peek_page) {
+            return;
+        }
+        // Parsed into the deepest unused level's list: no allocation.
+        if self.levels.len() == self.depth {
+            self.levels
+                .push(Level::new(btree_page::max_children(geometry)));
+        }
+        let page_count = source.page_count(geometry.page_size_bytes);
+        let spare = &mut self.levels[self.depth].children;
+        let parsed =
+            btree_page::interior_children(&self.peek_page, sibling, geometry, page_count, spare);
+        if !matches!(
+            parsed,
+            Ok(PageKind::TableInterior | PageKind::IndexInterior)
+        ) {
+            return;
+        }
+        let room = room
+            .min(self.batch.capacity() - self.batch.len())
+            .min(self.process_budget_pages(geometry));
+        let count = room.min(self.levels[self.depth].children.len());
+        for index in 0..count {
+            let child = self.levels[self.depth].children[index];
+            if !self.batch.contains(&child) {
+                self.batch.push(child);
+            }
+        }
+        self.levels[depth - 1].peeked = Some((sibling, count));
+    }
+
+    /// Pages of the path asked for and not yet read.
+    fn outstanding_pages(&self) -> usize {
+        let chain = self.chain.map_or(0, |(last, _)| {
+            self.chain_asked_through.saturating_sub(last) as usize
+        });
+        chain
+            + self.levels[..self.depth]
+                .iter()
+                .map(Level::outstanding)
+                .sum::<usize>()
+    }
+
+    /// Pages this file may still ask for under the process-wide bound.
+    fn process_budget_pages(&self, geometry: Geometry) -> usize {
+        let page_bytes = geometry.page_size_bytes as u64;
+        let pending = self.batch.len() as u64 * page_bytes;
+        let others = PROCESS_OUTSTANDING_BYTES
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.outstanding_bytes);
+        let used = others + self.outstanding_bytes + pending;
+        (PROCESS_MAX_OUTSTANDING_BYTES.saturating_sub(used) / page_bytes) as usize
+    }
+
+    /// Brings this file's share of the process total up to date.
+    fn sync_outstanding(&mut self) {
+        let page_bytes = self.geometry.map_or(0, |g| g.page_size_bytes as u64);
+        let now = self.outstanding_pages() as u64 * page_bytes;
+        if now >= self.outstanding_bytes {
+            PROCESS_OUTSTANDING_BYTES.fetch_add(now - self.outstanding_bytes, Ordering::Relaxed);
+        } else {
+            PROCESS_OUTSTANDING_BYTES.fetch_sub(self.outstanding_bytes - now, Ordering::Relaxed);
+        }
+        self.outstanding_bytes = now;
+    }
+}
+
+impl Drop for ReadAhead {
+    fn drop(&mut self) {
+        self.forget();
+    }
+}
+
+fn is_interior(data: &[u8], page_number: u32, geometry: Geometry) -> bool {
+    matches!(
+        btree_page::page_kind(data, page_number, geometry),
+        Ok(PageKind::TableInterior | PageKind::IndexInterior)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    const PAGE_BYTES: u32 = 4096;
+
+    /// A table interior page naming `children` (the last is the right-most pointer).
+    fn interior(children: &[u32]) -> Vec<u8> {
+        let mut page = vec![0u8; PAGE_BYTES as usize];
+        let cells = children.len() - 1;
+        page[0] = 0x05;
+        page[3..5].copy_from_slice(&(cells as u16).to_be_bytes());
+        page[8..12].copy_from_slice(&children[cells].to_be_bytes());
+        let mut content = PAGE_BYTES as usize;
+        for (index, &child) in children[..cells].iter().enumerate() {
+            content -= 5;
+            page[content..content + 4].copy_from_slice(&child.to_be_bytes());
+            page[content + 4] = (index % 100) as u8; // the key, a 1-byte varint
+            let pointer = 12 + 2 * index;
+            page[pointer..pointer + 2].copy_from_slice(&(content as u16).to_be_bytes());
+        }
+        page[5..7].copy_from_slice(&(content as u16).to_be_bytes());
+        page
+    }
+
+    fn leaf() -> Vec<u8> {
+        let mut page = vec![0u8; PAGE_BYTES as usize];
+        page[0] = 0x0d;
+        page[5..7].copy_from_slice(&(PAGE_BYTES as u16).to_be_bytes());
+        page
+    }
+
+    /// Page 1: the database header and an empty leaf.
+    fn header_page() -> Vec<u8> {
+        let mut page = vec![0u8; PAGE_BYTES as usize];
+        page[..16].copy_from_slice(b"SQLite format 3\0");
+        page[16..18].copy_from_slice(&(PAGE_BYTES as u16).to_be_bytes());
+        page[18] = 1;
+        page[19] = 1;
+        page[21] = 64;
+        page[22] = 32;
+        page[23] = 32;
+        page[100] = 0x0d;
+        page
+    }
+
+    /// A file in memory: which pages the kernel has, and what read-ahead asked for.
+    struct Model {
+        pages: BTreeMap<u32, Vec<u8>>,
+        cached: BTreeSet<u32>,
+        prefetched: Vec<u32>,
+        page_count: u32,
+        peeks: u32,
+    }
+
+    impl Model {
+        fn new(page_count: u32) -> Model {
+            Model {
+                pages: BTreeMap::new(),
+                cached: BTreeSet::new(),
+                prefetched: Vec::new(),
+                page_count,
+                peeks: 0,
+            }
+        }
+
+        fn page(&self, number: u32) -> Vec<u8> {
+            self.pages.get(&number).cloned().unwrap_or_else(leaf)
+        }
+    }
+
+    impl PageSource for Model {
+        fn is_cached(&mut self, page_number: u32, _: u32) -> Option<bool> {
+            Some(self.cached.contains(&page_number))
+        }
+        fn read_if_cached(&mut self, page_number: u32, buf: &mut [u8]) -> bool {
+            self.peeks += 1;
+            if !self.cached.contains(&page_number) {
+                return false;
+            }
+            buf.copy_from_slice(&self.page(page_number));
+            true
+        }
+        fn prefetch(&mut self, pages: &[u32], page_size_bytes: u32) {
+            assert_eq!(page_size_bytes, PAGE_BYTES);
+            for &page in pages {
+                assert!(
+                    (1..=self.page_count).contains(&page),
+                    "page {page} asked for"
+                );
+                self.cached.insert(page);
+            }
+            self.prefetched.extend_from_slice(pages);
+        }
+        fn page_count(&mut self, _: u32) -> u32 {
+            self.page_count
+        }
+    }
+
+    /// SQLite's read of `page`: it becomes cached (the read brought it in).
+    fn read(readahead: &mut ReadAhead, model: &mut Model, page: u32) {
+        let data = model.page(page);
+        model.cached.insert(page);
+        readahead.after_read(&data, u64::from(page - 1) * u64::from(PAGE_BYTES), model);
+    }
+
+    /// A root (page 2) over `parents` interior pages of `fanout` leaves each, with the
+    /// pages numbered in a scattered order; returns the model and the leaves in key order
+    /// grouped by parent.
+    fn two_level_tree(parents: u32, fanout: u32) -> (Model, Vec<u32>, Vec<Vec<u32>>) {
+        let total = 2 + parents + parents * fanout;
+        let mut model = Model::new(total);
+        model.pages.insert(1, header_page());
+        // Scatter: page numbers by a multiplicative permutation of 3..=total.
+        let span = total - 2;
+        let scatter = |i: u32| 3 + (i * 7919) % span;
+        let parent_pages: Vec<u32> = (0..parents).map(scatter).collect();
+        let mut leaves = Vec::new();
+        for (p, &parent) in parent_pages.iter().enumerate() {
+            let own: Vec<u32> = (0..fanout)
+                .map(|l| scatter(parents + p as u32 * fanout + l))
+                .collect();
+            model.pages.insert(parent, interior(&own));
+            leaves.push(own);
+        }
+        model.pages.insert(2, interior(&parent_pages));
+        (model, parent_pages, leaves)
+    }
+
+    #[test]
+    fn a_scan_asks_for_leaves_before_sqlite_reads_them_and_stays_in_its_window() {
+        let (mut model, parents, leaves) = two_level_tree(20, 40);
+        let mut readahead = ReadAhead::new();
+        read(&mut readahead, &mut model, 1);
+        read(&mut readahead, &mut model, 2);
+        let mut missed = 0;
+        for (parent, own) in parents.iter().zip(&leaves) {
+            if !model.cached.contains(parent) {
+                missed += 1;
+            }
+            read(&mut readahead, &mut model, *parent);
+            for &leaf in own {
+                if !model.cached.contains(&leaf) {
+                    missed += 1;
+                }
+                read(&mut readahead, &mut model, leaf);
+                assert!(readahead.outstanding_pages() <= max_window_pages(PAGE_BYTES));
+            }
+        }
+        // Only the start of the scan waits: the first parent's first two leaves and the
+        // second parent (before the root's scan is recognised).
+        assert!(missed <= 4, "{missed} reads found their page uncached");
+        let asked: BTreeSet<u32> = model.prefetched.iter().copied().collect();
+        assert_eq!(
+            asked.len(),
+            model.prefetched.len(),
+            "a page asked for twice"
+        );
+        let tree: BTreeSet<u32> = parents
+            .iter()
+            .chain(leaves.iter().flatten())
+            .copied()
+            .collect();
+        assert!(asked.is_subset(&tree));
+    }
+
+    #[test]
+    fn point_lookups_ask_for_nothing() {
+        let (mut model, parents, leaves) = two_level_tree(20, 40);
+        let mut readahead = ReadAhead::new();
+        read(&mut readahead, &mut model, 1);
+        for i in 0..200usize {
+            let p = (i * 13) % parents.len();
+            let l = (i * 29) % leaves[p].len();
+            read(&mut readahead, &mut model, 2);
+            read(&mut readahead, &mut model, parents[p]);
+            read(&mut readahead, &mut model, leaves[p][l]);
+        }
+        assert_eq!(model.prefetched, Vec::<u32>::new());
+    }
+
+    #[test]
+    fn a_scan_of_cached_pages_asks_for_nothing_and_checks_rarely() {
+        let (mut model, parents, leaves) = two_level_tree(10, 200);
+        model.cached = (1..=model.page_count).collect();
+        let mut readahead = ReadAhead::new();
+        read(&mut readahead, &mut model, 1);
+        read(&mut readahead, &mut model, 2);
+        for (parent, own) in parents.iter().zip(&leaves) {
+            read(&mut readahead, &mut model, *parent);
+            for &leaf in own {
+                read(&mut readahead, &mut model, leaf);
+            }
+        }
+        assert!(model.prefetched.is_empty());
+        assert_eq!(model.peeks, 0);
+    }
+
+    #[test]
+    fn malformed_interior_pages_start_nothing() {
+        let (mut model, parents, leaves) = two_level_tree(4, 50);
+        // The first parent names a child past the end of the file.
+        let mut bad = interior(&leaves[0]);
+        bad[8..12].copy_from_slice(&(model.page_count + 1).to_be_bytes());
+        model.pages.insert(parents[0], bad);
+        let mut readahead = ReadAhead::new();
+        read(&mut readahead, &mut model, 1);
+        read(&mut readahead, &mut model, 2);
+        read(&mut readahead, &mut model, parents[0]);
+        for &leaf in &leaves[0] {
+            read(&mut readahead, &mut model, leaf);
+        }
+        assert!(
+            model.prefetched.iter().all(|p| !leaves[0].contains(p)),
+            "children of a malformed page were asked for"
+        );
+    }
+
+    /// An overflow page naming `next`.
+    fn overflow(next: u32) -> Vec<u8> {
+        let mut page = vec![0xabu8; PAGE_BYTES as usize];
+        page[..4].copy_from_slice(&next.to_be_bytes());
+        page
+    }
+
+    #[test]
+    fn an_overflow_chain_is_followed_ahead_of_sqlite() {
+        let mut model = Model::new(400);
+        model.pages.insert(1, header_page());
+        // A scattered chain, then a consecutive one.
+        let scattered = [50u32, 17, 300, 122, 7, 99];
+        let consecutive: Vec<u32> = (200..260).collect();
+        for chain in [&scattered[..], &consecutive[..]] {
+            for pair in chain.windows(2) {
+                model.pages.insert(pair[0], overflow(pair[1]));
+            }
+            model.pages.insert(*chain.last().unwrap(), overflow(0));
+        }
+        let mut readahead = ReadAhead::new();
+        read(&mut readahead, &mut model, 1);
+        let mut missed = Vec::new();
+        for &page in scattered.iter().chain(&consecutive) {
+            if !model.cached.contains(&page) {
+                missed.push(page);
+            }
+            read(&mut readahead, &mut model, page);
+        }
+        // Each chain's first two pages are read before the chain is recognised.
+        assert_eq!(missed, vec![50, 17, 200, 201]);
+        // Never past the file, never a page twice, never far past the consecutive chain.
+        let asked: BTreeSet<u32> = model.prefetched.iter().copied().collect();
+        assert_eq!(asked.len(), model.prefetched.len());
+        // The consecutive chain's guess runs at most one window past its end.
+        let guessed_past_end = 260..=(259 + FIRST_WINDOW_PAGES as u32 * 2);
+        assert!(
+            asked.iter().all(|p| scattered.contains(p)
+                || consecutive.contains(p)
+                || guessed_past_end.contains(p)),
+            "{asked:?}"
+        );
+    }
+
+    #[test]
+    fn a_looping_overflow_chain_costs_constant_work_per_read() {
+        let mut model = Model::new(100);
+        model.pages.insert(1, header_page());
+        model.pages.insert(10, overflow(11));
+        model.pages.insert(11, overflow(10));
+        let mut readahead = ReadAhead::new();
+        read(&mut readahead, &mut model, 1);
+        for i in 0..1000 {
+            read(&mut readahead, &mut model, 10 + i % 2);
+        }
+        assert!(model.prefetched.len() <= 2);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+
+        /// Whatever SQLite reads, and whatever the pages hold, read-ahead asks only for
+        /// pages inside the file, never more than its window, and does not panic.
+        #[test]
+        fn any_reads_of_any_bytes_stay_in_bounds(
+            reads in proptest::collection::vec((1u32..400, proptest::prelude::any::<u8>()), 1..300),
+            garbage in proptest::collection::vec(proptest::prelude::any::<u8>(), 64),
+        ) {
+            let (mut model, _, _) = two_level_tree(8, 40);
+            // Some pages get corrupted bytes at a spot chosen by the case.
+            for (i, chunk) in garbage.chunks(8).enumerate() {
+                let page = 3 + (u32::from(chunk[0]) % (model.page_count - 2));
+                let mut bytes = model.page(page);
+                let at = 8 + (usize::from(chunk[1]) * 13 + i) % 200;
+                bytes[at..at + 6].copy_from_slice(&chunk[2..8]);
+                model.pages.insert(page, bytes);
+            }
+            let mut readahead = ReadAhead::new();
+            read(&mut readahead, &mut model, 1);
+            for (page, evict) in reads {
+                let page = 1 + page % model.page_count;
+                if evict % 5 == 0 {
+                    model.cached.clear();
+                }
+                let before = model.prefetched.len();
+                read(&mut readahead, &mut model, page);
+                proptest::prop_assert!(model.prefetched.len() - before <= max_window_pages(PAGE_BYTES) + 1);
+                proptest::prop_assert!(readahead.outstanding_pages() <= max_window_pages(PAGE_BYTES) + 1);
+            }
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! What read-ahead asks the kernel about a file's page cache: whether a range is cached
+//! (`cachestat(2)`), a read that never waits for the device (`preadv2(RWF_NOWAIT)`), and
+//! the file's size. None of these is a call os_unix.c makes, so they bypass the
+//! system-call table: a test that fails SQLite's calls is not affected by read-ahead's,
+//! and a failure here only forgoes read-ahead.
+
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// `cachestat(2)` (Linux 6.5); answered ENOSYS once, it is not tried again.
+const SYS_CACHESTAT: libc::c_long = 451;
+static CACHESTAT_MISSING: AtomicBool = AtomicBool::new(false);
+
+/// `struct cachestat_range` of `<linux/mman.h>`.
+#[repr(C)]
+struct CachestatRange {
+    off: u64,
+    len: u64,
+}
+
+/// `struct cachestat` of `<linux/mman.h>`.
+#[repr(C)]
+#[derive(Default)]
+struct Cachestat {
+    nr_cache: u64,
+    nr_dirty: u64,
+    nr_writeback: u64,
+    nr_evicted: u64,
+    nr_recently_evicted: u64,
+}
+
+/// Whether every byte of `len_bytes` at `offset` is in the page cache; `None` when the
+/// kernel cannot tell (no `cachestat`, or it failed). Starts no I/O.
+pub(crate) fn is_cached(fd: RawFd, offset: u64, len_bytes: u64) -> Option<bool> {
+    if CACHESTAT_MISSING.load(Ordering::Relaxed) || len_bytes == 0 {
+        return None;
+    }
+    let range = CachestatRange {
+        off: offset,
+        len: len_bytes,
+    };
+    let mut stat = Cachestat::default();
+    // SAFETY: `range` and `stat` are live, correctly laid out structs for the whole call;
+    // the kernel reads the first and writes the second, and keeps neither.
+    let ret = unsafe {
+        libc::syscall(
+            SYS_CACHESTAT,
+            fd,
+            &range as *const CachestatRange,
+            &mut stat as *mut Cachestat,
+            0u32,
+        )
+    };
+    if ret != 0 {
+        if std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
+            CACHESTAT_MISSING.store(true, Ordering::Relaxed);
+        }
+        return None;
+    }
+    let page_bytes = page_size_bytes();
+    let first = offset / page_bytes;
+    let last = (offset + len_bytes - 1) / page_bytes;
+    Some(stat.nr_cache > last - first)
+}
+
+/// Reads `buf.len()` bytes at `offset` only if they are all in the page cache
+/// (`preadv2(RWF_NOWAIT)`): true when `buf` was filled, false otherwise (not cached, short,
+/// or any error). Never waits for the device.
+pub(crate) fn read_if_cached(fd: RawFd, buf: &mut [u8], offset: u64) -> bool {
+    let iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: `iov` describes `buf`, exclusively borrowed for the whole call; preadv2 keeps
+    // no pointer after it returns.
+    let n = unsafe { libc::preadv2(fd, &iov, 1, offset as libc::off_t, libc::RWF_NOWAIT) };
+    n >= 0 && n as usize == buf.len()
+}
+
+/// The file's size, by `fstat(2)` outside the system-call table; 0 when it fails.
+pub(crate) fn size_bytes(fd: RawFd) -> u64 {
+    // SAFETY: `stat` is plain data that fstat(2) writes and does not keep.
+    unsafe {
+        let mut stat: libc::stat = std::mem::zeroed();
+        if libc::fstat(fd, &mut stat) == 0 {
+            stat.st_size.max(0) as u64
+        } else {
+            0
+        }
+    }
+}
+
+fn page_size_bytes() -> u64 {
+    // SAFETY: sysconf takes no pointers.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if size > 0 {
+        size as u64
+    } else {
+        4096
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn a_written_file_is_cached_and_an_evicted_one_is_read_only_when_cached() {
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(&[5u8; 8192]).unwrap();
+        let fd = file.as_raw_fd();
+        // Just written: in the page cache (where cachestat exists).
+        if let Some(cached) = is_cached(fd, 0, 8192) {
+            assert!(cached);
+        }
+        let mut buf = [0u8; 4096];
+        assert!(read_if_cached(fd, &mut buf, 4096));
+        assert_eq!(buf, [5u8; 4096]);
+        // Past the end: nothing to read, so not "read".
+        assert!(!read_if_cached(fd, &mut buf, 8192));
+        assert_eq!(size_bytes(fd), 8192);
+        assert_eq!(size_bytes(-1), 0);
+        assert!(!read_if_cached(-1, &mut buf, 0));
+    }
+}
