@@ -306,15 +306,22 @@ impl ReadAhead {
         self.chain_asked_through = last;
     }
 
-    /// The deepest level of the path that has `page_number` as a child, and its index.
+    /// Where `page_number` is on the path: the level that has it as a child, and its
+    /// index. The deepest level is searched whole (a descent picks any child of it); a
+    /// level above is asked only for its next child in order, which is what a scan moving
+    /// on to the next parent reads. Anything else starts a new path. So a read costs at
+    /// most one pass over one child list.
     fn find(&self, page_number: u32) -> Option<(usize, usize)> {
+        let deepest = self.depth.checked_sub(1)?;
         for (depth, level) in self.levels[..self.depth].iter().enumerate().rev() {
             let next = level.last_read.map_or(0, |i| i + 1);
             if level.children.get(next) == Some(&page_number) {
                 return Some((depth, next));
             }
-            if let Some(index) = level.children.iter().position(|&c| c == page_number) {
-                return Some((depth, index));
+            if depth == deepest {
+                if let Some(index) = level.children.iter().position(|&c| c == page_number) {
+                    return Some((depth, index));
+                }
             }
         }
         None
