@@ -30,9 +30,9 @@
 //!
 //! **Never slower on cached data.** Before a batch, the first page it would ask for is
 //! checked with [`PageSource::is_cached`] (`cachestat(2)`, no I/O): when the kernel
-//! already has it, the batch is skipped and the next check waits for more reads, up to
-//! [`MAX_HOT_BACKOFF_READS`], so a scan of cached data costs one check per that many
-//! reads.
+//! already has it, the batch is skipped; after two such checks in a row nothing is checked
+//! or asked for during the next 8, 16, … up to [`MAX_HOT_BACKOFF_READS`] page reads of the
+//! file, so a scan of cached data costs one check per that many reads.
 //!
 //! **Bounds.** A file's pages asked for and not yet read are at most its window
 //! ([`max_window_pages`]: [`MAX_WINDOW_BYTES`] or [`MAX_WINDOW_PAGES`]); every file of the
@@ -88,9 +88,6 @@ struct Level {
     /// `children[..issued_until]` were read or asked for.
     issued_until: usize,
     window_pages: usize,
-    /// Child reads to let pass before the next cache check (after finding a batch cached).
-    hot_wait_reads: u32,
-    hot_backoff_reads: u32,
     /// This level's next child after `last_read` (an interior page), read from the cache
     /// while the level below finished, and how many of its first children were asked for:
     /// they count as issued when SQLite enters it.
@@ -107,8 +104,6 @@ impl Level {
             inherited_scan: false,
             issued_until: 0,
             window_pages: FIRST_WINDOW_PAGES,
-            hot_wait_reads: 0,
-            hot_backoff_reads: 0,
             peeked: None,
         }
     }
@@ -146,6 +141,13 @@ pub(crate) struct ReadAhead {
     chain: Option<(u32, bool)>,
     /// Overflow pages asked for ahead of the chain: through this page number.
     chain_asked_through: u32,
+    /// Whole-page reads to let pass before the next cache check, after a check found the
+    /// pages cached, and the current length of that wait (doubling up to
+    /// [`MAX_HOT_BACKOFF_READS`], reset by a check that finds them uncached).
+    hot_wait_reads: u32,
+    hot_backoff_reads: u32,
+    /// Consecutive cache checks that found their page cached.
+    cached_checks_in_row: u32,
 }
 
 impl Default for ReadAhead {
@@ -172,6 +174,9 @@ impl ReadAhead {
             chain_candidate: None,
             chain: None,
             chain_asked_through: 0,
+            hot_wait_reads: 0,
+            hot_backoff_reads: 0,
+            cached_checks_in_row: 0,
         }
     }
 
@@ -201,6 +206,7 @@ impl ReadAhead {
             return;
         };
         self.batch.clear();
+        self.hot_wait_reads = self.hot_wait_reads.saturating_sub(1);
         self.follow_overflow_chain(data, page_number, geometry, source);
         match self.find(page_number) {
             Some((level, index)) => {
@@ -289,12 +295,17 @@ impl ReadAhead {
         } else {
             next
         };
-        if first > last || self.outstanding_pages() + self.batch.len() >= max_window {
+        if first > last
+            || self.hot_wait_reads > 0
+            || self.outstanding_pages() + self.batch.len() >= max_window
+        {
             return;
         }
         if source.is_cached(first, geometry.page_size_bytes) == Some(true) {
+            self.note_cached();
             return;
         }
+        self.note_uncached();
         let budget = self.process_budget_pages(geometry) as u32;
         let last = last.min(first.saturating_add(budget.saturating_sub(1)));
         if budget == 0 {
@@ -345,9 +356,6 @@ impl ReadAhead {
         }
         level.last_read = Some(index);
         level.issued_until = level.issued_until.max(index + 1);
-        if level.hot_wait_reads > 0 {
-            level.hot_wait_reads -= 1;
-        }
     }
 
     /// Parses `data` (page `page_number`) and, if it is a well-formed interior page, puts it
@@ -380,8 +388,11 @@ impl ReadAhead {
             FIRST_WINDOW_PAGES
         };
         let level = &mut self.levels[self.depth];
-        let mut page_count = source.page_count(geometry.page_size_bytes);
-        self.page_count = page_count;
+        // The count read last; read again (one fstat) only when a child lies past it.
+        if self.page_count == 0 {
+            self.page_count = source.page_count(geometry.page_size_bytes);
+        }
+        let mut page_count = self.page_count;
         let mut parsed = btree_page::interior_children(
             data,
             page_number,
@@ -395,6 +406,7 @@ impl ReadAhead {
         ) {
             // The file may have grown since the count was read (another writer).
             page_count = source.page_count(geometry.page_size_bytes);
+            self.page_count = page_count;
             parsed = btree_page::interior_children(
                 data,
                 page_number,
@@ -416,8 +428,6 @@ impl ReadAhead {
         level.inherited_scan = parent_scanning;
         level.issued_until = peeked.map_or(0, |(_, n)| n.min(level.children.len()));
         level.window_pages = inherited_window;
-        level.hot_wait_reads = 0;
-        level.hot_backoff_reads = 0;
         level.peeked = None;
         self.depth += 1;
     }
@@ -439,21 +449,18 @@ impl ReadAhead {
         }
         let until = (next + window).min(level.children.len());
         let from = level.issued_until.max(next);
-        if level.hot_wait_reads > 0 {
+        if self.hot_wait_reads > 0 {
             return;
         }
         if from < until {
             if source.is_cached(level.children[from], geometry.page_size_bytes) == Some(true) {
-                let level = &mut self.levels[depth];
-                level.hot_backoff_reads = (level.hot_backoff_reads * 2)
-                    .clamp(FIRST_WINDOW_PAGES as u32, MAX_HOT_BACKOFF_READS);
-                level.hot_wait_reads = level.hot_backoff_reads;
+                self.note_cached();
                 return;
             }
+            self.note_uncached();
             let budget = self.process_budget_pages(geometry).min(room);
             let until = until.min(from + budget);
             let level = &mut self.levels[depth];
-            level.hot_backoff_reads = 0;
             for &child in &level.children[from..until] {
                 if !self.batch.contains(&child) {
                     self.batch.push(child);
@@ -467,7 +474,7 @@ impl ReadAhead {
         let level = &self.levels[depth];
         if depth > 0
             && level.issued_until == level.children.len()
-            && level.hot_backoff_reads == 0
+            && self.hot_backoff_reads == 0
             && self.levels[depth - 1].peeked.is_none()
         {
             let room_left = window
@@ -498,6 +505,7 @@ impl ReadAhead {
                 // Cached already: nothing to ask for, and its children are checked when
                 // SQLite enters it.
                 self.levels[depth - 1].issued_until = last + 2;
+                self.note_cached();
                 return;
             }
             if self.batch.len() < self.batch.capacity() && !self.batch.contains(&sibling) {
@@ -514,7 +522,7 @@ impl ReadAhead {
             self.levels
                 .push(Level::new(btree_page::max_children(geometry)));
         }
-        let page_count = source.page_count(geometry.page_size_bytes);
+        let page_count = self.page_count;
         let spare = &mut self.levels[self.depth].children;
         let parsed =
             btree_page::interior_children(&self.peek_page, sibling, geometry, page_count, spare);
@@ -522,6 +530,11 @@ impl ReadAhead {
             parsed,
             Ok(PageKind::TableInterior | PageKind::IndexInterior)
         ) {
+            return;
+        }
+        let first = self.levels[self.depth].children[0];
+        if source.is_cached(first, geometry.page_size_bytes) == Some(true) {
+            self.note_cached();
             return;
         }
         let room = room
@@ -535,6 +548,26 @@ impl ReadAhead {
             }
         }
         self.levels[depth - 1].peeked = Some((sibling, count));
+    }
+
+    /// A cache check found the page it asked about cached. One such page proves little
+    /// (the kernel's own read-ahead around a page it read may have brought it in); two
+    /// checks in a row that find their pages cached mean the data is: from then on, wait
+    /// longer and longer before the next check.
+    fn note_cached(&mut self) {
+        self.cached_checks_in_row += 1;
+        if self.cached_checks_in_row < 2 {
+            return;
+        }
+        self.hot_backoff_reads =
+            (self.hot_backoff_reads * 2).clamp(FIRST_WINDOW_PAGES as u32, MAX_HOT_BACKOFF_READS);
+        self.hot_wait_reads = self.hot_backoff_reads;
+    }
+
+    /// A cache check found its page uncached: the data is cold, check at every batch.
+    fn note_uncached(&mut self) {
+        self.cached_checks_in_row = 0;
+        self.hot_backoff_reads = 0;
     }
 
     /// Pages of the path asked for and not yet read.
