@@ -29,7 +29,8 @@ enum Command {
         dir: Option<std::path::PathBuf>,
     },
     /// Benchmarks: `speed` (SQLite's 16 speed tests), `io` (IO models), `blobs` (files in SQLite),
-    /// `concurrency` (threads and processes sharing databases).
+    /// `concurrency` (threads and processes sharing databases), `cold` (reads of a database
+    /// whose pages are not cached).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
 }

@@ -3,10 +3,13 @@
 use clap::{Subcommand, ValueEnum};
 
 mod blobs;
+mod cold;
 pub(crate) mod concurrency;
 mod export;
 mod io;
 mod options;
+mod pagecache;
+mod process_usage;
 mod rng;
 mod signals;
 pub mod speed;
@@ -24,8 +27,13 @@ pub enum BenchCommand {
     /// Connection pools and many databases: reader threads beside a WAL writer, one
     /// database per thread, readers in other processes (stock sqlite3 among them).
     Concurrency(Box<concurrency::ConcurrencyArgs>),
-    /// Internal: one measured run, in a fresh process, for `speed`, `blobs` and
-    /// `concurrency`.
+    /// Reads of a database several times larger than SQLite's page cache, with its pages
+    /// evicted from the OS page cache (cold) or cached (hot): scans, an index range,
+    /// CREATE INDEX, integrity_check, VACUUM INTO, point lookups; time and bytes read
+    /// from the device.
+    Cold(Box<cold::ColdArgs>),
+    /// Internal: one measured run, in a fresh process, for `speed`, `blobs`,
+    /// `concurrency` and `cold`.
     #[command(hide = true)]
     Worker(worker::WorkerArgs),
 }
@@ -106,6 +114,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Io(args) => io::run(*args),
         BenchCommand::Blobs(args) => blobs::run(*args),
         BenchCommand::Concurrency(args) => concurrency::run(*args),
+        BenchCommand::Cold(args) => cold::run(*args),
         BenchCommand::Worker(args) => worker::serve(args),
     }
 }

@@ -23,6 +23,7 @@ pub enum Job {
     Speed(crate::bench::speed::isolate::Job),
     Blobs(crate::bench::blobs::isolate::Job),
     Concurrency(crate::bench::concurrency::isolate::Job),
+    Cold(crate::bench::cold::isolate::Job),
 }
 
 impl Job {
@@ -61,6 +62,7 @@ pub fn serve(args: WorkerArgs) -> anyhow::Result<()> {
         Job::Speed(job) => crate::bench::speed::isolate::serve(job),
         Job::Blobs(job) => crate::bench::blobs::isolate::serve(job),
         Job::Concurrency(job) => crate::bench::concurrency::isolate::serve(job),
+        Job::Cold(job) => crate::bench::cold::isolate::serve(job),
     }
 }
 

@@ -39,9 +39,10 @@ impl AlignedBuf {
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.layout.size()) }
     }
 
-    #[cfg(test)]
     pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: as above, shared borrow of self.
+        // SAFETY: ptr is a live allocation of layout.size() bytes owned by self; the
+        // shared borrow of self rules out a &mut to it, and a ring only writes a buffer
+        // while it is in flight, when its owner hands out no slice of it.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.layout.size()) }
     }
 }

@@ -1,5 +1,7 @@
 //! Runs one method once: open the test file, start the clock when every
 //! thread is set up, write, (fdatasync), stop the clock, optionally verify.
+//! The timed multi-threaded part ([`run_timed`]) and the positional I/O loops
+//! ([`write_all`], [`read_exact_at`]) serve the random reads too.
 
 use std::fs::File;
 use std::io;
@@ -18,7 +20,7 @@ use super::buffer::AlignedBuf;
 use super::cleanup::{self, TestFile};
 use super::options::{Durability, Method, Plan};
 use super::pattern;
-use super::ring::{RingJob, RingWriter, SqpollAnchor};
+use super::ring::{RingFile, RingJob, SqpollAnchor};
 use super::split;
 
 /// How often the main thread looks for io_uring kernel threads during a run.
@@ -199,13 +201,14 @@ impl StartLine {
 
 /// A worker's place at the start line; arriving on drop means a worker that
 /// failed during setup still lets the others be released.
-struct StartGate<'a> {
+pub(super) struct StartGate<'a> {
     line: &'a StartLine,
     arrived: bool,
 }
 
 impl StartGate<'_> {
-    fn pass(&mut self) -> anyhow::Result<()> {
+    /// Waits until every worker is set up and the clock has started.
+    pub(super) fn pass(&mut self) -> anyhow::Result<()> {
         if !self.arrived {
             self.arrived = true;
             if !self.line.arrive_and_wait() {
@@ -220,6 +223,103 @@ impl Drop for StartGate<'_> {
     fn drop(&mut self) {
         let _ = self.pass();
     }
+}
+
+/// What the timed part of a run on several threads measured.
+pub(super) struct Timed<T> {
+    /// From the start signal to the end of the last worker.
+    pub elapsed: Duration,
+    /// Most io_uring kernel threads seen at once during the run.
+    pub peak: IoThreads,
+    /// Each worker's result, in worker order.
+    pub results: Vec<T>,
+}
+
+/// Runs `worker(index, gate)` on `threads` threads named `bench-io-<index>`. Each worker
+/// sets up (buffers, ring), passes `gate`, does its timed work and returns the instant it
+/// finished with its result. The clock starts when every worker is at the start line and
+/// stops when the last one finished; meanwhile the calling thread samples io_uring's
+/// kernel threads. The first worker error is returned; a thread that cannot be started
+/// is reported with `threads_flag`, the option that set the thread count.
+pub(super) fn run_timed<T, F>(
+    threads: u32,
+    name: &str,
+    threads_flag: &str,
+    worker: F,
+) -> anyhow::Result<Timed<T>>
+where
+    T: Send,
+    F: Fn(usize, &mut StartGate) -> anyhow::Result<(Instant, T)> + Sync,
+{
+    let line = StartLine::default();
+    let finished = AtomicUsize::new(0);
+    let errors: Mutex<Vec<anyhow::Error>> = Mutex::new(Vec::new());
+    let done: Mutex<Vec<(usize, Instant, T)>> = Mutex::new(Vec::with_capacity(threads as usize));
+    let mut peak = IoThreads::default();
+
+    let start = std::thread::scope(|scope| -> anyhow::Result<Instant> {
+        for index in 0..threads as usize {
+            let (line, finished, errors, done, worker) =
+                (&line, &finished, &errors, &done, &worker);
+            let spawned = std::thread::Builder::new()
+                .name(format!("bench-io-{index}"))
+                .spawn_scoped(scope, move || {
+                    let mut gate = StartGate {
+                        line,
+                        arrived: false,
+                    };
+                    let result = worker(index, &mut gate);
+                    drop(gate);
+                    match result {
+                        Ok((at, value)) => done
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push((index, at, value)),
+                        Err(error) => errors.lock().unwrap_or_else(|e| e.into_inner()).push(error),
+                    }
+                    finished.fetch_add(1, Ordering::SeqCst);
+                });
+            if let Err(error) = spawned {
+                line.fire(Signal::Abort);
+                bail!(
+                    "cannot start thread {index} of {threads} for {name}: {error}; lower {threads_flag}"
+                );
+            }
+        }
+        line.wait_for(threads as usize);
+        let start = Instant::now();
+        line.fire(Signal::Go);
+        // First look after 1 ms, then back off to SAMPLE_PERIOD: io-wq workers
+        // appear with the first punted I/O and stay for the run, so short
+        // runs are caught without polling /proc hard during long ones.
+        let mut period = Duration::from_millis(1);
+        while finished.load(Ordering::SeqCst) < threads as usize {
+            std::thread::sleep(period);
+            let now = count_io_threads();
+            peak.io_wq_workers = peak.io_wq_workers.max(now.io_wq_workers);
+            peak.sqpoll = peak.sqpoll.max(now.sqpoll);
+            period = (period * 2).min(SAMPLE_PERIOD);
+        }
+        Ok(start)
+    })?;
+
+    if let Some(error) = errors
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .into_iter()
+        .next()
+    {
+        return Err(error);
+    }
+    let mut done = done.into_inner().unwrap_or_else(|e| e.into_inner());
+    done.sort_by_key(|(index, _, _)| *index);
+    // The clock stops when the last thread finished, not when we noticed.
+    let last = done.iter().map(|(_, at, _)| *at).max().unwrap_or(start);
+    Ok(Timed {
+        elapsed: last.saturating_duration_since(start),
+        peak,
+        results: done.into_iter().map(|(_, _, value)| value).collect(),
+    })
 }
 
 fn run_threads(
@@ -250,81 +350,12 @@ fn run_threads(
         None
     };
     let attach_to = anchor.as_ref().map(SqpollAnchor::fd);
-    let line = StartLine::default();
-    let finished = AtomicUsize::new(0);
-    let errors: Mutex<Vec<anyhow::Error>> = Mutex::new(Vec::new());
-    let finish_times: Mutex<Vec<Instant>> = Mutex::new(Vec::new());
-    let mut peak = IoThreads::default();
-
-    let start = std::thread::scope(|scope| -> anyhow::Result<Instant> {
-        for (index, range) in ranges.into_iter().enumerate() {
-            let (line, finished, errors, finish_times) = (&line, &finished, &errors, &finish_times);
-            let spawned = std::thread::Builder::new()
-                .name(format!("bench-io-{index}"))
-                .spawn_scoped(scope, move || {
-                    let mut gate = StartGate {
-                        line,
-                        arrived: false,
-                    };
-                    let result = write_worker(
-                        plan,
-                        method,
-                        name,
-                        fd_of(index),
-                        range,
-                        attach_to,
-                        &mut gate,
-                    );
-                    drop(gate);
-                    match result {
-                        Ok(done) => finish_times
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .push(done),
-                        Err(error) => errors.lock().unwrap_or_else(|e| e.into_inner()).push(error),
-                    }
-                    finished.fetch_add(1, Ordering::SeqCst);
-                });
-            if let Err(error) = spawned {
-                line.fire(Signal::Abort);
-                bail!(
-                    "cannot start thread {index} of {threads} for {name}: {error}; lower --threads"
-                );
-            }
-        }
-        line.wait_for(threads as usize);
-        let start = Instant::now();
-        line.fire(Signal::Go);
-        // First look after 1 ms, then back off to SAMPLE_PERIOD: io-wq workers
-        // appear with the first punted write and stay for the run, so short
-        // runs are caught without polling /proc hard during long ones.
-        let mut period = Duration::from_millis(1);
-        while finished.load(Ordering::SeqCst) < threads as usize {
-            std::thread::sleep(period);
-            let now = count_io_threads();
-            peak.io_wq_workers = peak.io_wq_workers.max(now.io_wq_workers);
-            peak.sqpoll = peak.sqpoll.max(now.sqpoll);
-            period = (period * 2).min(SAMPLE_PERIOD);
-        }
-        Ok(start)
+    let timed = run_timed(threads, name, "--threads", |index, gate| {
+        let range = ranges[index].clone();
+        let done = write_worker(plan, method, name, fd_of(index), range, attach_to, gate)?;
+        Ok((done, ()))
     })?;
-
-    if let Some(error) = errors
-        .into_inner()
-        .unwrap_or_else(|e| e.into_inner())
-        .into_iter()
-        .next()
-    {
-        return Err(error);
-    }
-    // The clock stops when the last thread finished, not when we noticed.
-    let last = finish_times
-        .into_inner()
-        .unwrap_or_else(|e| e.into_inner())
-        .into_iter()
-        .max()
-        .unwrap_or(start);
-    let mut elapsed = last.saturating_duration_since(start);
+    let mut elapsed = timed.elapsed;
     if plan.durability == Durability::End {
         let sync_start = Instant::now();
         file.sync_data()
@@ -333,8 +364,8 @@ fn run_threads(
     }
     Ok(RunOutcome {
         elapsed_s: elapsed.as_secs_f64(),
-        io_wq_workers_max: peak.io_wq_workers,
-        sqpoll_threads_max: peak.sqpoll,
+        io_wq_workers_max: timed.peak.io_wq_workers,
+        sqpoll_threads_max: timed.peak.sqpoll,
         verified: None,
     })
 }
@@ -356,7 +387,7 @@ fn write_worker(
             entries, strategy, ..
         } => {
             let mut writer =
-                RingWriter::new(fd, entries, strategy, block as usize, plan.ring, attach_to)?;
+                RingFile::new(fd, entries, strategy, block as usize, plan.ring, attach_to)?;
             let job = RingJob {
                 method_name: name,
                 strategy,
@@ -439,6 +470,34 @@ pub(super) fn write_all(fd: RawFd, data: &[u8], offset: u64, call: WriteCall) ->
             ));
         }
         done += written as usize;
+    }
+    Ok(())
+}
+
+/// pread(2) until `buf` is full: EINTR/EAGAIN retried, short reads continued. Reading
+/// past the end of the file is an error (`UnexpectedEof`), not a short result.
+pub(super) fn read_exact_at(fd: RawFd, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    let mut done = 0usize;
+    while done < buf.len() {
+        let rest = &mut buf[done..];
+        let at = (offset + done as u64) as libc::off_t;
+        // SAFETY: rest is a live, exclusively borrowed slice of rest.len() writable bytes
+        // for the duration of the call.
+        let read = unsafe { libc::pread(fd, rest.as_mut_ptr().cast(), rest.len(), at) };
+        if read < 0 {
+            let error = io::Error::last_os_error();
+            match error.raw_os_error() {
+                Some(libc::EINTR) | Some(libc::EAGAIN) => continue,
+                _ => return Err(error),
+            }
+        }
+        if read == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "read past the end of the file",
+            ));
+        }
+        done += read as usize;
     }
     Ok(())
 }

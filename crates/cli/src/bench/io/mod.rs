@@ -5,7 +5,9 @@
 //! entries on T threads (batch or refill submission), with honest durability
 //! (`--durability`), optional O_DIRECT, aligned disjoint ranges, seeded data
 //! and `--verify`. With `--wal`, a WAL commit stream instead, made durable by
-//! write + fdatasync or by O_DIRECT RWF_DSYNC writes (see [`wal`]). See docs/BENCH_IO.md.
+//! write + fdatasync or by O_DIRECT RWF_DSYNC writes (see [`wal`]). With `--reads`,
+//! random reads by queue depth, cold or O_DIRECT, through io_uring and pread threads
+//! (see [`read`]). See docs/BENCH_IO.md.
 
 mod buffer;
 mod cleanup;
@@ -13,6 +15,8 @@ mod engine;
 mod options;
 mod output;
 mod pattern;
+mod read;
+mod read_output;
 mod ring;
 mod split;
 mod wal;
@@ -40,6 +44,9 @@ pub fn run(args: IoArgs) -> anyhow::Result<()> {
     }
     if args.wal {
         return run_wal(&args);
+    }
+    if args.reads {
+        return run_reads(&args);
     }
     let plan = Plan::from_args(&args, engine::dd_available())?;
     let exports = ExportManager::new(&args.export)?;
@@ -202,6 +209,112 @@ fn run_wal(args: &IoArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--reads`: random reads by queue depth, with the same header, exports and statistics.
+fn run_reads(args: &IoArgs) -> anyhow::Result<()> {
+    let plan = read::ReadPlan::from_args(args)?;
+    let exports = ExportManager::new(&args.export)?;
+    let env = EnvInfo::collect(&plan.dir);
+    if plan.existing.is_none() {
+        let free_bytes = free_space_bytes(&plan.dir)?;
+        if free_bytes < plan.size_bytes.saturating_add(SPACE_MARGIN_BYTES) {
+            bail!(
+                "--size {} does not fit in --dir {}: its filesystem has {} free (and {} is kept spare); lower --size or choose another --dir",
+                format_bytes(plan.size_bytes),
+                plan.dir.display(),
+                format_bytes(free_bytes),
+                format_bytes(SPACE_MARGIN_BYTES)
+            );
+        }
+    }
+    read::preflight(&plan)?;
+
+    let plan_line = read_output::plan_line(&plan);
+    for line in output::header_lines(&env) {
+        eprintln!("{line}");
+    }
+    eprintln!("plan:        {plan_line}");
+    if plan.existing.is_none() {
+        eprintln!(
+            "setup:       writing the {} test file once and fsyncing it (not timed)",
+            format_bytes(plan.size_bytes)
+        );
+    }
+    eprintln!();
+
+    let stdout = std::io::stdout();
+    let mut records = Vec::new();
+    read::execute(
+        &plan,
+        &mut read::evict_page_cache,
+        &mut |round, case, outcome| {
+            let record = read_output::ReadRunRecord::new(&plan, round, case, outcome);
+            let mut out = stdout.lock();
+            let _ = writeln!(out, "{}", record.csv_row());
+            let _ = out.flush();
+            let workers = if case.method == options::ReadMethod::IoUring {
+                format!(", {} iou-wrk", record.io_wq_workers_max)
+            } else {
+                String::new()
+            };
+            eprintln!(
+            "  round {:>2}  {:<36} {:>10}  {:>9.0} IOPS  {:>8.1} MiB/s  cached at start {}/{} pages{workers}",
+            record.round,
+            record.method,
+            crate::report::stats::format_seconds(record.seconds),
+            record.iops,
+            record.mib_per_sec,
+            record.resident_pages,
+            record.file_pages,
+        );
+            records.push(record);
+        },
+    )?;
+
+    let summaries = read_output::summarize(&plan, &records);
+    let notes = read_output::notes(&plan, &summaries);
+    eprintln!();
+    eprintln!(
+        "{}",
+        read_output::summary_table(&plan, &summaries, crate::report::table::Output::stderr())
+    );
+    for note in &notes {
+        eprintln!("note: {note}");
+    }
+    for summary in &summaries {
+        for warning in &summary.warnings {
+            eprintln!("warning: {}: {warning}", summary.method);
+        }
+    }
+    let exported = read_output::ReadReport {
+        json: read_output::ReadJsonReport {
+            env: &env,
+            workload: "randread",
+            file_size_bytes: plan.size_bytes,
+            read_file: plan
+                .existing
+                .as_ref()
+                .map(|path| path.display().to_string()),
+            block_size_bytes: plan.block_size_bytes,
+            reads_per_run: plan.reads_per_run,
+            queue_depths: &plan.depths,
+            read_methods: &plan.methods,
+            read_cache: &plan.caches,
+            base_depth: plan.base_depth(),
+            rounds: plan.rounds,
+            seed: plan.seed,
+            runs: &records,
+            summaries: &summaries,
+            notes: &notes,
+        },
+        plan: &plan,
+        plan_line: &plan_line,
+    };
+    for warning in exports.write(&exported)? {
+        eprintln!("warning: {warning}");
+    }
+    Ok(())
+}
+
 fn plan_line(plan: &Plan) -> String {
     let mut line = format!(
         "{} in {}-byte writes, {}, {}, durability {} ({}), {} round(s) × {} method(s){}",
@@ -312,6 +425,8 @@ pub fn execute(
     Ok(records)
 }
 
+#[cfg(test)]
+mod read_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

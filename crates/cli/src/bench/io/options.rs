@@ -20,15 +20,18 @@ pub const MAX_BUFFER_MEMORY_BYTES: u64 = 2 << 30;
 pub const DIRECT_ALIGN_BYTES: u64 = 4096;
 
 /// `sqlite-uring bench io`: write one file in fixed-size blocks through several
-/// IO models and report how fast each was, honestly (fsync, O_DIRECT, verify).
+/// IO models and report how fast each was, honestly (fsync, O_DIRECT, verify); or
+/// (`--wal`) a WAL commit stream; or (`--reads`) cold random reads by queue depth.
 #[derive(Args, Debug, Clone)]
 pub struct IoArgs {
     #[command(flatten)]
     pub place: PlaceOptions,
-    /// Bytes written per run, with units: 64MiB, 1GiB, 500MB, 4096.
+    /// Bytes written per run, with units: 64MiB, 1GiB, 500MB, 4096. With --reads: the
+    /// size of the file the reads are drawn from.
     #[arg(long, default_value = "1GiB", value_parser = parse_size)]
     pub size: u64,
-    /// Bytes per write call / ring entry, with units (4KiB, 1MiB).
+    /// Bytes per write call / ring entry, with units (4KiB, 1MiB); with --reads, bytes
+    /// per read.
     #[arg(long, default_value = "4KiB", value_parser = parse_size)]
     pub block_size: u64,
     /// Thread counts for the pwrite and io_uring methods, comma-separated.
@@ -60,7 +63,7 @@ pub struct IoArgs {
     /// Rounds; each round runs every method once, in order (interleaved).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub rounds: u32,
-    /// io_uring: register the write buffers (IORING_REGISTER_BUFFERS, WRITE_FIXED).
+    /// io_uring: register the buffers (IORING_REGISTER_BUFFERS, WRITE_FIXED / READ_FIXED).
     #[arg(long)]
     pub register_buffers: bool,
     /// io_uring: register the file descriptor (IORING_REGISTER_FILES).
@@ -75,12 +78,51 @@ pub struct IoArgs {
     /// the file. On ext4 this decides whether O_DIRECT ring writes run in parallel.
     #[arg(long)]
     pub preallocate: bool,
-    /// After every run, read the file back and check every byte.
+    /// After every run, read the file back and check every byte. With --reads: compare
+    /// every block read with the data written (inside the timed loop: for checking, not
+    /// for measuring).
     #[arg(long)]
     pub verify: bool,
     /// Seed of the data generator (same seed, same file contents).
     #[arg(long, default_value_t = 0x5EED_1234)]
     pub seed: u64,
+    /// Random reads instead of writes: write one file of --size once, then read
+    /// --reads-per-run distinct --block-size blocks of it at random per run, by queue
+    /// depth (--queue-depths), through --read-methods, from a cold page cache and with
+    /// O_DIRECT (--read-cache) (docs/BENCH_IO.md, "Random reads").
+    #[arg(long, conflicts_with_all = READ_CONFLICTS)]
+    pub reads: bool,
+    /// --reads: reads kept in flight, comma-separated; io_uring keeps N in one ring on
+    /// one thread, pread runs N threads. The smallest is the baseline of the ratios.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,32,128", requires = "reads",
+          value_parser = clap::value_parser!(u32).range(1..=MAX_QUEUE_DEPTH as i64))]
+    pub queue_depths: Vec<u32>,
+    /// --reads: how the reads are issued, comma-separated: io_uring (one thread, one
+    /// ring, N reads in flight), pread (N threads, one blocking pread each).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "io_uring,pread",
+        requires = "reads"
+    )]
+    pub read_methods: Vec<ReadMethod>,
+    /// --reads: buffered (through a page cache emptied before every run) and/or direct
+    /// (O_DIRECT), comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "buffered,direct",
+        requires = "reads"
+    )]
+    pub read_cache: Vec<ReadCache>,
+    /// --reads: reads per run, each of a different block of the file.
+    #[arg(long, default_value_t = 16384, requires = "reads",
+          value_parser = clap::value_parser!(u32).range(1..=MAX_READS_PER_RUN as i64))]
+    pub reads_per_run: u32,
+    /// --reads: read this existing file instead of writing one (it is neither written nor
+    /// removed; its page cache is still emptied before every run), e.g. the file fio reads.
+    #[arg(long, value_name = "FILE", requires = "reads", conflicts_with_all = ["size", "verify"])]
+    pub read_file: Option<PathBuf>,
     /// Simulate a WAL commit stream instead of writing one file: every commit appends
     /// --commit-frames frames (24-byte header + 4096-byte page, SQLite's layout) and makes
     /// them durable, through each of --wal-methods (docs/BENCH_IO.md, "WAL commits").
@@ -132,6 +174,63 @@ const WAL_CONFLICTS: [&str; 12] = [
     "sqpoll",
     "preallocate",
 ];
+
+/// The write-model options that mean nothing to `--reads`.
+const READ_CONFLICTS: [&str; 8] = [
+    "wal",
+    "threads",
+    "entries",
+    "strategy",
+    "methods",
+    "direct",
+    "durability",
+    "preallocate",
+];
+
+/// Largest `--queue-depths`: pread runs this many threads.
+pub const MAX_QUEUE_DEPTH: u32 = 1024;
+/// Largest `--reads-per-run`: the offsets of a run are kept in memory (8 bytes each).
+pub const MAX_READS_PER_RUN: u32 = 1 << 24;
+
+/// How `--reads` issues its reads (`--read-methods`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadMethod {
+    /// One thread, one ring: N reads in flight, a slot refilled as soon as its read completes.
+    #[value(name = "io_uring", alias = "io-uring", alias = "uring")]
+    IoUring,
+    /// N threads, each a loop of blocking pread(2) on its own descriptor (fio's psync
+    /// with numjobs=N).
+    Pread,
+}
+
+impl ReadMethod {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReadMethod::IoUring => "io_uring",
+            ReadMethod::Pread => "pread",
+        }
+    }
+}
+
+/// Whether `--reads` goes through the page cache (`--read-cache`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadCache {
+    /// Through the page cache, emptied (POSIX_FADV_DONTNEED) before every run: cold reads.
+    Buffered,
+    /// O_DIRECT: from the device into the 4096-aligned buffer.
+    Direct,
+}
+
+impl ReadCache {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReadCache::Buffered => "buffered",
+            ReadCache::Direct => "direct",
+        }
+    }
+}
 
 /// Largest `--commit-frames`: 256 pages (1 MiB) per transaction already is a bulk load.
 pub const MAX_COMMIT_FRAMES: u32 = 256;

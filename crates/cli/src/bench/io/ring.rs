@@ -1,13 +1,15 @@
-//! io_uring writers: one ring per thread, `entries` writes in flight per ring
-//! (`batch` has twice as many buffers: see [`buffers_per_ring`]).
+//! io_uring over one file: one ring per thread with `entries` operations in flight,
+//! writing a range (`batch` has twice as many buffers: see [`buffers_per_ring`]) or
+//! reading a list of offsets. The only file of `bench io` that drives a ring for the
+//! file models (the WAL model's one-op commits are in `wal`).
 //!
-//! Soundness rule for everything below: a submitted write reads its buffer
-//! asynchronously, so the buffer must stay allocated and unmoved, and must not
-//! be written by us, from the moment its entry is pushed until its completion
-//! is reaped. Buffers live in [`RingWriter::slots`] (heap memory that does not
-//! move when the Vec or the writer moves), a slot is only refilled after its
-//! completion was reaped, and `Drop` drains every in-flight write before the
-//! buffers are freed (or leaks them if the kernel cannot be waited for).
+//! Soundness rule for everything below: a submitted write reads its buffer, and a
+//! submitted read writes its buffer, asynchronously, so the buffer must stay allocated
+//! and unmoved, and must not be read or written by us, from the moment its entry is
+//! pushed until its completion is reaped. Buffers live in [`RingFile::slots`] (heap
+//! memory that does not move when the Vec or the ring moves), a slot is only touched
+//! after its completion was reaped, and `Drop` drains every operation in flight before
+//! the buffers are freed (or leaks them if the kernel cannot be waited for).
 
 use std::collections::VecDeque;
 use std::io;
@@ -26,17 +28,32 @@ const SQPOLL_IDLE_MS: u32 = 1000;
 /// A write that keeps failing with EINTR/EAGAIN this often is reported, not retried forever.
 const MAX_RETRIES: u32 = 1000;
 
-/// One write in flight (or waiting to be resubmitted).
+/// One operation in flight (or waiting to be resubmitted).
 struct Slot {
     buf: AlignedBuf,
     offset: u64,
     len: usize,
-    /// Bytes already written: a short write resubmits the rest from here.
+    /// Bytes already transferred: a short write or read resubmits the rest from here.
     done: usize,
     retries: u32,
 }
 
-/// Buffers a writer of `entries` allocates for `strategy`.
+/// Which way a ring's operations move the data.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Write,
+    Read,
+}
+
+/// What a read run did: completed reads and bytes read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadTally {
+    /// Blocks read in full.
+    pub reads: u64,
+    pub bytes: u64,
+}
+
+/// Buffers a ring of `entries` allocates for `strategy` (reads use `refill`).
 ///
 /// `batch` keeps a second set: while one batch is in the device, the data of the
 /// next one is generated into the other set, so the time to fill E buffers is not
@@ -116,7 +133,7 @@ pub fn explain_ring_error(error: io::Error, flags: RingFlags) -> anyhow::Error {
     }
 }
 
-/// What the writer needs to know about the run.
+/// What the ring needs to know about the run.
 pub struct RingJob<'a> {
     pub method_name: &'a str,
     pub strategy: Strategy,
@@ -124,21 +141,21 @@ pub struct RingJob<'a> {
     pub inject_failure_at: Option<u64>,
 }
 
-pub struct RingWriter {
+pub struct RingFile {
     // Field order matters for drop: Drop::drop drains first, then `ring` is
     // closed, then `slots` (the buffers) are freed.
     ring: IoUring,
     slots: Vec<Slot>,
-    /// At most this many writes in flight (the ring's size, E).
+    /// At most this many operations in flight (the ring's size: E, or the queue depth).
     entries: usize,
     in_flight: usize,
     fd: RawFd,
     flags: RingFlags,
 }
 
-impl RingWriter {
+impl RingFile {
     /// A ring of `entries` with [`buffers_per_ring`] block-sized buffers, optionally
-    /// registered with the kernel. `fd` must outlive the writer.
+    /// registered with the kernel. `fd` must outlive the ring.
     pub fn new(
         fd: RawFd,
         entries: u32,
@@ -146,7 +163,7 @@ impl RingWriter {
         block_size_bytes: usize,
         flags: RingFlags,
         attach_to: Option<RawFd>,
-    ) -> anyhow::Result<RingWriter> {
+    ) -> anyhow::Result<RingFile> {
         let ring =
             create_ring(entries, flags, attach_to).map_err(|e| explain_ring_error(e, flags))?;
         let buffers = buffers_per_ring(entries, strategy);
@@ -160,7 +177,7 @@ impl RingWriter {
                 retries: 0,
             });
         }
-        let writer = RingWriter {
+        let writer = RingFile {
             ring,
             slots,
             entries: entries as usize,
@@ -198,40 +215,62 @@ impl RingWriter {
         Ok(writer)
     }
 
-    /// The SQE for the unwritten rest of slot `index`. Building is safe; only
-    /// pushing it (which hands the buffer to the kernel) is unsafe.
-    fn entry(&self, index: usize) -> squeue::Entry {
+    /// The SQE for the rest of slot `index` not yet transferred. Building is safe;
+    /// only pushing it (which hands the buffer to the kernel) is unsafe.
+    fn entry(&self, index: usize, op: Op) -> squeue::Entry {
         let slot = &self.slots[index];
         let buf = slot.buf.as_ptr().wrapping_add(slot.done);
         let len = (slot.len - slot.done) as u32;
         let offset = slot.offset + slot.done as u64;
-        let entry = match (self.flags.register_buffers, self.flags.register_files) {
-            (true, true) => opcode::WriteFixed::new(types::Fixed(0), buf, len, index as u16)
+        let fixed = index as u16;
+        let (fixed_buffer, fixed_file) = (self.flags.register_buffers, self.flags.register_files);
+        let entry = match (op, fixed_buffer, fixed_file) {
+            (Op::Write, true, true) => opcode::WriteFixed::new(types::Fixed(0), buf, len, fixed)
                 .offset(offset)
                 .build(),
-            (true, false) => opcode::WriteFixed::new(types::Fd(self.fd), buf, len, index as u16)
+            (Op::Write, true, false) => {
+                opcode::WriteFixed::new(types::Fd(self.fd), buf, len, fixed)
+                    .offset(offset)
+                    .build()
+            }
+            (Op::Write, false, true) => opcode::Write::new(types::Fixed(0), buf, len)
                 .offset(offset)
                 .build(),
-            (false, true) => opcode::Write::new(types::Fixed(0), buf, len)
+            (Op::Write, false, false) => opcode::Write::new(types::Fd(self.fd), buf, len)
                 .offset(offset)
                 .build(),
-            (false, false) => opcode::Write::new(types::Fd(self.fd), buf, len)
+            (Op::Read, true, true) => {
+                opcode::ReadFixed::new(types::Fixed(0), buf.cast_mut(), len, fixed)
+                    .offset(offset)
+                    .build()
+            }
+            (Op::Read, true, false) => {
+                opcode::ReadFixed::new(types::Fd(self.fd), buf.cast_mut(), len, fixed)
+                    .offset(offset)
+                    .build()
+            }
+            (Op::Read, false, true) => opcode::Read::new(types::Fixed(0), buf.cast_mut(), len)
+                .offset(offset)
+                .build(),
+            (Op::Read, false, false) => opcode::Read::new(types::Fd(self.fd), buf.cast_mut(), len)
                 .offset(offset)
                 .build(),
         };
         entry.user_data(index as u64)
     }
 
-    fn push(&mut self, index: usize) -> anyhow::Result<()> {
+    fn push(&mut self, index: usize, op: Op) -> anyhow::Result<()> {
         // The ring may round its size up; the model's depth is `entries`.
         assert!(
             self.in_flight < self.entries,
-            "more than E writes in flight"
+            "more than E operations in flight"
         );
-        let entry = self.entry(index);
+        let entry = self.entry(index, op);
         // SAFETY: the entry points into slots[index].buf, which is allocated, not
         // touched by us until this entry's completion is reaped (the slot is out of
-        // the free list), and kept alive past any in-flight write by Drop's drain.
+        // the free list), and kept alive past any in-flight operation by Drop's drain.
+        // A read writes the buffer through the pointer the allocation handed out; no
+        // Rust reference to that memory exists while the read is in flight.
         unsafe { self.ring.submission().push(&entry) }.map_err(|_| {
             anyhow!("submission queue full (internal error: more than --entries in flight)")
         })?;
@@ -316,7 +355,7 @@ impl RingWriter {
                 } else {
                     break;
                 };
-                self.push(index)?;
+                self.push(index, Op::Write)?;
             }
             if self.in_flight == 0 {
                 assert!(filled.is_empty() && resubmit.is_empty());
@@ -387,11 +426,112 @@ impl RingWriter {
             }
         }
     }
+
+    /// Reads `block_size_bytes` at each of `offsets` with up to `entries` reads in
+    /// flight: a slot is refilled with the next offset as soon as its read completed,
+    /// and every read that became ready is submitted with one `io_uring_enter`.
+    /// `on_read(offset, data)` sees each block once its read completed in full (a short
+    /// read resubmits the rest). Allocates nothing per read.
+    pub fn read_offsets<F>(
+        &mut self,
+        offsets: &[u64],
+        block_size_bytes: usize,
+        job: &RingJob,
+        mut on_read: F,
+    ) -> anyhow::Result<ReadTally>
+    where
+        F: FnMut(u64, &[u8]) -> anyhow::Result<()>,
+    {
+        if self
+            .slots
+            .iter()
+            .any(|slot| slot.buf.len() < block_size_bytes)
+        {
+            bail!("internal error: ring buffers smaller than a {block_size_bytes}-byte read");
+        }
+        let mut free: Vec<usize> = (0..self.entries.min(self.slots.len())).rev().collect();
+        let mut resubmit: Vec<usize> = Vec::with_capacity(self.entries);
+        let mut completions: Vec<(u64, i32)> = Vec::with_capacity(self.entries);
+        let mut next = offsets.iter();
+        let mut tally = ReadTally::default();
+        loop {
+            while self.in_flight < self.entries {
+                let index = if let Some(index) = resubmit.pop() {
+                    index
+                } else if free.is_empty() {
+                    break;
+                } else if let Some(&at) = next.next() {
+                    if job.inject_failure_at == Some(at) {
+                        bail!("{} at offset {at}: injected failure (EIO)", job.method_name);
+                    }
+                    let index = free.pop().unwrap_or_default();
+                    let slot = &mut self.slots[index];
+                    (slot.offset, slot.len, slot.done, slot.retries) = (at, block_size_bytes, 0, 0);
+                    index
+                } else {
+                    break;
+                };
+                self.push(index, Op::Read)?;
+            }
+            if self.in_flight == 0 {
+                return Ok(tally);
+            }
+            self.submit_and_wait(1)
+                .with_context(|| format!("{}: io_uring_enter failed", job.method_name))?;
+            completions.clear();
+            completions.extend(
+                self.ring
+                    .completion()
+                    .map(|cqe| (cqe.user_data(), cqe.result())),
+            );
+            // Counted before handling them: an error below must not make Drop
+            // wait for completions that were already reaped.
+            self.in_flight -= completions.len();
+            for &(user_data, result) in &completions {
+                let index = user_data as usize;
+                let slot = self
+                    .slots
+                    .get_mut(index)
+                    .ok_or_else(|| anyhow!("completion with unknown user_data {user_data}"))?;
+                let at = slot.offset + slot.done as u64;
+                if result < 0 {
+                    let errno = -result;
+                    if (errno == libc::EINTR || errno == libc::EAGAIN) && slot.retries < MAX_RETRIES
+                    {
+                        slot.retries += 1;
+                        resubmit.push(index);
+                        continue;
+                    }
+                    bail!(
+                        "{} at offset {at}: read failed: {}",
+                        job.method_name,
+                        io::Error::from_raw_os_error(errno)
+                    );
+                }
+                if result == 0 {
+                    bail!(
+                        "{} at offset {at}: read returned 0 bytes (past the end of the file)",
+                        job.method_name
+                    );
+                }
+                slot.done += result as usize;
+                tally.bytes += result as u64;
+                if slot.done < slot.len {
+                    // Short read: continue with the rest of the same buffer.
+                    resubmit.push(index);
+                } else {
+                    tally.reads += 1;
+                    on_read(slot.offset, &slot.buf.as_slice()[..slot.len])?;
+                    free.push(index);
+                }
+            }
+        }
+    }
 }
 
-impl Drop for RingWriter {
+impl Drop for RingFile {
     fn drop(&mut self) {
-        // Wait for every write still reading our buffers (after an error).
+        // Wait for every operation still using our buffers (after an error).
         while self.in_flight > 0 {
             if self
                 .ring
@@ -399,7 +539,7 @@ impl Drop for RingWriter {
                 .is_err_and(|e| e.raw_os_error() != Some(libc::EINTR))
             {
                 // We cannot prove the kernel is done with the buffers: leak them
-                // rather than free memory a write may still read.
+                // rather than free memory an operation may still use.
                 std::mem::forget(std::mem::take(&mut self.slots));
                 return;
             }

@@ -23,6 +23,7 @@ use super::runner::{self, Mode, RunOutcome, TestPlan};
 use super::targets::{self, IoCounts, JournalMode, Settings, Synchronous};
 use super::workload::{Checksum, Sizes};
 use super::{Combo, SpeedArgs};
+use crate::bench::pagecache::CacheState;
 use crate::bench::{signals, worker};
 
 /// One [`RunOutcome`] as it crosses the pipe.
@@ -65,6 +66,9 @@ pub struct Job {
     pub synchronous: Synchronous,
     pub scale: f64,
     pub prepared: bool,
+    /// Whether the body starts with the database's pages evicted (`--cache`).
+    #[serde(default)]
+    pub cache: CacheState,
     /// The database file of the run, which the worker creates and removes.
     pub database: PathBuf,
 }
@@ -79,6 +83,7 @@ impl Job {
             synchronous: args.pairing.synchronous,
             scale: args.scale,
             prepared: args.prepared,
+            cache: args.cache,
             database: database.to_path_buf(),
         }
     }
@@ -117,7 +122,7 @@ pub fn serve(job: &Job) -> anyhow::Result<()> {
         journal: job.journal,
         synchronous: job.synchronous,
     };
-    let outcome = runner::run_once(&target, settings, &job.database, &plan, mode)?;
+    let outcome = runner::run_once(&target, settings, &job.database, &plan, mode, job.cache)?;
     worker::send_result(&WireOutcome::from_outcome(&outcome))
 }
 
@@ -145,6 +150,8 @@ mod tests {
             "--scale",
             "0.0123456789",
             "--prepared",
+            "--cache",
+            "cold",
             "--runs",
             "7",
             "--warmup",
@@ -169,6 +176,7 @@ mod tests {
             assert_eq!(child.synchronous, parent.pairing.synchronous);
             assert_eq!(child.scale.to_bits(), parent.scale.to_bits());
             assert!(child.prepared);
+            assert_eq!(child.cache, CacheState::Cold);
             assert_eq!(child.database, database);
             // The worker can resolve the target it is sent.
             let [resolved] = targets::resolve(std::slice::from_ref(&child.target))

@@ -13,7 +13,7 @@ mod output;
 mod runner;
 pub(crate) mod targets;
 pub(crate) mod verdict;
-mod workload;
+pub(crate) mod workload;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -21,6 +21,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::export::ExportManager;
 use super::options::{ExportOptions, PairingOptions, RunOptions};
+use super::pagecache::CacheState;
 use super::signals;
 use crate::report::{envinfo, stats};
 use output::{ComboResult, RunInfo, TestResult};
@@ -83,6 +84,14 @@ pub struct SpeedArgs {
     /// text as speed.html did.
     #[arg(long)]
     pub prepared: bool,
+
+    /// Page-cache state of each timed test: `hot` (the database's pages stay cached after
+    /// the untimed prologue) or `cold` (after the prologue, SQLite's page cache is emptied
+    /// and the database's files, its WAL or journal included, are written back and
+    /// evicted from the OS page cache with POSIX_FADV_DONTNEED, so the body reads from
+    /// the device; no root needed).
+    #[arg(long, value_enum, default_value = "hot", value_name = "STATE")]
+    pub cache: CacheState,
 
     #[command(flatten)]
     pub run: RunOptions,
@@ -161,7 +170,7 @@ pub fn run(args: SpeedArgs) -> Result<()> {
     let env = envinfo::EnvInfo::collect(&args.run.place.dir);
     let mut header = env.lines();
     header.push(format!(
-        "settings:    synchronous={} · journal {} · {} statements · scale {} · {} warmup + {} runs · baseline {} · isolation {}",
+        "settings:    synchronous={} · journal {} · {} statements · scale {} · {} warmup + {} runs · baseline {} · isolation {} · {}",
         args.pairing.synchronous.name(),
         journals.iter().map(|j| j.name()).collect::<Vec<_>>().join(","),
         mode.name(),
@@ -170,6 +179,7 @@ pub fn run(args: SpeedArgs) -> Result<()> {
         args.runs,
         args.pairing.baseline,
         isolation.name(),
+        cache_setting(args.cache),
     ));
     if targets
         .iter()
@@ -254,7 +264,14 @@ pub fn run(args: SpeedArgs) -> Result<()> {
                         exe,
                         &isolate::Job::new(&args, number, combo, &database_path),
                     )?,
-                    None => runner::run_once(&combo.target, settings, &database_path, &plan, mode)?,
+                    None => runner::run_once(
+                        &combo.target,
+                        settings,
+                        &database_path,
+                        &plan,
+                        mode,
+                        args.cache,
+                    )?,
                 };
                 if round >= args.pairing.warmup {
                     outcomes[index].push(outcome);
@@ -308,6 +325,7 @@ pub fn run(args: SpeedArgs) -> Result<()> {
         synchronous: args.pairing.synchronous.name().to_string(),
         mode: mode.name().to_string(),
         scale: args.scale,
+        cache: args.cache.name().to_string(),
     };
     let report = output::SpeedReport {
         records: output::records(&results, &info),
@@ -319,6 +337,14 @@ pub fn run(args: SpeedArgs) -> Result<()> {
         eprintln!("warning: {warning}");
     }
     Ok(())
+}
+
+/// The cache state as the settings header states it.
+fn cache_setting(cache: CacheState) -> &'static str {
+    match cache {
+        CacheState::Hot => "cache hot",
+        CacheState::Cold => "cache cold (pages evicted before each timed test)",
+    }
 }
 
 /// Memory once (it has no journal file), then every file target in every journal mode.
@@ -508,6 +534,7 @@ mod tests {
             (vec!["--journal", "wall"], "--journal"),
             (vec!["--tests", "17"], "--tests"),
             (vec!["--synchronous", "maybe"], "--synchronous"),
+            (vec!["--cache", "warm"], "--cache"),
         ] {
             let message = parse(&argv).err().unwrap().to_string();
             assert!(message.contains(flag), "{argv:?}: {message}");
@@ -515,6 +542,48 @@ mod tests {
         let args = parse(&["--targets", "memory,unix", "--scale", "0.5"]).unwrap();
         assert_eq!(args.targets, ["memory", "unix"]);
         assert_eq!(args.journal, [JournalMode::Delete, JournalMode::Wal]);
+        assert_eq!(args.cache, CacheState::Hot);
+    }
+
+    /// `--cache cold` runs every test with its pages evicted, says so in the settings
+    /// header, and records the state with every result.
+    #[test]
+    fn cold_runs_say_so_and_record_it() {
+        let _counters = targets::counters_lock();
+        let dir = tempfile::tempdir().unwrap();
+        let mut args = parse(&[
+            "--allow-debug",
+            "--targets",
+            "memory,unix",
+            "--journal",
+            "wal",
+            "--tests",
+            "4,16",
+            "--scale",
+            "0.01",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "--cache",
+            "cold",
+            "--isolation",
+            "none",
+        ])
+        .unwrap();
+        args.run.place.dir = dir.path().to_path_buf();
+        args.export.export_json = Some(dir.path().join("cold.json"));
+        args.export.export_markdown = Some(dir.path().join("cold.md"));
+        run(args).unwrap();
+        let markdown = std::fs::read_to_string(dir.path().join("cold.md")).unwrap();
+        assert!(
+            markdown.contains("cache cold (pages evicted before each timed test)"),
+            "{markdown}"
+        );
+        let json = std::fs::read_to_string(dir.path().join("cold.json")).unwrap();
+        let records: Vec<output::SpeedRecord> = serde_json::from_str(&json).unwrap();
+        assert_eq!(records.len(), 2 * 2);
+        assert!(records.iter().all(|r| r.cache == "cold"), "{records:?}");
     }
 
     #[test]

@@ -64,6 +64,8 @@ pub struct RunInfo {
     pub synchronous: String,
     pub mode: String,
     pub scale: f64,
+    /// `hot` or `cold` (`--cache`).
+    pub cache: String,
 }
 
 /// One JSON/CSV record: one test × target × journal mode. Flat, so CSV can hold it.
@@ -77,6 +79,9 @@ pub struct SpeedRecord {
     pub synchronous: String,
     pub mode: String,
     pub scale: f64,
+    /// `hot`, or `cold`: every timed test started with the database's pages evicted.
+    #[serde(default = "hot")]
+    pub cache: String,
     pub runs: usize,
     pub mean_s: f64,
     pub median_s: f64,
@@ -108,6 +113,11 @@ pub struct SpeedRecord {
     pub warnings: String,
 }
 
+/// The cache state of records written before `--cache` existed.
+fn hot() -> String {
+    "hot".to_string()
+}
+
 pub fn records(results: &[TestResult], info: &RunInfo) -> Vec<SpeedRecord> {
     let mut out = Vec::new();
     for test in results {
@@ -123,6 +133,7 @@ pub fn records(results: &[TestResult], info: &RunInfo) -> Vec<SpeedRecord> {
                 synchronous: info.synchronous.clone(),
                 mode: info.mode.clone(),
                 scale: info.scale,
+                cache: info.cache.clone(),
                 runs: combo.summary.runs,
                 mean_s: combo.summary.mean,
                 median_s: combo.summary.median,

@@ -8,6 +8,8 @@ use rusqlite::{Connection, Statement as SqlStatement};
 
 use super::targets::{self, IoCounts, Settings, Target};
 use super::workload::{self, Checksum, Param, Sizes, Statement};
+use crate::bench::pagecache::{self, CacheState};
+use crate::bench::process_usage;
 use crate::bench::signals::check_interrupted;
 
 /// How the body's statements reach SQLite.
@@ -76,12 +78,18 @@ pub struct RunOutcome {
 /// statement, for every target alike), and the database's files are removed. The same
 /// connection serves prologue and body, as the original suite ran all tests on one
 /// connection (and `:memory:` has no other way to keep the state).
+///
+/// With `cache` cold, the body starts with no page of the database in any cache: SQLite's
+/// page cache is emptied (`PRAGMA shrink_memory`) and the database's files (its WAL or
+/// journal included) are written back and evicted from the OS page cache. `:memory:` has
+/// no file: its runs are the same in both states.
 pub fn run_once(
     target: &Target,
     settings: Settings,
     path: &Path,
     plan: &TestPlan,
     mode: Mode,
+    cache: CacheState,
 ) -> Result<RunOutcome> {
     let database = targets::open(target, path, settings)?;
     let connection = database.connection();
@@ -89,18 +97,24 @@ pub fn run_once(
         .with_context(|| format!("prologue of test {} on {}", plan.number, target.label))?;
     // The body prepares its own statements; the prologue's cached ones must not help it.
     connection.flush_prepared_statement_cache();
+    if cache == CacheState::Cold && !target.is_memory() {
+        connection
+            .execute_batch("PRAGMA shrink_memory")
+            .context("emptying SQLite's page cache before a cold test")?;
+        pagecache::evict_database(path)?;
+    }
 
     let mut checksum = Checksum::default();
     crate::trace_file::mark(format_args!("body of test {} starts", plan.number));
     target.counter.reset();
-    let cpu_before_s = process_cpu_s();
+    let cpu_before_s = process_usage::cpu_s();
     let started = Instant::now();
     let body = match mode {
         Mode::Text => run_text(connection, &plan.body_text, &mut checksum),
         Mode::Prepared => run_prepared(connection, &plan.body, &mut checksum),
     };
     let elapsed_s = started.elapsed().as_secs_f64();
-    let cpu_s = process_cpu_s() - cpu_before_s;
+    let cpu_s = process_usage::cpu_s() - cpu_before_s;
     let io = target.counter.read();
     crate::trace_file::mark(format_args!(
         "body of test {} ends: {elapsed_s:.6} s",
@@ -116,20 +130,6 @@ pub fn run_once(
         checksum,
         io,
     })
-}
-
-/// User + system CPU seconds consumed by this process so far.
-fn process_cpu_s() -> f64 {
-    // SAFETY: rusage is plain old data (zeroes are valid) and getrusage only writes it.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        if libc::getrusage(libc::RUSAGE_SELF, &mut usage) != 0 {
-            return f64::NAN;
-        }
-        usage
-    };
-    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-    seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
 fn run_prologue(connection: &Connection, statements: &[Statement]) -> Result<()> {
@@ -239,7 +239,8 @@ mod tests {
     use super::*;
 
     /// Every test at a tiny scale gives the same checksum on memory and on unix in both
-    /// journal modes and both statement modes, and the checksums differ between tests.
+    /// journal modes, both statement modes and both cache states, and the checksums
+    /// differ between tests.
     #[test]
     fn checksums_agree_across_targets_journals_and_modes() {
         let _counters = super::super::targets::counters_lock();
@@ -254,7 +255,11 @@ mod tests {
         let mut per_test = Vec::new();
         for (number, _) in workload::TESTS {
             let mut seen: Option<Checksum> = None;
-            for mode in [Mode::Text, Mode::Prepared] {
+            for (mode, cache) in [
+                (Mode::Text, CacheState::Hot),
+                (Mode::Prepared, CacheState::Hot),
+                (Mode::Text, CacheState::Cold),
+            ] {
                 let plan = TestPlan::new(number, sizes, mode);
                 for target in &targets {
                     for journal in [JournalMode::Delete, JournalMode::Wal] {
@@ -262,14 +267,20 @@ mod tests {
                             journal,
                             synchronous: Synchronous::Normal,
                         };
-                        let outcome =
-                            run_once(target, settings, &dir.path().join("c.db"), &plan, mode)
-                                .unwrap();
+                        let outcome = run_once(
+                            target,
+                            settings,
+                            &dir.path().join("c.db"),
+                            &plan,
+                            mode,
+                            cache,
+                        )
+                        .unwrap();
                         match seen {
                             None => seen = Some(outcome.checksum),
                             Some(first) => assert_eq!(
                                 first, outcome.checksum,
-                                "test {number} {} {journal:?} {mode:?}",
+                                "test {number} {} {journal:?} {mode:?} {cache:?}",
                                 target.label
                             ),
                         }

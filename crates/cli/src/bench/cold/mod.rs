@@ -1,0 +1,652 @@
+//! `sqlite-uring bench cold`: reads of a database several times larger than SQLite's
+//! page cache, with its pages evicted from the OS page cache before the timed part
+//! (cold) or read into it first (hot), on several targets and journal modes.
+//!
+//! On cold data SQLite reads one page at a time and waits for each (queue depth 1); a
+//! disk serves several times more random reads with many in flight. This benchmark shows
+//! what a target makes of that: the time of each test and the bytes the process read
+//! from the device (`/proc/self/io`), so that read-ahead that reads more than it saves
+//! shows as well.
+//!
+//! The database is built once per journal mode through SQLite's `unix` VFS (untimed;
+//! database.rs) and cached in `--dir`; every target reads that same file. Per case (a
+//! test in a cache state), every target × journal mode runs `--warmup` + `--runs` times,
+//! interleaved run by run, the order rotating each round, each run in a fresh process
+//! (isolate.rs); each run's time is paired with the baseline's of the same round. How to
+//! read the output: `docs/BENCH_COLD.md`.
+
+mod database;
+pub(crate) mod isolate;
+mod output;
+mod workload;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::export::ExportManager;
+use super::options::{ExportOptions, PairingOptions, RunOptions};
+use super::pagecache::CacheState;
+use super::{process_usage, signals};
+use crate::bench::speed::targets::{self, JournalMode, Settings};
+use crate::report::envinfo;
+use database::{Database, DirLock, Spec};
+use output::{Case, Combo};
+use workload::{ColdTest, RunOutcome, RunSpec};
+
+/// Database size by default: a hundred times SQLite's default page cache (2 MiB), and
+/// small enough to build in about a minute and fit the page cache of a small VM.
+pub const DEFAULT_SIZE_MIB: u64 = 200;
+/// Measured runs per case and target by default: the fewest that give most comparisons
+/// a verdict (as `bench speed`).
+pub const DEFAULT_RUNS: u32 = 10;
+
+/// Options of `bench cold`.
+#[derive(Args, Debug, Clone)]
+pub struct ColdArgs {
+    /// Targets to compare, comma-separated: unix (SQLite's own VFS), io_uring (ours), sync
+    /// (our VFS on plain syscalls), io_uring_ring, io_uring_direct, or any registered VFS;
+    /// ours take URI parameters: `io_uring?uring_readahead=off`. Every target reads the
+    /// same database file.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "unix,io_uring",
+        value_name = "LIST"
+    )]
+    pub targets: Vec<String>,
+
+    #[command(flatten)]
+    pub pairing: PairingOptions,
+
+    /// Journal modes, comma-separated; each has its own copy of the database (the same
+    /// pages), checkpointed so that its WAL is empty before each test.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "delete,wal",
+        value_name = "LIST"
+    )]
+    pub journal: Vec<JournalMode>,
+
+    /// Cache states, comma-separated: cold (the database's pages evicted from the OS page
+    /// cache right before the timed part) and hot (read into it first).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "cold,hot",
+        value_name = "LIST"
+    )]
+    pub cache: Vec<CacheState>,
+
+    /// Tests to run, comma-separated [default: all]: scan-without-rowid, scan-rowid,
+    /// index-range, create-index, integrity-check, vacuum-into, point-lookups.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        value_name = "LIST",
+        hide_possible_values = true
+    )]
+    pub tests: Vec<ColdTest>,
+
+    /// Size of the database in MiB (1 to 1048576); it is built once and kept in --dir.
+    /// Several times SQLite's page cache (2000 KiB by default) makes every test read from
+    /// the file; less than the free memory lets hot runs be hot.
+    #[arg(long, default_value_t = DEFAULT_SIZE_MIB, value_name = "MIB",
+          value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub size_mib: u64,
+
+    /// Build the database anew even if a valid one is kept in --dir.
+    #[arg(long)]
+    pub rebuild: bool,
+
+    /// Measured runs per case and target (at least 1; 6 or more give the paired 95 %
+    /// interval, which the closing verdict needs).
+    #[arg(long, default_value_t = DEFAULT_RUNS, value_name = "RUNS",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub runs: u32,
+
+    #[command(flatten)]
+    pub run: RunOptions,
+
+    #[command(flatten)]
+    pub export: ExportOptions,
+}
+
+/// Each value once, in the order of its first appearance.
+fn once_each<T: Copy + PartialEq>(values: &[T]) -> Vec<T> {
+    let mut found: Vec<T> = Vec::new();
+    for value in values {
+        if !found.contains(value) {
+            found.push(*value);
+        }
+    }
+    found
+}
+
+/// What a run of `bench cold` measures, from its options.
+struct Plan {
+    targets: Vec<targets::Target>,
+    journals: Vec<JournalMode>,
+    cases: Vec<Case>,
+}
+
+impl ColdArgs {
+    /// Refuses what would fail or mislead, before anything is built.
+    fn plan(&self) -> Result<Plan> {
+        for name in &self.targets {
+            let base = name.trim().split('?').next().unwrap_or_default();
+            if base == "memory" {
+                bail!(
+                    "--targets {}: bench cold reads a database file, and memory has none; \
+                     leave it out of --targets",
+                    name.trim()
+                );
+            }
+        }
+        let targets = targets::resolve(&self.targets)?;
+        self.pairing
+            .check_baseline(targets.iter().map(|t| t.label.as_str()), &self.targets)?;
+        let journals = once_each(&self.journal);
+        let caches = once_each(&self.cache);
+        if journals.is_empty() || caches.is_empty() {
+            bail!("--journal and --cache need at least one value each, e.g. --journal wal --cache cold");
+        }
+        let mut tests = if self.tests.is_empty() {
+            ColdTest::ALL.to_vec()
+        } else {
+            once_each(&self.tests)
+        };
+        tests.sort_unstable();
+        let cases = tests
+            .iter()
+            .flat_map(|&test| caches.iter().map(move |&cache| Case { test, cache }))
+            .collect();
+        Ok(Plan {
+            targets,
+            journals,
+            cases,
+        })
+    }
+}
+
+/// `PRAGMA cache_size` of a new connection, and the bytes it allows at `page_size`.
+fn default_cache(page_size: u32) -> (i64, u64) {
+    let pages = rusqlite::Connection::open_in_memory()
+        .and_then(|c| c.query_row("PRAGMA cache_size", [], |row| row.get::<_, i64>(0)))
+        .unwrap_or(-2000);
+    let bytes = if pages < 0 {
+        pages.unsigned_abs() * 1024
+    } else {
+        pages as u64 * u64::from(page_size)
+    };
+    (pages, bytes)
+}
+
+/// Opens every database once through every target (untimed), so that a target its VFS
+/// refuses (an unknown URI parameter, say) fails now, named, rather than after a build
+/// and a series of runs.
+fn check_targets_open(plan: &Plan, databases: &[Database], args: &ColdArgs) -> Result<()> {
+    for target in &plan.targets {
+        let vfs = target.vfs.as_deref().unwrap_or_default();
+        for database in databases {
+            let settings = Settings {
+                journal: database.journal,
+                synchronous: args.pairing.synchronous,
+            };
+            targets::connect(target, vfs, &database.path)
+                .and_then(|connection| targets::configure(&connection, target, settings))
+                .with_context(|| {
+                    format!(
+                        "--targets {}: cannot open the database through it; fix the target \
+                         (its URI parameters) or leave it out of --targets",
+                        target.label
+                    )
+                })?;
+        }
+    }
+    Ok(())
+}
+
+pub fn run(args: ColdArgs) -> Result<()> {
+    let isolation = args.run.isolation()?;
+    let worker_exe = isolation.worker_exe()?;
+    let debug_warning = args.run.check()?;
+    let exports = ExportManager::new(&args.export)?;
+    let plan = args.plan()?;
+    // The device reads are half of what this measures: no counter, no run.
+    process_usage::read_bytes()?;
+    let dir = &args.run.place.dir;
+    let _lock = DirLock::acquire(dir)?;
+    signals::install_handlers()?;
+
+    let env = envinfo::EnvInfo::collect(dir);
+    let spec = Spec::new(args.size_mib);
+    let databases = database::prepare(dir, &spec, &plan.journals, args.rebuild)?;
+    check_targets_open(&plan, &databases, &args)?;
+    let first = &databases[0];
+    let (cache_pages, cache_bytes) = default_cache(spec.page_size);
+
+    let mut header = env.lines();
+    for database in &databases {
+        header.push(format!(
+            "database:    {} ({}): {:.1} MiB = {} pages of {} B ({} free) · {} rows in w and in r · written through unix",
+            database.path.display(),
+            database.origin,
+            database.mib(),
+            database.pages,
+            spec.page_size,
+            database.free_pages,
+            database.rows,
+        ));
+    }
+    header.push(format!(
+        "cache_size:  {cache_pages} ({}) per connection, SQLite's default: the database is {:.1} times larger",
+        stats_bytes(cache_bytes),
+        first.bytes() as f64 / cache_bytes.max(1) as f64
+    ));
+    let caches: Vec<CacheState> =
+        once_each(&plan.cases.iter().map(|c| c.cache).collect::<Vec<_>>());
+    for cache in &caches {
+        header.push(match cache {
+            CacheState::Cold => "cold:        before each timed test, SQLite's page cache emptied and the database's files \
+                                 written back and evicted from the OS page cache (posix_fadvise POSIX_FADV_DONTNEED; no root)"
+                .to_string(),
+            CacheState::Hot => "hot:         before each timed test, the database's files read once into the OS page cache \
+                                (the warm-up read) and SQLite's page cache emptied"
+                .to_string(),
+        });
+    }
+    header.push(format!(
+        "settings:    synchronous={} · journal {} · cache {} · {} warmup + {} runs · baseline {} · isolation {} · device reads: /proc/self/io read_bytes of the run's process",
+        args.pairing.synchronous.name(),
+        plan.journals.iter().map(|j| j.name()).collect::<Vec<_>>().join(","),
+        caches.iter().map(|c| c.name()).collect::<Vec<_>>().join(","),
+        args.pairing.warmup,
+        args.runs,
+        args.pairing.baseline,
+        isolation.name(),
+    ));
+    let mut cautions: Vec<String> = debug_warning.into_iter().collect();
+    if matches!(env.filesystem.as_str(), "tmpfs" | "ramfs") {
+        cautions.push(format!(
+            "WARNING: --dir is on {}: its pages are the file and cannot be evicted, so cold \
+             runs are hot and nothing is read from a device; point --dir at a disk",
+            env.filesystem
+        ));
+    }
+    if first.bytes() < 4 * cache_bytes {
+        cautions.push(format!(
+            "WARNING: the database ({:.1} MiB) is less than 4 times SQLite's page cache ({}): \
+             much of it stays in SQLite's cache within a test; raise --size-mib",
+            first.mib(),
+            stats_bytes(cache_bytes)
+        ));
+    }
+    if env.available_memory_bytes > 0 && first.bytes() > env.available_memory_bytes / 2 {
+        cautions.push(format!(
+            "WARNING: the database ({:.1} MiB) is more than half the available memory: hot \
+             runs may not find it cached; lower --size-mib",
+            first.mib()
+        ));
+    }
+    if let Some(path) = &args.run.trace {
+        cautions.push(format!(
+            "NOTE: --trace {}: every call to this project's VFS is written there, so its \
+             targets run slower than untraced ones",
+            path.display()
+        ));
+    }
+    println!();
+    for line in header.iter().chain(&cautions) {
+        println!("{line}");
+    }
+    header.extend(cautions);
+    println!("tables:      {}", output::TERMINAL_OMITS);
+    println!();
+
+    let combos: Vec<Combo> = plan
+        .journals
+        .iter()
+        .flat_map(|&journal| {
+            plan.targets.iter().map(move |target| Combo {
+                target: target.label.clone(),
+                vfs: target.vfs.clone().unwrap_or_default(),
+                journal,
+            })
+        })
+        .collect();
+    let database_of = |journal: JournalMode| -> &Database {
+        databases
+            .iter()
+            .find(|d| d.journal == journal)
+            .expect("one database per journal mode")
+    };
+    let scratch = dir.join(format!(
+        "sqlite-uring-cold-vacuum-{}.db",
+        std::process::id()
+    ));
+    let rounds = args.pairing.warmup + args.runs;
+    let progress =
+        ProgressBar::new(plan.cases.len() as u64 * u64::from(rounds) * combos.len() as u64);
+    progress.set_style(
+        ProgressStyle::with_template("{bar:32} {pos}/{len} {msg} [{elapsed_precise}, ETA {eta}]")
+            .expect("the template is valid"),
+    );
+    let table_output = crate::report::table::Output::stdout();
+    let trace = crate::trace_file::start(args.run.trace.as_deref())?;
+    let mut results = Vec::new();
+    for case in &plan.cases {
+        let mut outcomes: Vec<Vec<RunOutcome>> = vec![Vec::new(); combos.len()];
+        for round in 0..rounds {
+            for step in 0..combos.len() {
+                // Rotating the order each round spreads any "goes first" effect over all.
+                let index = (step + round as usize) % combos.len();
+                let combo = &combos[index];
+                let phase = if round < args.pairing.warmup {
+                    "warmup"
+                } else {
+                    "run"
+                };
+                let database = database_of(combo.journal);
+                let job = RunSpec {
+                    test: case.test,
+                    cache: case.cache,
+                    target: combo.target.clone(),
+                    journal: combo.journal,
+                    synchronous: args.pairing.synchronous,
+                    database: database.path.clone(),
+                    rows: database.rows,
+                    scratch: scratch.clone(),
+                };
+                progress.set_message(format!("{phase} · {}", job.describe()));
+                crate::trace_file::mark(format_args!(
+                    "cold {} · {phase} {}",
+                    job.describe(),
+                    round + 1
+                ));
+                let outcome = match &worker_exe {
+                    Some(exe) => isolate::run_in_worker(exe, &job)?,
+                    None => isolate::run_here(&job)?,
+                };
+                if round >= args.pairing.warmup {
+                    outcomes[index].push(outcome);
+                }
+                progress.inc(1);
+            }
+        }
+        let result = output::summarise(*case, &combos, &outcomes, &args.pairing.baseline)?;
+        progress.suspend(|| {
+            println!("{}. {}", case.test.number(), case.title());
+            println!("{}", output::terminal_table(&result, table_output));
+            for note in output::notes(&result) {
+                println!("{note}");
+            }
+            println!();
+        });
+        results.push(result);
+    }
+    progress.finish_and_clear();
+    if let Some(trace) = trace {
+        let path = trace.path().to_path_buf();
+        trace.finish()?;
+        println!("Trace written to {}", path.display());
+        println!();
+    }
+    let verdict = output::verdict(&results, &args.pairing.baseline);
+    for line in &verdict {
+        println!("{line}");
+    }
+    let info = output::RecordInfo {
+        synchronous: args.pairing.synchronous.name().to_string(),
+        baseline: args.pairing.baseline.clone(),
+        database_mib: first.mib(),
+        database_pages: first.pages,
+        page_size: spec.page_size,
+        rows: first.rows,
+    };
+    let report = output::ColdReport {
+        records: output::records(&results, &info),
+        header,
+        results,
+        verdict,
+        baseline: args.pairing.baseline.clone(),
+    };
+    for warning in exports.write(&report)? {
+        eprintln!("warning: {warning}");
+    }
+    Ok(())
+}
+
+fn stats_bytes(bytes: u64) -> String {
+    crate::report::stats::format_bytes(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn parse(words: &[&str]) -> Result<ColdArgs, clap::Error> {
+        super::super::parse_flags(words.iter().copied())
+    }
+
+    #[test]
+    fn defaults_and_parsing() {
+        let args = parse(&[]).unwrap();
+        assert_eq!(args.targets, ["unix", "io_uring"]);
+        assert_eq!(args.pairing.baseline, "unix");
+        assert_eq!(args.journal, [JournalMode::Delete, JournalMode::Wal]);
+        assert_eq!(args.cache, [CacheState::Cold, CacheState::Hot]);
+        assert!(args.tests.is_empty());
+        assert_eq!(
+            (args.size_mib, args.runs, args.pairing.warmup),
+            (200, 10, 1)
+        );
+        assert!(!args.rebuild);
+        let plan = args.plan().unwrap();
+        assert_eq!(plan.cases.len(), 7 * 2);
+        assert_eq!(
+            plan.cases[..2],
+            [
+                Case {
+                    test: ColdTest::ScanWithoutRowid,
+                    cache: CacheState::Cold
+                },
+                Case {
+                    test: ColdTest::ScanWithoutRowid,
+                    cache: CacheState::Hot
+                }
+            ]
+        );
+
+        let args = parse(&[
+            "--tests",
+            "point-lookups,scan-rowid,point-lookups",
+            "--cache",
+            "hot",
+            "--journal",
+            "wal",
+            "--size-mib",
+            "3",
+            "--rebuild",
+        ])
+        .unwrap();
+        let plan = args.plan().unwrap();
+        let tests: Vec<ColdTest> = plan.cases.iter().map(|c| c.test).collect();
+        assert_eq!(tests, [ColdTest::ScanRowid, ColdTest::PointLookups]);
+        assert_eq!(plan.journals, [JournalMode::Wal]);
+        assert!(args.rebuild && args.size_mib == 3);
+    }
+
+    #[test]
+    fn bad_values_name_the_flag() {
+        for (words, flag) in [
+            (vec!["--size-mib", "0"], "--size-mib"),
+            (vec!["--size-mib", "lots"], "--size-mib"),
+            (vec!["--tests", "scan-everything"], "--tests"),
+            (vec!["--cache", "warm"], "--cache"),
+            (vec!["--journal", "wall"], "--journal"),
+            (vec!["--runs", "0"], "--runs"),
+        ] {
+            let message = parse(&words).err().unwrap().to_string();
+            assert!(message.contains(flag), "{words:?}: {message}");
+        }
+        let message = parse(&["--tests", "scan-everything"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            message.contains("scan-without-rowid"),
+            "lists the tests: {message}"
+        );
+        for (words, wanted) in [
+            (
+                vec!["--targets", "io_uring"],
+                "--baseline unix is not among --targets",
+            ),
+            (vec!["--targets", "unix,memory"], "--targets memory"),
+            (vec!["--targets", "unix,tape"], "tape"),
+            (vec!["--targets", "unix,unix"], "twice"),
+            (
+                vec!["--targets", "unix,unix?uring_readahead=on"],
+                "not unix",
+            ),
+        ] {
+            let message = format!("{:#}", parse(&words).unwrap().plan().err().unwrap());
+            assert!(message.contains(wanted), "{words:?}: {message}");
+        }
+        // Refused before anything is built in --dir.
+        let dir = tempfile::tempdir().unwrap();
+        let mut args =
+            parse(&["--allow-debug", "--targets", "io_uring", "--size-mib", "1"]).unwrap();
+        args.run.place.dir = dir.path().to_path_buf();
+        let message = format!("{:#}", run(args.clone()).unwrap_err());
+        assert!(message.contains("--baseline"), "{message}");
+        args.targets = vec!["unix".into()];
+        args.export.export_json = Some("/nonexistent/cold.json".into());
+        let message = format!("{:#}", run(args).unwrap_err());
+        assert!(message.contains("--export-json"), "{message}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    /// A target its VFS refuses to open with fails before the first run, named.
+    #[test]
+    fn a_target_that_cannot_open_the_database_is_named() {
+        let _counters = targets::counters_lock();
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let mut args = parse(&[
+            "--allow-debug",
+            "--targets",
+            "unix,io_uring?uring_no_such_key=on",
+            "--journal",
+            "wal",
+            "--size-mib",
+            "1",
+            "--isolation",
+            "none",
+        ])
+        .unwrap();
+        args.run.place.dir = dir.path().to_path_buf();
+        let message = format!("{:#}", run(args).unwrap_err());
+        assert!(
+            message.contains("--targets io_uring?uring_no_such_key=on: cannot open")
+                && message.contains("uring_no_such_key"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn worker_jobs_round_trip() {
+        for test in ColdTest::ALL {
+            for cache in [CacheState::Cold, CacheState::Hot] {
+                let job = RunSpec {
+                    test,
+                    cache,
+                    target: "io_uring?uring_readahead=off&uring_syncs=ring".into(),
+                    journal: JournalMode::Wal,
+                    synchronous: targets::Synchronous::Extra,
+                    database: Path::new("/var/tmp/odd dir/c.db").into(),
+                    rows: 123_456,
+                    scratch: Path::new("/var/tmp/odd dir/v.db").into(),
+                };
+                let sent = crate::bench::worker::Job::Cold(job.clone());
+                assert_eq!(sent.round_trip(), sent);
+            }
+        }
+    }
+
+    /// A tiny real run in this process (a unit test's executable cannot be a worker;
+    /// tests/cold.rs runs the binary) with every export.
+    #[test]
+    fn tiny_run_in_this_process_exports_every_format() {
+        let _counters = targets::counters_lock();
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let mut args = parse(&[
+            "--allow-debug",
+            "--targets",
+            "unix,sync",
+            "--size-mib",
+            "1",
+            "--runs",
+            "2",
+            "--warmup",
+            "0",
+            "--isolation",
+            "none",
+        ])
+        .unwrap();
+        args.run.place.dir = dir.path().to_path_buf();
+        args.export.export_json = Some(out.path().join("c.json"));
+        args.export.export_csv = Some(out.path().join("c.csv"));
+        args.export.export_markdown = Some(out.path().join("c.md"));
+        args.export.chart = Some(out.path().join("c.svg"));
+        run(args).unwrap();
+        let json = std::fs::read_to_string(out.path().join("c.json")).unwrap();
+        let records: Vec<output::ColdRecord> = serde_json::from_str(&json).unwrap();
+        // 7 tests × 2 cache states × 2 targets × 2 journal modes.
+        assert_eq!(records.len(), 7 * 2 * 2 * 2);
+        for record in &records {
+            assert_eq!(record.runs, 2);
+            assert!(record.mean_s > 0.0 && record.rows > 0, "{record:?}");
+            assert_eq!(
+                record.cache == "cold",
+                record.resident_after_evict_pages.is_some()
+            );
+        }
+        let csv_rows = csv::Reader::from_path(out.path().join("c.csv"))
+            .unwrap()
+            .deserialize::<output::ColdRecord>()
+            .count();
+        assert_eq!(csv_rows, records.len());
+        let markdown = std::fs::read_to_string(out.path().join("c.md")).unwrap();
+        assert!(markdown.contains("Verdict against unix"), "{markdown}");
+        assert!(
+            markdown.contains("cold:        before each timed test"),
+            "{markdown}"
+        );
+        assert!(std::fs::read_to_string(out.path().join("c.svg"))
+            .unwrap()
+            .contains("<svg"));
+        // Only the cached databases remain in --dir.
+        let mut names = names(dir.path());
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "sqlite-uring-cold-1mib-p4096-v1-delete.db",
+                "sqlite-uring-cold-1mib-p4096-v1-wal.db"
+            ]
+        );
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+}

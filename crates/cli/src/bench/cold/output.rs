@@ -1,0 +1,908 @@
+//! Results of `bench cold`: per case (a test in a cache state) and target × journal mode,
+//! the time over the runs (mean ± σ), its ratio to the baseline (of the means, and the
+//! paired median with its 95 % interval), the bytes read from the device and their ratio
+//! to the baseline's; the terminal tables, the verdict, and the exports.
+
+use anyhow::{bail, Context, Result};
+use comfy_table::Table;
+use serde::{Deserialize, Serialize};
+
+use super::workload::{ColdTest, RunOutcome};
+use crate::bench::pagecache::CacheState;
+use crate::bench::speed::targets::{IoCounts, JournalMode};
+use crate::bench::speed::verdict::{chance_limit, conclusion_line, first_appearances, Comparison};
+use crate::report::chart::{BarChart, Series};
+use crate::report::export::markdown_table;
+use crate::report::stats::{
+    self, format_bytes, format_seconds, PairedRatio, Relative, Summary, Verdict, Warning,
+};
+use crate::report::table;
+
+/// One test in one cache state: a table of results.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Case {
+    pub test: ColdTest,
+    pub cache: CacheState,
+}
+
+impl Case {
+    /// `scan-rowid · cold: full scan of the rowid table r (pages evicted first)`
+    pub fn title(&self) -> String {
+        let state = match self.cache {
+            CacheState::Cold => "pages evicted before the timed part",
+            CacheState::Hot => "pages read into the page cache first",
+        };
+        format!(
+            "{} · {}: {} ({state})",
+            self.test.name(),
+            self.cache.name(),
+            self.test.describe()
+        )
+    }
+}
+
+/// One target in one journal mode: a line of the result tables.
+#[derive(Clone, Debug)]
+pub struct Combo {
+    pub target: String,
+    pub vfs: String,
+    pub journal: JournalMode,
+}
+
+impl Combo {
+    pub fn label(&self) -> String {
+        format!("{} ({})", self.target, self.journal.name())
+    }
+}
+
+/// The measured runs of one combo in one case.
+#[derive(Clone, Debug)]
+pub struct ComboResult {
+    pub combo: Combo,
+    pub summary: Summary,
+    pub cpu_mean_s: f64,
+    /// Bytes read from the device per run (`/proc/self/io` read_bytes).
+    pub read_bytes: Summary,
+    /// Mean bytes read ÷ the baseline's mean (`None` for the baseline, or when the
+    /// baseline read nothing).
+    pub read_relative: Option<f64>,
+    pub checksum: u64,
+    /// VFS calls per run (mean).
+    pub io: Option<IoCounts>,
+    /// Pages still cached right after the eviction, mean over the (cold) runs.
+    pub resident_after_evict_pages: Option<f64>,
+    pub warnings: Vec<Warning>,
+    pub is_baseline: bool,
+    pub relative: Option<Relative>,
+    pub paired: Option<PairedRatio>,
+}
+
+/// Everything measured in one case.
+#[derive(Clone, Debug)]
+pub struct CaseResult {
+    pub case: Case,
+    pub rows: Vec<ComboResult>,
+}
+
+/// Mean of the VFS counts of the runs that have them.
+fn mean_io(runs: &[RunOutcome]) -> Option<IoCounts> {
+    let counted: Vec<IoCounts> = runs.iter().filter_map(|o| o.io).collect();
+    if counted.is_empty() {
+        return None;
+    }
+    let n = counted.len() as u64;
+    let mean = |f: fn(&IoCounts) -> u64| counted.iter().map(f).sum::<u64>() / n;
+    let mean_opt = |f: fn(&IoCounts) -> Option<u64>| {
+        counted
+            .iter()
+            .map(f)
+            .sum::<Option<u64>>()
+            .map(|total| total / n)
+    };
+    Some(IoCounts {
+        read_calls: mean(|c| c.read_calls),
+        write_calls: mean(|c| c.write_calls),
+        sync_calls: mean(|c| c.sync_calls),
+        truncate_calls: mean(|c| c.truncate_calls),
+        bytes_read: mean(|c| c.bytes_read),
+        bytes_written: mean(|c| c.bytes_written),
+        fsyncs: mean_opt(|c| c.fsyncs),
+        kernel_entries: mean_opt(|c| c.kernel_entries),
+    })
+}
+
+/// The results of one case from the outcomes of each combo (in round order), each
+/// paired with the baseline target's in the same journal mode. Every run must have
+/// returned the same results.
+pub fn summarise(
+    case: Case,
+    combos: &[Combo],
+    outcomes: &[Vec<RunOutcome>],
+    baseline: &str,
+) -> Result<CaseResult> {
+    check_checksums(case, combos, outcomes)?;
+    let baseline_of = |combo: &Combo| {
+        combos
+            .iter()
+            .position(|c| c.target == baseline && c.journal == combo.journal)
+    };
+    let times = |runs: &[RunOutcome]| -> Vec<f64> { runs.iter().map(|o| o.elapsed_s).collect() };
+    let bytes =
+        |runs: &[RunOutcome]| -> Vec<f64> { runs.iter().map(|o| o.read_bytes as f64).collect() };
+    let mut rows = Vec::new();
+    for (index, (combo, runs)) in combos.iter().zip(outcomes).enumerate() {
+        let samples = times(runs);
+        let summary = Summary::from_samples(&samples).with_context(|| {
+            format!("{} on {} has no valid timing", case.title(), combo.label())
+        })?;
+        let read_bytes = Summary::from_samples(&bytes(runs))
+            .with_context(|| format!("{} on {} has no read count", case.title(), combo.label()))?;
+        let base = baseline_of(combo);
+        let is_baseline = base == Some(index);
+        let (relative, paired, read_relative) = match base.filter(|&b| b != index) {
+            Some(b) => {
+                let base_times = times(&outcomes[b]);
+                let base_summary = Summary::from_samples(&base_times);
+                let base_bytes = Summary::from_samples(&bytes(&outcomes[b]));
+                (
+                    base_summary.and_then(|s| summary.relative_to(&s)),
+                    stats::paired_ratio(&samples, &base_times),
+                    base_bytes
+                        .filter(|b| b.mean > 0.0)
+                        .map(|b| read_bytes.mean / b.mean),
+                )
+            }
+            None if is_baseline => (
+                Some(Relative {
+                    ratio: 1.0,
+                    error: None,
+                }),
+                None,
+                None,
+            ),
+            None => (None, None, None),
+        };
+        let resident: Vec<f64> = runs
+            .iter()
+            .filter_map(|o| o.resident_after_evict_pages.map(|p| p as f64))
+            .collect();
+        rows.push(ComboResult {
+            combo: combo.clone(),
+            summary,
+            cpu_mean_s: runs.iter().map(|o| o.cpu_s).sum::<f64>() / runs.len().max(1) as f64,
+            read_bytes,
+            read_relative,
+            checksum: runs.first().map_or(0, |o| o.checksum),
+            io: mean_io(runs),
+            resident_after_evict_pages: (!resident.is_empty())
+                .then(|| resident.iter().sum::<f64>() / resident.len() as f64),
+            warnings: stats::warnings(&samples),
+            is_baseline,
+            relative,
+            paired,
+        });
+    }
+    Ok(CaseResult { case, rows })
+}
+
+/// Every run of every combo must have seen the same rows (and VACUUM INTO written a file
+/// of the same size, CREATE INDEX left the same page count).
+fn check_checksums(case: Case, combos: &[Combo], outcomes: &[Vec<RunOutcome>]) -> Result<()> {
+    let all: Vec<(String, u64)> = combos
+        .iter()
+        .zip(outcomes)
+        .flat_map(|(combo, runs)| runs.iter().map(move |o| (combo.label(), o.checksum)))
+        .collect();
+    let Some((_, first)) = all.first() else {
+        return Ok(());
+    };
+    if all.iter().all(|(_, c)| c == first) {
+        return Ok(());
+    }
+    let listing: Vec<String> = all
+        .iter()
+        .map(|(label, c)| format!("{label}: {c:016x}"))
+        .collect();
+    bail!(
+        "CHECKSUM MISMATCH in {}: the targets returned different results from the same \
+         database, so at least one storage layer is wrong and no timing of it can be \
+         trusted. Checksums per run: {}",
+        case.title(),
+        listing.join(", ")
+    )
+}
+
+/// `12.30 ± 0.40 ms`: the mean and σ with one unit when they share it.
+fn mean_stddev(summary: &Summary) -> String {
+    let mean = format_seconds(summary.mean);
+    let Some(stddev) = summary.stddev else {
+        return mean;
+    };
+    let stddev = format_seconds(stddev);
+    match (mean.rsplit_once(' '), stddev.rsplit_once(' ')) {
+        (Some((value, unit)), Some((sigma, sigma_unit))) if unit == sigma_unit => {
+            format!("{value} ± {sigma} {unit}")
+        }
+        _ => format!("{mean} ± {stddev}"),
+    }
+}
+
+fn relative_cell(row: &ComboResult) -> String {
+    if row.is_baseline {
+        return "baseline".into();
+    }
+    row.relative.map_or_else(|| "–".into(), |r| r.display())
+}
+
+fn paired_cell(row: &ComboResult) -> String {
+    row.paired.map_or_else(|| "–".into(), |p| p.display())
+}
+
+fn read_cell(row: &ComboResult) -> String {
+    format_bytes(row.read_bytes.mean.round() as u64)
+}
+
+fn read_relative_cell(row: &ComboResult) -> String {
+    if row.is_baseline {
+        return "baseline".into();
+    }
+    row.read_relative
+        .map_or_else(|| "–".into(), |r| format!("{r:.2}"))
+}
+
+fn xread_cell(row: &ComboResult) -> String {
+    row.io
+        .map_or_else(|| "–".into(), |c| c.read_calls.to_string())
+}
+
+/// The columns of the terminal table: what decides a comparison, narrow enough for a
+/// 100-column terminal. The rest is in the exports.
+const TERMINAL_HEADERS: [&str; 6] = [
+    "Command",
+    "Mean ± σ",
+    "Paired [95 % CI]",
+    "Device read",
+    "Read ÷ base",
+    "xRead",
+];
+
+/// What the terminal table leaves to the exports.
+pub const TERMINAL_OMITS: &str = "ratio of the means, min, max, CPU time, VFS bytes and pages \
+     left cached after eviction: --export-markdown or --export-json";
+
+fn terminal_rows(result: &CaseResult) -> Vec<Vec<String>> {
+    result
+        .rows
+        .iter()
+        .map(|row| {
+            vec![
+                row.combo.label(),
+                mean_stddev(&row.summary),
+                if row.is_baseline {
+                    "baseline".into()
+                } else {
+                    paired_cell(row)
+                },
+                read_cell(row),
+                read_relative_cell(row),
+                xread_cell(row),
+            ]
+        })
+        .collect()
+}
+
+pub fn terminal_table(result: &CaseResult, output: table::Output) -> Table {
+    table::new(&TERMINAL_HEADERS, &terminal_rows(result), 1, output)
+}
+
+const HEADERS: [&str; 13] = [
+    "Command",
+    "Mean ± σ",
+    "Min",
+    "Max",
+    "Relative",
+    "Paired [95 % CI]",
+    "CPU",
+    "Device read",
+    "Read ÷ base",
+    "xRead",
+    "VFS bytes read",
+    "Written (VFS)",
+    "Cached after eviction",
+];
+
+fn rows(result: &CaseResult) -> Vec<Vec<String>> {
+    result
+        .rows
+        .iter()
+        .map(|row| {
+            vec![
+                row.combo.label(),
+                mean_stddev(&row.summary),
+                format_seconds(row.summary.min),
+                format_seconds(row.summary.max),
+                relative_cell(row),
+                paired_cell(row),
+                format_seconds(row.cpu_mean_s),
+                read_cell(row),
+                read_relative_cell(row),
+                xread_cell(row),
+                row.io
+                    .map_or_else(|| "–".into(), |c| format_bytes(c.bytes_read)),
+                row.io
+                    .map_or_else(|| "–".into(), |c| format_bytes(c.bytes_written)),
+                row.resident_after_evict_pages
+                    .map_or_else(|| "–".into(), |p| format!("{p:.0} pages")),
+            ]
+        })
+        .collect()
+}
+
+/// Pages left cached after an eviction, per run, above which the eviction is reported
+/// as not having worked.
+const LINGERING_PAGES: f64 = 16.0;
+
+/// Warnings under a case's table.
+pub fn notes(result: &CaseResult) -> Vec<String> {
+    let mut notes = Vec::new();
+    for row in &result.rows {
+        if let Some(pages) = row
+            .resident_after_evict_pages
+            .filter(|p| *p > LINGERING_PAGES)
+        {
+            notes.push(format!(
+                "warning: {}: {pages:.0} pages of the database stayed in the page cache after \
+                 the eviction (a filesystem that keeps them, such as tmpfs, or a process \
+                 mapping the file): these runs were not cold",
+                row.combo.label()
+            ));
+        }
+    }
+    let warned: Vec<String> = result
+        .rows
+        .iter()
+        .filter(|row| !row.warnings.is_empty())
+        .map(|row| {
+            let shorts: Vec<String> = row.warnings.iter().map(Warning::short).collect();
+            format!("{} ({})", row.combo.label(), shorts.join(", "))
+        })
+        .collect();
+    if !warned.is_empty() {
+        notes.push(format!("warning: {}", warned.join("; ")));
+    }
+    notes
+}
+
+/// The comparisons of every target but the baseline, per journal mode and cache state,
+/// in the order the results list them, with each one's geometric mean of the paired
+/// median time ratios and of the read ratios.
+struct Found {
+    comparison: Comparison,
+    cache: CacheState,
+    read_ratios: Vec<f64>,
+}
+
+fn comparisons(results: &[CaseResult], baseline: &str) -> Vec<Found> {
+    let mut found: Vec<Found> = Vec::new();
+    for result in results {
+        for row in result.rows.iter().filter(|r| r.combo.target != baseline) {
+            let journal = row.combo.journal.name();
+            let index = match found.iter().position(|f| {
+                f.comparison.target == row.combo.target
+                    && f.comparison.journal == journal
+                    && f.cache == result.case.cache
+            }) {
+                Some(index) => index,
+                None => {
+                    found.push(Found {
+                        comparison: Comparison {
+                            target: row.combo.target.clone(),
+                            journal: journal.to_string(),
+                            faster: vec![],
+                            slower: vec![],
+                            same: vec![],
+                            undecided: vec![],
+                            typical_ratio: None,
+                        },
+                        cache: result.case.cache,
+                        read_ratios: vec![],
+                    });
+                    found.len() - 1
+                }
+            };
+            let entry = &mut found[index];
+            let test = result.case.test.number();
+            match row.paired.and_then(|p| p.verdict()) {
+                Some(Verdict::Below) => entry.comparison.faster.push(test),
+                Some(Verdict::Above) => entry.comparison.slower.push(test),
+                Some(Verdict::Straddles) => entry.comparison.same.push(test),
+                None => entry.comparison.undecided.push(test),
+            }
+            if let Some(ratio) = row.read_relative.filter(|r| *r > 0.0 && r.is_finite()) {
+                entry.read_ratios.push(ratio);
+            }
+        }
+    }
+    for entry in &mut found {
+        let medians: Vec<f64> = results
+            .iter()
+            .filter(|r| r.case.cache == entry.cache)
+            .flat_map(|r| &r.rows)
+            .filter(|row| {
+                row.combo.target == entry.comparison.target
+                    && row.combo.journal.name() == entry.comparison.journal
+            })
+            .filter_map(|row| row.paired.map(|p| p.median))
+            .filter(|m| *m > 0.0 && m.is_finite())
+            .collect();
+        entry.comparison.typical_ratio = geometric_mean(&medians);
+    }
+    found
+}
+
+fn geometric_mean(values: &[f64]) -> Option<f64> {
+    (!values.is_empty())
+        .then(|| (values.iter().map(|v| v.ln()).sum::<f64>() / values.len() as f64).exp())
+}
+
+/// `scan-rowid, index-range`, `no test`; `(within chance)` when chance alone gives as
+/// many.
+fn tests_phrase(numbers: &[u32], limit: usize) -> String {
+    if numbers.is_empty() {
+        return "no test".into();
+    }
+    let names: Vec<&str> = numbers
+        .iter()
+        .map(|&n| ColdTest::ALL[n as usize - 1].name())
+        .collect();
+    let within = if numbers.len() <= limit {
+        " (within chance)"
+    } else {
+        ""
+    };
+    format!("{}{within}", names.join(", "))
+}
+
+/// The closing verdict: per target, per journal mode and cache state, the tests on which
+/// it was faster or slower than the baseline beyond the noise, then one conclusion per
+/// cache state.
+pub fn verdict(results: &[CaseResult], baseline: &str) -> Vec<String> {
+    let found = comparisons(results, baseline);
+    let mut lines = vec![
+        format!(
+            "Verdict against {baseline}, run by run: faster or slower where the 95 % interval of the"
+        ),
+        "median time ratio excludes 1; a side counts when it has more tests than chance gives;"
+            .to_string(),
+        "time ×: geometric mean over the tests of the median time ratio (below 1: faster);"
+            .to_string(),
+        format!(
+            "read ×: geometric mean over the tests of the bytes read from the device ÷ {baseline}'s."
+        ),
+    ];
+    if found.is_empty() {
+        lines.push(format!(
+            "  nothing to compare: --targets has no target besides {baseline}"
+        ));
+        return lines;
+    }
+    for target in first_appearances(found.iter().map(|f| f.comparison.target.as_str())) {
+        lines.push(format!("  {target}"));
+        let of_target: Vec<&Found> = found
+            .iter()
+            .filter(|f| f.comparison.target == target)
+            .collect();
+        for entry in &of_target {
+            let c = &entry.comparison;
+            let limit = chance_limit(c.decided());
+            let mut line = format!(
+                "    {} · {}: faster on {} · slower on {} · same on {} of {}",
+                c.journal,
+                entry.cache.name(),
+                tests_phrase(&c.faster, limit),
+                tests_phrase(&c.slower, limit),
+                c.same.len(),
+                c.decided() + c.undecided.len()
+            );
+            if !c.undecided.is_empty() {
+                line.push_str(&format!(
+                    " · {} with too few runs (need ≥ 6)",
+                    c.undecided.len()
+                ));
+            }
+            if let Some(ratio) = c.typical_ratio {
+                line.push_str(&format!(" · time ×{ratio:.2}"));
+            }
+            if let Some(ratio) = geometric_mean(&entry.read_ratios) {
+                line.push_str(&format!(" · read ×{ratio:.2}"));
+            }
+            lines.push(line);
+        }
+        for cache in [CacheState::Cold, CacheState::Hot] {
+            let of_cache: Vec<&Comparison> = of_target
+                .iter()
+                .filter(|f| f.cache == cache)
+                .map(|f| &f.comparison)
+                .collect();
+            if !of_cache.is_empty() {
+                lines.push(format!(
+                    "  => {}: {}",
+                    cache.name(),
+                    conclusion_line(target, baseline, &of_cache)
+                ));
+            }
+        }
+    }
+    lines
+}
+
+/// One exported record: one test × cache state × target × journal mode. Flat, so CSV
+/// can hold it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ColdRecord {
+    pub test: String,
+    pub cache: String,
+    pub target: String,
+    pub vfs: String,
+    pub journal: String,
+    pub synchronous: String,
+    /// The database: its size in MiB and pages, the page size, the row pairs.
+    pub database_mib: f64,
+    pub database_pages: u64,
+    pub page_size: u32,
+    pub rows: u64,
+    pub runs: usize,
+    pub mean_s: f64,
+    pub median_s: f64,
+    pub stddev_s: Option<f64>,
+    pub min_s: f64,
+    pub max_s: f64,
+    pub cpu_mean_s: f64,
+    /// Bytes read from the device per run (`/proc/self/io` read_bytes over the timed
+    /// part, every thread of the worker process), mean over the runs.
+    pub read_bytes: u64,
+    pub read_bytes_min: u64,
+    pub read_bytes_max: u64,
+    /// read_bytes ÷ the baseline's (same test, cache state and journal mode).
+    pub read_bytes_relative: Option<f64>,
+    pub baseline: String,
+    /// mean ÷ baseline mean (> 1: slower than the baseline).
+    pub relative: Option<f64>,
+    pub relative_error: Option<f64>,
+    pub paired_median: Option<f64>,
+    pub paired_ci_low: Option<f64>,
+    pub paired_ci_high: Option<f64>,
+    /// `faster`, `slower`, `same` (beyond the noise), or null.
+    pub verdict: Option<String>,
+    pub checksum: String,
+    /// VFS calls and bytes of the timed part (mean per run).
+    pub read_calls: Option<u64>,
+    pub vfs_bytes_read: Option<u64>,
+    pub write_calls: Option<u64>,
+    pub vfs_bytes_written: Option<u64>,
+    pub kernel_entries: Option<u64>,
+    /// Pages of the database still cached right after the eviction (cold), mean.
+    pub resident_after_evict_pages: Option<f64>,
+    pub warnings: String,
+}
+
+/// What every record shares: the database and the settings.
+pub struct RecordInfo {
+    pub synchronous: String,
+    pub baseline: String,
+    pub database_mib: f64,
+    pub database_pages: u64,
+    pub page_size: u32,
+    pub rows: u64,
+}
+
+pub fn records(results: &[CaseResult], info: &RecordInfo) -> Vec<ColdRecord> {
+    let mut records = Vec::new();
+    for result in results {
+        for row in &result.rows {
+            let interval = row.paired.and_then(|p| p.interval);
+            let io = row.io;
+            records.push(ColdRecord {
+                test: result.case.test.name().into(),
+                cache: result.case.cache.name().into(),
+                target: row.combo.target.clone(),
+                vfs: row.combo.vfs.clone(),
+                journal: row.combo.journal.name().into(),
+                synchronous: info.synchronous.clone(),
+                database_mib: info.database_mib,
+                database_pages: info.database_pages,
+                page_size: info.page_size,
+                rows: info.rows,
+                runs: row.summary.runs,
+                mean_s: row.summary.mean,
+                median_s: row.summary.median,
+                stddev_s: row.summary.stddev,
+                min_s: row.summary.min,
+                max_s: row.summary.max,
+                cpu_mean_s: row.cpu_mean_s,
+                read_bytes: row.read_bytes.mean.round() as u64,
+                read_bytes_min: row.read_bytes.min as u64,
+                read_bytes_max: row.read_bytes.max as u64,
+                read_bytes_relative: row.read_relative,
+                baseline: info.baseline.clone(),
+                relative: row.relative.map(|r| r.ratio),
+                relative_error: row.relative.and_then(|r| r.error),
+                paired_median: row.paired.map(|p| p.median),
+                paired_ci_low: interval.map(|(low, _)| low),
+                paired_ci_high: interval.map(|(_, high)| high),
+                verdict: row.paired.and_then(|p| p.verdict()).map(|v| {
+                    match v {
+                        Verdict::Below => "faster",
+                        Verdict::Above => "slower",
+                        Verdict::Straddles => "same",
+                    }
+                    .to_string()
+                }),
+                checksum: format!("{:016x}", row.checksum),
+                read_calls: io.map(|c| c.read_calls),
+                vfs_bytes_read: io.map(|c| c.bytes_read),
+                write_calls: io.map(|c| c.write_calls),
+                vfs_bytes_written: io.map(|c| c.bytes_written),
+                kernel_entries: io.and_then(|c| c.kernel_entries),
+                resident_after_evict_pages: row.resident_after_evict_pages,
+                warnings: row
+                    .warnings
+                    .iter()
+                    .map(Warning::short)
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            });
+        }
+    }
+    records
+}
+
+/// Relative time per case (categories `1 cold`, `1 hot`, … by test number) and
+/// non-baseline combo (series); the baseline is the dashed line at 1.0.
+pub fn chart(results: &[CaseResult], baseline: &str) -> Result<BarChart, String> {
+    let labels = first_appearances(
+        results
+            .iter()
+            .flat_map(|r| &r.rows)
+            .filter(|row| !row.is_baseline)
+            .map(|row| row.combo.label())
+            .collect::<Vec<_>>()
+            .iter()
+            .map(String::as_str),
+    )
+    .into_iter()
+    .map(String::from)
+    .collect::<Vec<String>>();
+    if labels.is_empty() {
+        return Err(format!("no target besides {baseline} to chart"));
+    }
+    let series = labels
+        .into_iter()
+        .map(|label| {
+            let relatives: Vec<Option<Relative>> = results
+                .iter()
+                .map(|result| {
+                    result
+                        .rows
+                        .iter()
+                        .find(|row| row.combo.label() == label)
+                        .and_then(|row| row.relative)
+                })
+                .collect();
+            Series {
+                name: label,
+                values: relatives.iter().map(|r| r.map(|r| r.ratio)).collect(),
+                errors: relatives.iter().map(|r| r.and_then(|r| r.error)).collect(),
+            }
+        })
+        .collect();
+    Ok(BarChart {
+        title: format!(
+            "bench cold: time relative to {baseline} in the same journal mode (lower is faster)"
+        ),
+        y_label: format!("time / {baseline} time"),
+        categories: results
+            .iter()
+            .map(|r| format!("{} {}", r.case.test.number(), r.case.cache.name()))
+            .collect(),
+        series,
+        reference_line: Some(1.0),
+    })
+}
+
+/// Everything `bench cold` exports.
+pub struct ColdReport {
+    pub records: Vec<ColdRecord>,
+    pub header: Vec<String>,
+    pub results: Vec<CaseResult>,
+    pub verdict: Vec<String>,
+    pub baseline: String,
+}
+
+pub fn markdown(report: &ColdReport) -> String {
+    let mut out = String::from("# sqlite-uring bench cold\n\n");
+    for line in &report.header {
+        out.push_str(&format!("- {line}\n"));
+    }
+    out.push_str("\n## Verdict\n\n```text\n");
+    for line in &report.verdict {
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.push_str("```\n");
+    for result in &report.results {
+        out.push_str(&format!(
+            "\n## {}. {}\n\n",
+            result.case.test.number(),
+            result.case.title()
+        ));
+        out.push_str(&markdown_table(&HEADERS, &rows(result)));
+        let notes = notes(result);
+        if !notes.is_empty() {
+            out.push('\n');
+            for note in notes {
+                out.push_str(&format!("- {note}\n"));
+            }
+        }
+    }
+    out
+}
+
+impl crate::bench::export::Exportable for ColdReport {
+    type CsvRow = ColdRecord;
+    type JsonItem = ColdRecord;
+    type Chart = BarChart;
+
+    fn csv_rows(&self) -> &[ColdRecord] {
+        &self.records
+    }
+
+    fn json_items(&self) -> &[ColdRecord] {
+        &self.records
+    }
+
+    fn markdown(&self) -> String {
+        markdown(self)
+    }
+
+    fn chart(&self) -> Result<BarChart, String> {
+        chart(&self.results, &self.baseline)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::table::{assert_fits_piped, Output};
+
+    fn outcome(elapsed_s: f64, read_bytes: u64, checksum: u64) -> RunOutcome {
+        RunOutcome {
+            elapsed_s,
+            cpu_s: elapsed_s / 2.0,
+            read_bytes,
+            checksum,
+            io: Some(IoCounts {
+                read_calls: 1000,
+                ..IoCounts::default()
+            }),
+            resident_after_evict_pages: Some(0),
+        }
+    }
+
+    fn combos() -> Vec<Combo> {
+        let combo = |target: &str, journal| Combo {
+            target: target.into(),
+            vfs: target.into(),
+            journal,
+        };
+        vec![
+            combo("unix", JournalMode::Delete),
+            combo("io_uring?uring_readahead=on", JournalMode::Delete),
+            combo("unix", JournalMode::Wal),
+            combo("io_uring?uring_readahead=on", JournalMode::Wal),
+        ]
+    }
+
+    /// io_uring twice as fast with 1.5 times the reads in every round, in both modes.
+    fn case_result(test: ColdTest, cache: CacheState, runs: usize) -> CaseResult {
+        let base: Vec<RunOutcome> = (0..runs)
+            .map(|i| outcome(1.0 + i as f64 * 0.01, 1 << 20, 7))
+            .collect();
+        let fast: Vec<RunOutcome> = (0..runs)
+            .map(|i| outcome(0.5 + i as f64 * 0.01, 3 << 19, 7))
+            .collect();
+        let outcomes = vec![base.clone(), fast.clone(), base, fast];
+        summarise(Case { test, cache }, &combos(), &outcomes, "unix").unwrap()
+    }
+
+    #[test]
+    fn rows_pair_with_the_baseline_of_their_journal_mode() {
+        let result = case_result(ColdTest::ScanRowid, CacheState::Cold, 10);
+        let rows = &result.rows;
+        assert!(rows[0].is_baseline && rows[2].is_baseline);
+        assert_eq!(rows[0].relative.unwrap().ratio, 1.0);
+        let fast = &rows[3];
+        assert!(!fast.is_baseline);
+        assert_eq!(fast.read_relative, Some(1.5));
+        assert_eq!(fast.paired.unwrap().verdict(), Some(Verdict::Below));
+        let records = records(
+            std::slice::from_ref(&result),
+            &RecordInfo {
+                synchronous: "FULL".into(),
+                baseline: "unix".into(),
+                database_mib: 2.0,
+                database_pages: 512,
+                page_size: 4096,
+                rows: 100,
+            },
+        );
+        assert_eq!(records.len(), 4);
+        assert_eq!(records[1].verdict.as_deref(), Some("faster"));
+        assert_eq!(records[1].read_bytes, 3 << 19);
+        assert_eq!(records[0].read_bytes_relative, None);
+        let rendered = terminal_table(&result, Output::Piped).to_string();
+        assert_fits_piped(&rendered);
+        assert!(
+            rendered.contains("1.50") && rendered.contains("baseline"),
+            "{rendered}"
+        );
+    }
+
+    #[test]
+    fn differing_results_fail_loudly() {
+        let outcomes = vec![
+            vec![outcome(1.0, 0, 1)],
+            vec![outcome(1.0, 0, 2)],
+            vec![outcome(1.0, 0, 1)],
+            vec![outcome(1.0, 0, 1)],
+        ];
+        let case = Case {
+            test: ColdTest::PointLookups,
+            cache: CacheState::Hot,
+        };
+        let message = summarise(case, &combos(), &outcomes, "unix")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("CHECKSUM MISMATCH in point-lookups · hot"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn the_verdict_names_tests_per_journal_mode_and_cache_state() {
+        let results: Vec<CaseResult> = ColdTest::ALL
+            .iter()
+            .flat_map(|&test| {
+                [CacheState::Cold, CacheState::Hot].map(|cache| case_result(test, cache, 10))
+            })
+            .collect();
+        let lines = verdict(&results, "unix");
+        let joined = lines.join("\n");
+        assert!(
+            joined.contains(
+                "    delete · cold: faster on scan-without-rowid, scan-rowid, index-range, \
+                 create-index, integrity-check, vacuum-into, point-lookups · slower on no test \
+                 · same on 0 of 7"
+            ),
+            "{joined}"
+        );
+        assert!(joined.contains("read ×1.50"), "{joined}");
+        assert!(
+            joined.contains(
+                "  => cold: io_uring?uring_readahead=on is faster than unix in every journal mode measured."
+            ),
+            "{joined}"
+        );
+        assert!(joined.contains("  => hot: "), "{joined}");
+        // Too few runs: no verdict, and the remedy.
+        let few = vec![case_result(ColdTest::ScanRowid, CacheState::Cold, 3)];
+        let joined = verdict(&few, "unix").join("\n");
+        assert!(joined.contains("1 with too few runs"), "{joined}");
+        assert!(joined.contains("rerun with --runs 6"), "{joined}");
+        let chart = chart(&results, "unix").unwrap();
+        assert_eq!(chart.categories.len(), 14);
+        assert_eq!(chart.categories[0], "1 cold");
+        assert_eq!(chart.series.len(), 2);
+    }
+}
