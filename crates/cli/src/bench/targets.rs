@@ -48,6 +48,8 @@ pub fn library_vfs(name: &'static str) -> &'static Result<sqlite_uring::Registra
             direct_io,
             // Measured as a URI choice: `io_uring_ring?uring_sqpoll=on`.
             sqpoll: false,
+            // The VFS's default; `io_uring?uring_readahead=off` measures without it.
+            readahead: defaults.readahead,
         })
         .map_err(|e| e.to_string())
     })
