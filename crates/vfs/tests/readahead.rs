@@ -410,3 +410,35 @@ fn cold_scans_leave_no_io_wq_worker_thread() {
         "io-wq workers after cold scans: {workers:?}"
     );
 }
+
+#[test]
+fn closing_after_readahead_keeps_a_unix_connections_lock() {
+    // Read-ahead reads through a descriptor of its own; closing it, like closing any
+    // descriptor of the file, would drop this process's POSIX locks, which a `unix`
+    // connection of the same process holds. (Evicting opens and closes the file too, so it
+    // happens before the lock is taken.)
+    let dir = cold_dir();
+    let path = dir.path().join("locks.db");
+    build(&path, 4096, 20_000, Mode::Rollback);
+    evict(&path);
+    let holder = open(&path, "unix", "");
+    holder
+        .execute_batch("BEGIN; SELECT count(*) FROM r;")
+        .unwrap();
+    {
+        let scanner = open(&path, "io_uring", "");
+        rows(&scanner, SCANS[0]);
+        assert!(file_counter(&scanner, "prefetched_pages") > 0);
+    }
+    let writer = common::stock_run(&path, 0, "BEGIN EXCLUSIVE; COMMIT;");
+    assert!(
+        !writer.status.success() && String::from_utf8_lossy(&writer.stderr).contains("locked"),
+        "another process took EXCLUSIVE while a unix connection here held SHARED: {}",
+        common::describe("stock sqlite3", &writer)
+    );
+    holder.execute_batch("COMMIT").unwrap();
+    common::expect_success(
+        "stock writer after the unix connection's read ended",
+        &common::stock_run(&path, 1000, "BEGIN EXCLUSIVE; COMMIT;"),
+    );
+}

@@ -117,6 +117,17 @@ pub(crate) struct File {
     mmap: MemoryMap,
     /// B-tree read-ahead of a buffered main database opened with it on (`readahead.rs`).
     readahead: Option<Box<ReadAhead>>,
+    /// The descriptor read-ahead reads through (`rw.rs`, `DatabasePages`).
+    prefetch_fd: PrefetchFd,
+}
+
+/// Read-ahead's own descriptor of a database file, opened at its first prefetch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PrefetchFd {
+    NotYet,
+    Open(RawFd),
+    /// Could not be opened: read-ahead uses the file's descriptor.
+    Unavailable,
 }
 
 impl File {
@@ -279,6 +290,7 @@ impl File {
         // queue holds it while this file's writes are queued).
         self.wal_direct = None;
         let direct = self.direct.take();
+        let prefetch_fd = std::mem::replace(&mut self.prefetch_fd, PrefetchFd::Unavailable);
         let fd = std::mem::replace(&mut self.fd, -1);
         // The process's lock state may keep `fd` (other connections lock through it) or
         // hand back one it kept from a connection closed earlier.
@@ -292,6 +304,10 @@ impl File {
         if let Some(direct) = direct {
             // Same inode as `fd`: closing it would drop this process's POSIX locks too.
             crate::lock::close_preserving_process_locks(direct.fd, failed_close);
+        }
+        if let PrefetchFd::Open(prefetch_fd) = prefetch_fd {
+            // The same inode again.
+            crate::lock::close_preserving_process_locks(prefetch_fd, failed_close);
         }
         if fd < 0 || !detached.close_own {
             return;

@@ -454,6 +454,7 @@ impl File {
             shm: None,
             mmap: MemoryMap::new(0, vfs.mmap_eof_buffer_bytes),
             readahead,
+            prefetch_fd: super::PrefetchFd::NotYet,
         };
         file.verify_db_file();
         Ok((file, out_flags))

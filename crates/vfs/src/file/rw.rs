@@ -14,7 +14,7 @@ use crate::readahead::PageSource;
 use crate::stats::IoStats;
 use crate::sys::{calls, fstat, open_directory_of};
 
-use super::{round_up, File};
+use super::{round_up, File, PrefetchFd};
 
 /// Size of a WAL frame header (walformat.html, "WAL Frame Format").
 const WAL_FRAME_HEADER_BYTES: usize = 24;
@@ -107,6 +107,7 @@ impl File {
             if let Some(readahead) = self.readahead.as_deref_mut() {
                 let mut pages = DatabasePages {
                     fd,
+                    prefetch_fd: &mut self.prefetch_fd,
                     io: Submitter {
                         engine: &self.engine,
                         file_stats: &self.stats,
@@ -353,12 +354,29 @@ impl File {
 /// syscall backend), counted with the file's I/O.
 struct DatabasePages<'a> {
     fd: std::os::fd::RawFd,
+    /// The file's read-ahead descriptor (`sys::page_cache::open_for_prefetch`), opened at
+    /// the first prefetch; -1 until then, or for good when it could not be had.
+    prefetch_fd: &'a mut PrefetchFd,
     io: Submitter<'a>,
 }
 
 impl DatabasePages<'_> {
     fn page_size_bytes(page: &[u8]) -> u64 {
         page.len() as u64
+    }
+
+    /// The descriptor read-ahead reads through: its own, or the file's when it has none.
+    fn reader(&mut self) -> std::os::fd::RawFd {
+        if let PrefetchFd::NotYet = self.prefetch_fd {
+            *self.prefetch_fd = match crate::sys::page_cache::open_for_prefetch(self.fd) {
+                Some(fd) => PrefetchFd::Open(fd),
+                None => PrefetchFd::Unavailable,
+            };
+        }
+        match *self.prefetch_fd {
+            PrefetchFd::Open(fd) => fd,
+            PrefetchFd::NotYet | PrefetchFd::Unavailable => self.fd,
+        }
     }
 }
 
@@ -377,12 +395,14 @@ impl PageSource for DatabasePages<'_> {
 
     fn read_if_cached(&mut self, page_number: u32, buf: &mut [u8]) -> bool {
         let offset = (u64::from(page_number) - 1) * Self::page_size_bytes(buf);
-        crate::sys::page_cache::read_if_cached(self.fd, buf, offset)
+        let fd = self.reader();
+        crate::sys::page_cache::read_if_cached(fd, buf, offset)
     }
 
     fn prefetch(&mut self, pages: &[u32], page_size_bytes: u32) {
         // A failed prefetch costs only speed: SQLite's own read still happens.
-        self.io.prefetch_pages(self.fd, pages, page_size_bytes);
+        let fd = self.reader();
+        self.io.prefetch_pages(fd, pages, page_size_bytes);
     }
 
     fn page_count(&mut self, page_size_bytes: u32) -> u32 {

@@ -77,6 +77,42 @@ pub(crate) fn read_if_cached(fd: RawFd, buf: &mut [u8], offset: u64) -> bool {
     n >= 0 && n as usize == buf.len()
 }
 
+/// A second descriptor of the file open on `fd`, read-only, for read-ahead's reads: a new
+/// open file description (`/proc/self/fd/N` reopens the inode), at 3 or above, with
+/// `POSIX_FADV_RANDOM`, so the kernel reads exactly the ranges asked for and its own
+/// read-ahead heuristics, which follow a file description's reads, neither react to
+/// read-ahead's scattered reads nor lose track of SQLite's. `None` when it cannot be had;
+/// the caller then uses `fd` itself.
+///
+/// The caller closes it like any descriptor of a database file: closing it drops this
+/// process's POSIX locks on the file (`lock::close_preserving_process_locks`).
+pub(crate) fn open_for_prefetch(fd: RawFd) -> Option<RawFd> {
+    let path = std::ffi::CString::new(format!("/proc/self/fd/{fd}")).ok()?;
+    // SAFETY: `path` is NUL-terminated and not retained.
+    let opened = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if opened < 0 {
+        return None;
+    }
+    let prefetch_fd = if opened >= 3 {
+        opened
+    } else {
+        // SAFETY: `opened` is ours; the duplicate is made above stdio, then `opened`
+        // is closed once.
+        unsafe {
+            let moved = libc::fcntl(opened, libc::F_DUPFD_CLOEXEC, 3);
+            libc::close(opened);
+            if moved < 0 {
+                return None;
+            }
+            moved
+        }
+    };
+    // SAFETY: posix_fadvise takes no pointers. A failure only leaves the kernel's
+    // heuristics on for this descriptor.
+    unsafe { libc::posix_fadvise(prefetch_fd, 0, 0, libc::POSIX_FADV_RANDOM) };
+    Some(prefetch_fd)
+}
+
 /// The file's size, by `fstat(2)` outside the system-call table; 0 when it fails.
 pub(crate) fn size_bytes(fd: RawFd) -> u64 {
     // SAFETY: `stat` is plain data that fstat(2) writes and does not keep.
@@ -123,5 +159,12 @@ mod tests {
         assert_eq!(size_bytes(fd), 8192);
         assert_eq!(size_bytes(-1), 0);
         assert!(!read_if_cached(-1, &mut buf, 0));
+        let second = open_for_prefetch(fd).expect("a second descriptor");
+        assert!(second >= 3 && second != fd);
+        assert!(read_if_cached(second, &mut buf, 0));
+        assert_eq!(size_bytes(second), 8192);
+        // SAFETY: ours, closed once.
+        assert_eq!(unsafe { libc::close(second) }, 0);
+        assert_eq!(open_for_prefetch(-1), None);
     }
 }
