@@ -88,10 +88,62 @@ struct Level {
     /// `children[..issued_until]` were read or asked for.
     issued_until: usize,
     window_pages: usize,
-    /// This level's next child after `last_read` (an interior page), read from the cache
-    /// while the level below finished, and how many of its first children were asked for:
-    /// they count as issued when SQLite enters it.
-    peeked: Option<(u32, usize)>,
+    /// This level's next children after `last_read` (interior pages), read from the cache
+    /// while the level below finished, and how many of each one's first children were
+    /// asked for: they count as issued when SQLite enters it.
+    peeked: Peeked,
+}
+
+/// Most siblings ahead of a scan whose first children are asked for.
+pub(crate) const MAX_PEEKED_SIBLINGS: usize = 4;
+
+/// Siblings read from the cache ahead of a scan, in key order, with the number of first
+/// children asked for of each.
+#[derive(Clone, Copy, Debug, Default)]
+struct Peeked {
+    entries: [(u32, usize); MAX_PEEKED_SIBLINGS],
+    len: usize,
+}
+
+impl Peeked {
+    fn total(&self) -> usize {
+        self.entries[..self.len].iter().map(|&(_, n)| n).sum()
+    }
+
+    fn contains(&self, page_number: u32) -> bool {
+        self.entries[..self.len]
+            .iter()
+            .any(|&(p, _)| p == page_number)
+    }
+
+    fn is_full(&self) -> bool {
+        self.len == MAX_PEEKED_SIBLINGS
+    }
+
+    fn push(&mut self, page_number: u32, count: usize) {
+        assert!(
+            !self.is_full(),
+            "a full list of peeked siblings is never pushed to"
+        );
+        self.entries[self.len] = (page_number, count);
+        self.len += 1;
+    }
+
+    /// The count asked for of `page_number`'s children, which SQLite now enters; entries
+    /// before it (siblings SQLite went past) are forgotten with it.
+    fn take(&mut self, page_number: u32) -> Option<usize> {
+        let at = self.entries[..self.len]
+            .iter()
+            .position(|&(p, _)| p == page_number)?;
+        let count = self.entries[at].1;
+        self.entries.copy_within(at + 1..self.len, 0);
+        self.len -= at + 1;
+        Some(count)
+    }
+
+    fn clear(&mut self) {
+        self.len = 0;
+    }
 }
 
 impl Level {
@@ -104,14 +156,14 @@ impl Level {
             inherited_scan: false,
             issued_until: 0,
             window_pages: FIRST_WINDOW_PAGES,
-            peeked: None,
+            peeked: Peeked::default(),
         }
     }
 
     /// Children asked for and not yet read.
     fn outstanding(&self) -> usize {
         let next = self.last_read.map_or(0, |i| i + 1);
-        self.issued_until.saturating_sub(next) + self.peeked.map_or(0, |(_, n)| n)
+        self.issued_until.saturating_sub(next) + self.peeked.total()
     }
 
     fn scanning(&self) -> bool {
@@ -139,8 +191,10 @@ pub(crate) struct ReadAhead {
     /// SQLite is reading an overflow chain: the last page it read, and whether the chain
     /// has run through consecutive pages so far.
     chain: Option<(u32, bool)>,
-    /// Overflow pages asked for ahead of the chain: through this page number.
+    /// Overflow pages asked for ahead of the chain: through this page number, and how
+    /// many of them SQLite has not read yet.
     chain_asked_through: u32,
+    chain_outstanding: usize,
     /// Whole-page reads to let pass before the next cache check, after a check found the
     /// pages cached, and the current length of that wait (doubling up to
     /// [`MAX_HOT_BACKOFF_READS`], reset by a check that finds them uncached).
@@ -174,6 +228,7 @@ impl ReadAhead {
             chain_candidate: None,
             chain: None,
             chain_asked_through: 0,
+            chain_outstanding: 0,
             hot_wait_reads: 0,
             hot_backoff_reads: 0,
             cached_checks_in_row: 0,
@@ -184,6 +239,7 @@ impl ReadAhead {
     /// (lock changes), so no stale child list drives a batch.
     pub(crate) fn forget(&mut self) {
         self.depth = 0;
+        self.end_chain();
         self.sync_outstanding();
     }
 
@@ -221,12 +277,10 @@ impl ReadAhead {
             None => {
                 // Not a child of the path: a new descent starts here (or a leaf of a tree
                 // whose interior pages SQLite already had, which read-ahead cannot follow).
-                if self.depth > 0 && !is_interior(data, page_number, geometry) {
-                    self.sync_outstanding();
-                    return;
+                if self.depth == 0 || is_interior(data, page_number, geometry) {
+                    self.depth = 0;
+                    self.push_if_interior(data, page_number, geometry, source);
                 }
-                self.depth = 0;
-                self.push_if_interior(data, page_number, geometry, source);
             }
         }
         if !self.batch.is_empty() {
@@ -276,8 +330,15 @@ impl ReadAhead {
         let next = btree_page::overflow_next(data, page_number, self.page_count).unwrap_or(0);
         self.chain_candidate = (next != 0).then_some((page_number, next));
         if !in_chain {
-            self.chain = None;
+            self.end_chain();
             return;
+        }
+        if self.chain.is_none() {
+            // A new chain: nothing of it was asked for yet.
+            self.chain_asked_through = 0;
+            self.chain_outstanding = 0;
+        } else if page_number <= self.chain_asked_through {
+            self.chain_outstanding = self.chain_outstanding.saturating_sub(1);
         }
         self.chain = Some((page_number, contiguous));
         if next == 0 {
@@ -301,20 +362,28 @@ impl ReadAhead {
         {
             return;
         }
+        let budget = self.process_budget_pages(geometry) as u32;
+        if budget == 0 {
+            return;
+        }
         if source.is_cached(first, geometry.page_size_bytes) == Some(true) {
             self.note_cached();
             return;
         }
         self.note_uncached();
-        let budget = self.process_budget_pages(geometry) as u32;
-        let last = last.min(first.saturating_add(budget.saturating_sub(1)));
-        if budget == 0 {
-            return;
-        }
+        let last = last.min(first.saturating_add(budget - 1));
         for page in first..=last {
             self.batch.push(page);
         }
+        self.chain_outstanding += (last - first + 1) as usize;
         self.chain_asked_through = last;
+    }
+
+    /// SQLite left the chain it was reading (or the file's state is forgotten).
+    fn end_chain(&mut self) {
+        self.chain = None;
+        self.chain_asked_through = 0;
+        self.chain_outstanding = 0;
     }
 
     /// Where `page_number` is on the path: the level that has it as a child, and its
@@ -352,7 +421,7 @@ impl ReadAhead {
             level.inherited_scan = false;
             level.issued_until = index + 1;
             level.window_pages = FIRST_WINDOW_PAGES;
-            level.peeked = None;
+            level.peeked.clear();
         }
         level.last_read = Some(index);
         level.issued_until = level.issued_until.max(index + 1);
@@ -377,10 +446,7 @@ impl ReadAhead {
         let parent_scanning = self.depth > 0 && self.levels[self.depth - 1].scanning();
         let peeked = match self.depth {
             0 => None,
-            depth => self.levels[depth - 1]
-                .peeked
-                .take()
-                .filter(|(sibling, _)| *sibling == page_number),
+            depth => self.levels[depth - 1].peeked.take(page_number),
         };
         let inherited_window = if parent_scanning {
             self.levels[self.depth - 1].window_pages
@@ -426,9 +492,9 @@ impl ReadAhead {
         level.last_read = None;
         level.streak = 0;
         level.inherited_scan = parent_scanning;
-        level.issued_until = peeked.map_or(0, |(_, n)| n.min(level.children.len()));
+        level.issued_until = peeked.map_or(0, |n| n.min(level.children.len()));
         level.window_pages = inherited_window;
-        level.peeked = None;
+        level.peeked.clear();
         self.depth += 1;
     }
 
@@ -452,13 +518,13 @@ impl ReadAhead {
         if self.hot_wait_reads > 0 {
             return;
         }
-        if from < until {
+        let budget = self.process_budget_pages(geometry).min(room);
+        if from < until && budget > 0 {
             if source.is_cached(level.children[from], geometry.page_size_bytes) == Some(true) {
                 self.note_cached();
                 return;
             }
             self.note_uncached();
-            let budget = self.process_budget_pages(geometry).min(room);
             let until = until.min(from + budget);
             let level = &mut self.levels[depth];
             for &child in &level.children[from..until] {
@@ -475,7 +541,7 @@ impl ReadAhead {
         if depth > 0
             && level.issued_until == level.children.len()
             && self.hot_backoff_reads == 0
-            && self.levels[depth - 1].peeked.is_none()
+            && !self.levels[depth - 1].peeked.is_full()
         {
             let room_left = window
                 .min(max_window)
@@ -484,70 +550,90 @@ impl ReadAhead {
         }
     }
 
-    /// Level `depth`'s window reaches its last child: asks for the parent's next child (an
-    /// interior page like this level's) and, when it is cached, its first `room` children.
+    /// Level `depth`'s window reaches its last child: the parent's next children (interior
+    /// pages like this level's, up to [`MAX_PEEKED_SIBLINGS`] ahead) are asked for and,
+    /// once the kernel has them, read from the cache so their first children share the
+    /// `room` left in the window.
     fn reach_into_next_sibling(
         &mut self,
         depth: usize,
-        room: usize,
+        mut room: usize,
         geometry: Geometry,
         source: &mut impl PageSource,
     ) {
-        let parent = &self.levels[depth - 1];
-        let Some(last) = parent.last_read else {
+        let Some(last) = self.levels[depth - 1].last_read else {
             return;
         };
-        let Some(&sibling) = parent.children.get(last + 1) else {
-            return;
-        };
-        if parent.issued_until <= last + 1 {
-            if source.is_cached(sibling, geometry.page_size_bytes) == Some(true) {
-                // Cached already: nothing to ask for, and its children are checked when
-                // SQLite enters it.
-                self.levels[depth - 1].issued_until = last + 2;
+        for index in last + 1..=last + MAX_PEEKED_SIBLINGS {
+            let parent = &self.levels[depth - 1];
+            let Some(&sibling) = parent.children.get(index) else {
+                return;
+            };
+            if parent.peeked.contains(sibling) {
+                continue;
+            }
+            let max_window = max_window_pages(geometry.page_size_bytes);
+            room = room.min(max_window.saturating_sub(self.outstanding_pages() + self.batch.len()));
+            if room == 0 {
+                return;
+            }
+            let parent = &self.levels[depth - 1];
+            if parent.issued_until <= index {
+                self.levels[depth - 1].issued_until = index + 1;
+                if source.is_cached(sibling, geometry.page_size_bytes) != Some(true) {
+                    // Its children can be found only once it has arrived.
+                    if self.batch.len() < self.batch.capacity() && !self.batch.contains(&sibling) {
+                        self.batch.push(sibling);
+                    }
+                    return;
+                }
+            }
+            let max_window = max_window_pages(geometry.page_size_bytes);
+            room = room.min(max_window.saturating_sub(self.outstanding_pages() + self.batch.len()));
+            if room == 0
+                || self.levels[depth - 1].peeked.is_full()
+                || !source.read_if_cached(sibling, &mut self.peek_page)
+            {
+                return;
+            }
+            // Parsed into the deepest unused level's list: no allocation.
+            if self.levels.len() == self.depth {
+                self.levels
+                    .push(Level::new(btree_page::max_children(geometry)));
+            }
+            let page_count = self.page_count;
+            let spare = &mut self.levels[self.depth].children;
+            let parsed = btree_page::interior_children(
+                &self.peek_page,
+                sibling,
+                geometry,
+                page_count,
+                spare,
+            );
+            if !matches!(
+                parsed,
+                Ok(PageKind::TableInterior | PageKind::IndexInterior)
+            ) {
+                return;
+            }
+            let first = self.levels[self.depth].children[0];
+            if source.is_cached(first, geometry.page_size_bytes) == Some(true) {
                 self.note_cached();
                 return;
             }
-            if self.batch.len() < self.batch.capacity() && !self.batch.contains(&sibling) {
-                self.batch.push(sibling);
+            let count = room
+                .min(self.batch.capacity() - self.batch.len())
+                .min(self.process_budget_pages(geometry))
+                .min(self.levels[self.depth].children.len());
+            for child_index in 0..count {
+                let child = self.levels[self.depth].children[child_index];
+                if !self.batch.contains(&child) {
+                    self.batch.push(child);
+                }
             }
-            self.levels[depth - 1].issued_until = last + 2;
-            return;
+            self.levels[depth - 1].peeked.push(sibling, count);
+            room -= count;
         }
-        if room == 0 || !source.read_if_cached(sibling, &mut self.peek_page) {
-            return;
-        }
-        // Parsed into the deepest unused level's list: no allocation.
-        if self.levels.len() == self.depth {
-            self.levels
-                .push(Level::new(btree_page::max_children(geometry)));
-        }
-        let page_count = self.page_count;
-        let spare = &mut self.levels[self.depth].children;
-        let parsed =
-            btree_page::interior_children(&self.peek_page, sibling, geometry, page_count, spare);
-        if !matches!(
-            parsed,
-            Ok(PageKind::TableInterior | PageKind::IndexInterior)
-        ) {
-            return;
-        }
-        let first = self.levels[self.depth].children[0];
-        if source.is_cached(first, geometry.page_size_bytes) == Some(true) {
-            self.note_cached();
-            return;
-        }
-        let room = room
-            .min(self.batch.capacity() - self.batch.len())
-            .min(self.process_budget_pages(geometry));
-        let count = room.min(self.levels[self.depth].children.len());
-        for index in 0..count {
-            let child = self.levels[self.depth].children[index];
-            if !self.batch.contains(&child) {
-                self.batch.push(child);
-            }
-        }
-        self.levels[depth - 1].peeked = Some((sibling, count));
     }
 
     /// A cache check found the page it asked about cached. One such page proves little
@@ -572,9 +658,7 @@ impl ReadAhead {
 
     /// Pages of the path asked for and not yet read.
     fn outstanding_pages(&self) -> usize {
-        let chain = self.chain.map_or(0, |(last, _)| {
-            self.chain_asked_through.saturating_sub(last) as usize
-        });
+        let chain = self.chain_outstanding;
         chain
             + self.levels[..self.depth]
                 .iter()
@@ -609,6 +693,7 @@ impl ReadAhead {
 impl Drop for ReadAhead {
     fn drop(&mut self) {
         self.forget();
+        debug_assert_eq!(self.outstanding_bytes, 0, "a closed file still counted");
     }
 }
 
@@ -766,7 +851,19 @@ mod tests {
                     missed += 1;
                 }
                 read(&mut readahead, &mut model, leaf);
-                assert!(readahead.outstanding_pages() <= max_window_pages(PAGE_BYTES));
+                assert!(
+                    readahead.outstanding_pages() <= max_window_pages(PAGE_BYTES),
+                    "{:?}",
+                    readahead.levels[..readahead.depth]
+                        .iter()
+                        .map(|l| (
+                            l.last_read,
+                            l.issued_until,
+                            l.peeked.total(),
+                            l.children.len()
+                        ))
+                        .collect::<Vec<_>>()
+                );
             }
         }
         // Only the start of the scan waits: the first parent's first two leaves and the
@@ -880,6 +977,34 @@ mod tests {
                 || guessed_past_end.contains(p)),
             "{asked:?}"
         );
+    }
+
+    #[test]
+    fn an_overflow_chain_below_a_path_is_followed_too() {
+        // SQLite reads a root and a parent, then a leaf's overflow chain: the chain's
+        // pages are not children of the path, and read-ahead must still ask for them.
+        let (mut model, parents, leaves) = two_level_tree(2, 5);
+        model.page_count = 400;
+        let chain: Vec<u32> = (300..340).collect();
+        for pair in chain.windows(2) {
+            model.pages.insert(pair[0], overflow(pair[1]));
+        }
+        model.pages.insert(339, overflow(0));
+        let mut readahead = ReadAhead::new();
+        read(&mut readahead, &mut model, 1);
+        read(&mut readahead, &mut model, 2);
+        read(&mut readahead, &mut model, parents[0]);
+        read(&mut readahead, &mut model, leaves[0][0]);
+        let mut missed = 0;
+        for &page in &chain {
+            if !model.cached.contains(&page) {
+                missed += 1;
+            }
+            read(&mut readahead, &mut model, page);
+        }
+        assert_eq!(missed, 2, "only the chain's first two pages wait");
+        readahead.forget();
+        assert_eq!(readahead.outstanding_pages(), 0);
     }
 
     #[test]

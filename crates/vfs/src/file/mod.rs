@@ -306,6 +306,7 @@ impl File {
             crate::lock::close_preserving_process_locks(direct.fd, failed_close);
         }
         if let PrefetchFd::Open(prefetch_fd) = prefetch_fd {
+            self.engine.before_prefetch_descriptor_closes();
             // The same inode again.
             crate::lock::close_preserving_process_locks(prefetch_fd, failed_close);
         }

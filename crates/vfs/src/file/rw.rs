@@ -383,7 +383,18 @@ impl DatabasePages<'_> {
 impl PageSource for DatabasePages<'_> {
     fn is_cached(&mut self, page_number: u32, page_size_bytes: u32) -> Option<bool> {
         let offset = (u64::from(page_number) - 1) * u64::from(page_size_bytes);
-        let cached = crate::sys::page_cache::is_cached(self.fd, offset, page_size_bytes.into());
+        // Without cachestat (before Linux 6.5, or refused: it wants a descriptor open for
+        // writing, or the file's owner), a read of one byte that never waits tells the
+        // same; on a miss it starts reading the page, which read-ahead wants anyway.
+        let cached = crate::sys::page_cache::is_cached(self.fd, offset, page_size_bytes.into())
+            .or_else(|| {
+                let fd = self.reader();
+                Some(crate::sys::page_cache::read_if_cached(
+                    fd,
+                    &mut [0u8; 1],
+                    offset,
+                ))
+            });
         if cached == Some(true) {
             self.io.count(IoStats {
                 prefetch_skips: 1,

@@ -204,8 +204,8 @@ impl EngineKind {
         let mut results = [0i32; super::op::MAX_BATCH];
         let results = &mut results[..ops.len().min(super::op::MAX_BATCH)];
         match self {
-            EngineKind::IoUring(routing) if !crate::sys::calls::io_replaced() => {
-                uring::prefetch_on_thread_ring(routing.sqpoll, ops)
+            EngineKind::IoUring(_) if !crate::sys::calls::io_replaced() => {
+                uring::prefetch_on_thread_ring(ops)
             }
             // SAFETY: prefetches name no buffer.
             EngineKind::IoUring(_) | EngineKind::Syscall => unsafe {
@@ -213,6 +213,14 @@ impl EngineKind {
             },
             // SAFETY: prefetches name no buffer.
             EngineKind::Fault(plan) => unsafe { plan.perform(&ops[..results.len()], results) },
+        }
+    }
+
+    /// Before a descriptor that prefetches read through is closed: waits for this
+    /// thread's prefetch reads in flight (`uring::wait_for_thread_prefetches`).
+    pub(crate) fn before_prefetch_descriptor_closes(&self) {
+        if let EngineKind::IoUring(_) = self {
+            uring::wait_for_thread_prefetches();
         }
     }
 

@@ -100,8 +100,25 @@ fn prefetch_sink() -> *mut u8 {
 /// Submits `ops` (all `Op::Prefetch`) as reads into the page cache on this thread's ring
 /// (its SQPOLL ring with `sqpoll`), without waiting for them; returns the kernel entries
 /// made. See [`Ring::submit_prefetch`].
-pub(crate) fn prefetch_on_thread_ring(sqpoll: bool, ops: &[Op]) -> Result<u64, i32> {
-    with_thread_ring(sqpoll, |ring| ring.submit_prefetch(ops))
+pub(crate) fn prefetch_on_thread_ring(ops: &[Op]) -> Result<u64, i32> {
+    // Always the ordinary ring: an SQPOLL ring's poller may sleep with entries queued
+    // until it is woken, after the file (and its descriptor number) is gone.
+    with_thread_ring(false, |ring| ring.submit_prefetch(ops))
+}
+
+/// Waits for this thread's prefetch reads in flight, if it has a ring: called before a
+/// descriptor they may read through is closed, so no request keeps its open file
+/// description (and a deleted file's blocks) alive after the close.
+pub(crate) fn wait_for_thread_prefetches() {
+    THREAD_RINGS.with(|slots| {
+        if let Ok(mut slot) = slots[0].try_borrow_mut() {
+            if let Slot::Ready(ring) = &mut *slot {
+                if ring.generation == fork_generation() {
+                    ring.wait_for_prefetches();
+                }
+            }
+        }
+    });
 }
 
 /// Which slots of the write-behind arena region (`io::fixed_region`) this ring has
@@ -545,7 +562,13 @@ impl Ring {
     /// is read in pieces; ops beyond `MAX_PREFETCHES_IN_FLIGHT` are dropped (a prefetch
     /// only changes speed). Returns the kernel entries made (one).
     fn submit_prefetch(&mut self, ops: &[Op]) -> Result<u64, i32> {
+        let mut kernel_entries = 0;
         self.reap_prefetches();
+        if self.prefetches_in_flight >= MAX_PREFETCHES_IN_FLIGHT {
+            // With DEFER_TASKRUN, finished reads are posted only inside a GETEVENTS enter.
+            kernel_entries += self.enter_for_prefetch(0, 0)?;
+            self.reap_prefetches();
+        }
         let mut queued = 0u32;
         for op in ops {
             let Op::Prefetch { fd, offset, len } = *op else {
@@ -573,30 +596,59 @@ impl Ring {
             }
         }
         if queued == 0 {
-            return Ok(0);
+            return Ok(kernel_entries);
         }
-        // GETEVENTS with nothing to wait for runs the deferred completion work of earlier
-        // prefetches, so their completions can be reaped below.
-        // SAFETY: no argument pointer; the queued entries name only the sink.
         let to_submit = self.ring.submission().len() as u32;
-        let entered = unsafe {
-            self.ring.submitter().enter::<libc::sigset_t>(
-                to_submit,
-                0,
-                IORING_ENTER_GETEVENTS,
-                None,
-            )
-        };
-        if let Err(error) = entered {
-            let errno = error.raw_os_error().unwrap_or(libc::EIO);
-            if self.ring.submission().len() as u32 == queued {
-                // Nothing was taken: forget the entries; the caller drops the ring.
-                self.prefetches_in_flight -= queued;
-                return Err(errno);
+        kernel_entries += self.enter_for_prefetch(to_submit, 0)?;
+        self.reap_prefetches();
+        Ok(kernel_entries)
+    }
+
+    /// `io_uring_enter(to_submit, min_complete, GETEVENTS)` for prefetches: GETEVENTS runs
+    /// the deferred completion work of earlier reads, so their completions can be reaped.
+    /// Retried on EINTR/EAGAIN/EBUSY; on any other failure the entries still queued are
+    /// forgotten and the caller drops the ring (they name only the sink).
+    fn enter_for_prefetch(&mut self, to_submit: u32, min_complete: u32) -> Result<u64, i32> {
+        let mut entries = 0u64;
+        loop {
+            // SAFETY: no argument pointer; queued entries name only the prefetch sink.
+            let entered = unsafe {
+                self.ring.submitter().enter::<libc::sigset_t>(
+                    to_submit,
+                    min_complete,
+                    IORING_ENTER_GETEVENTS,
+                    None,
+                )
+            };
+            entries += 1;
+            match entered {
+                Ok(_) => return Ok(entries),
+                Err(error) => {
+                    let errno = error.raw_os_error().unwrap_or(libc::EIO);
+                    if matches!(errno, libc::EINTR | libc::EAGAIN | libc::EBUSY)
+                        && entries < u64::from(ENTER_RETRY_LIMIT)
+                    {
+                        continue;
+                    }
+                    let still_queued = self.ring.submission().len() as u32;
+                    self.prefetches_in_flight =
+                        self.prefetches_in_flight.saturating_sub(still_queued);
+                    return Err(errno);
+                }
             }
         }
+    }
+
+    /// Waits until every prefetch read of this ring has completed, and reaps them.
+    fn wait_for_prefetches(&mut self) {
         self.reap_prefetches();
-        Ok(1)
+        while self.prefetches_in_flight > 0 {
+            let want = self.prefetches_in_flight;
+            if self.enter_for_prefetch(0, want).is_err() {
+                return;
+            }
+            self.reap_prefetches();
+        }
     }
 
     /// Reaps the completions of finished prefetch reads; any other completion here is a
