@@ -275,3 +275,34 @@ fn a_refused_registration_is_one_line_and_the_program_goes_on() {
          VFS: SQLITE_URING_FALLBACK=sometimes is not valid; use syscall or none\n"
     );
 }
+
+#[test]
+fn the_library_needs_no_sqlite_symbol_to_load() {
+    let output = Command::new("nm")
+        .args(["-D", "--undefined-only"])
+        .arg(preload())
+        .output()
+        .expect("nm (binutils) is required");
+    assert!(output.status.success());
+    let undefined = text(&output.stdout);
+    assert!(!undefined.contains("sqlite3_"), "{undefined}");
+    let output = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(preload())
+        .output()
+        .unwrap();
+    let defined = text(&output.stdout);
+    for name in [
+        "sqlite3_initialize",
+        "sqlite3_open",
+        "sqlite3_open_v2",
+        "sqlite3_open16",
+    ] {
+        assert!(
+            defined
+                .lines()
+                .any(|line| line.ends_with(&format!(" {name}"))),
+            "{name} is not exported:\n{defined}"
+        );
+    }
+}
