@@ -255,7 +255,7 @@ impl ReadAhead {
             return;
         };
         let page_bytes = geometry.page_size_bytes as u64;
-        if data.len() as u64 != page_bytes || offset % page_bytes != 0 {
+        if data.len() as u64 != page_bytes || !offset.is_multiple_of(page_bytes) {
             return;
         }
         let Ok(page_number) = u32::try_from(offset / page_bytes + 1) else {
