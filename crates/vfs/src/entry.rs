@@ -14,14 +14,15 @@
 //! them, as `unix` answers it where `unix` answers it cleanly:
 //!
 //! * a value the kernel rejects (a negative xWrite offset, an xRead or xWrite whose end
-//!   passes `i64::MAX`, a null buffer) gets the call's I/O error with the errno the
+//!   passes `i64::MAX`, a null xWrite buffer) gets the call's I/O error with the errno the
 //!   system call would have set (EINVAL, EFAULT), unlogged, as os_unix.c does; a negative
 //!   xTruncate size is os_unix.c's logged ftruncate(2) failure;
 //! * a value `unix` turns into a crash, a pointer outside its mapping, or lock state that
-//!   no longer matches the locks it holds (a negative xRead offset or amount, a negative
-//!   xWrite amount, xShmMap's negative region or a region size that is not whole 4 KiB
-//!   pages, xShmLock slots outside 0..8, lock transitions sqlite3.h does not define) gets
-//!   the call's I/O error code and a line in SQLite's log (`sqlite3_log`);
+//!   no longer matches the locks it holds (a negative xRead offset or amount, a null xRead
+//!   buffer, a negative xWrite amount, xShmMap's negative region or a region size that is
+//!   not whole 4 KiB pages, xShmLock slots outside 0..8, lock transitions sqlite3.h does
+//!   not define) gets the call's I/O error code and a line in SQLite's log
+//!   (`sqlite3_log`);
 //! * a null pointer where SQLite always passes one (an out-pointer, a file control's
 //!   argument) is SQLITE_MISUSE and logged: `unix` dereferences it;
 //! * amounts of zero, levels a lock or unlock already satisfies, file-control opcodes this
@@ -96,7 +97,8 @@ fn next_call_number() -> u64 {
     })
 }
 
-/// Runs a file method; a failure's errno is remembered for SQLITE_FCNTL_LAST_ERRNO. With
+/// Runs a file method; a failure's errno is remembered for SQLITE_FCNTL_LAST_ERRNO (0
+/// after a short read or a full disk, as os_unix.c stores). With
 /// tracing on, the call is recorded with its result and duration. Failed system calls are
 /// logged where they fail, as os_unix.c's unixLogError does, only for the calls it logs
 /// (`SqliteApi::log_os_error`): a failed read, write, lock or fstat is not logged, under
@@ -124,10 +126,11 @@ unsafe fn with_file(
             },
         );
         let result = body(file);
-        if let Err(failure) = result {
-            if failure.errno() != 0 {
-                file.last_errno = failure.errno();
-            }
+        match result {
+            // os_unix.c stores 0, "not a system error", for a short read and a full disk.
+            Err(Failure::ShortRead | Failure::Full(_)) => file.last_errno = 0,
+            Err(failure) if failure.errno() != 0 => file.last_errno = failure.errno(),
+            _ => {}
         }
         result
     });
@@ -235,12 +238,18 @@ unsafe extern "C" fn x_read(
                         &format!("xRead of {amount} bytes at offset {offset}"),
                     ));
                 }
-                // pread(2)'s answers, which os_unix.c returns unlogged.
+                // pread(2)'s answer, which os_unix.c returns unlogged.
                 if offset.checked_add(i64::from(amount)).is_none() {
                     return Err(Failure::Read(libc::EINVAL));
                 }
                 if buf.is_null() {
-                    return Err(Failure::Read(libc::EFAULT));
+                    // pread(2)'s EFAULT where there are bytes to copy; where there are
+                    // none (past the end of the file) `unix` zero-fills the null buffer.
+                    return Err(refuse(
+                        file,
+                        Failure::Read(libc::EFAULT),
+                        &format!("xRead of {amount} bytes at offset {offset} into no buffer"),
+                    ));
                 }
                 let buf = std::slice::from_raw_parts_mut(buf as *mut u8, amount as usize);
                 file.read(buf, offset).map(|()| SQLITE_OK)
@@ -342,6 +351,9 @@ unsafe extern "C" fn x_lock(raw: *mut sqlite3_file, level: c_int) -> c_int {
     // SAFETY: SQLite passes a live file.
     unsafe {
         with_file(raw, Call::Lock { level }, |file| {
+            if !file.takes_locks() {
+                return file.lock(level).map(|()| SQLITE_OK);
+            }
             let held = file.lock_level();
             // A level already held (any level at or below it, negative ones included) is
             // SQLITE_OK with nothing done, as under `unix`.
@@ -376,6 +388,9 @@ unsafe extern "C" fn x_unlock(raw: *mut sqlite3_file, level: c_int) -> c_int {
     // SAFETY: SQLite passes a live file.
     unsafe {
         with_file(raw, Call::Unlock { level }, |file| {
+            if !file.takes_locks() {
+                return file.unlock(level).map(|()| SQLITE_OK);
+            }
             let held = file.lock_level();
             // Nothing to release: SQLITE_OK, as under `unix`, whatever the level.
             if level >= held {

@@ -86,6 +86,14 @@ fn take_log() -> Vec<(c_int, String)> {
 
 // ─── One file, method by method ───────────────────────────────────────────────────────
 
+/// Which file of a database [`Handle::open_as`] opens.
+#[derive(Clone, Copy, Debug)]
+enum Name {
+    Database,
+    Journal,
+    Wal,
+}
+
 /// A file opened through a VFS's xOpen; closed (if open) and its name freed on drop.
 struct Handle {
     file: *mut ffi::sqlite3_file,
@@ -97,23 +105,53 @@ struct Handle {
 impl Handle {
     /// xOpen of `path` (a main database) with `flags`; the code when it fails.
     fn open(vfs_name: &str, path: &Path, flags: c_int) -> Result<Handle, c_int> {
+        Handle::open_as(vfs_name, path, flags, Name::Database, &[])
+    }
+
+    /// xOpen of the database `database`'s file `which`, named as SQLite names it (from
+    /// one `sqlite3_create_filename` block, with the URI parameters `params`).
+    fn open_as(
+        vfs_name: &str,
+        database: &Path,
+        flags: c_int,
+        which: Name,
+        params: &[(&CStr, &CStr)],
+    ) -> Result<Handle, c_int> {
         let vfs = vfs(vfs_name);
-        let database = CString::new(path.to_str().unwrap()).unwrap();
-        // SAFETY: NUL-terminated strings; the filename is freed in Drop (or below);
+        let text = database.to_str().unwrap();
+        let c_database = CString::new(text).unwrap();
+        let journal = CString::new(format!("{text}-journal")).unwrap();
+        let wal = CString::new(format!("{text}-wal")).unwrap();
+        let mut pairs: Vec<*const c_char> = params
+            .iter()
+            .flat_map(|(key, value)| [key.as_ptr(), value.as_ptr()])
+            .collect();
+        // SAFETY: NUL-terminated strings; the filename block is freed in Drop (or below);
         // `storage` has szOsFile bytes, 8-aligned, for xOpen to fill.
         unsafe {
             let name = ffi::sqlite3_create_filename(
-                database.as_ptr(),
-                c"".as_ptr(),
-                c"".as_ptr(),
-                0,
-                std::ptr::null_mut(),
+                c_database.as_ptr(),
+                journal.as_ptr(),
+                wal.as_ptr(),
+                params.len() as c_int,
+                pairs.as_mut_ptr(),
             );
+            let (file_name, path) = match which {
+                Name::Database => (name, database.to_path_buf()),
+                Name::Journal => (
+                    ffi::sqlite3_filename_journal(name),
+                    PathBuf::from(journal.to_str().unwrap()),
+                ),
+                Name::Wal => (
+                    ffi::sqlite3_filename_wal(name),
+                    PathBuf::from(wal.to_str().unwrap()),
+                ),
+            };
             let size_bytes = (*vfs).szOsFile as usize;
             let mut storage = vec![0u64; size_bytes.div_ceil(8)];
             let file = storage.as_mut_ptr() as *mut ffi::sqlite3_file;
             let mut out_flags = 0;
-            let rc = ((*vfs).xOpen.unwrap())(vfs, name, file, flags, &mut out_flags);
+            let rc = ((*vfs).xOpen.unwrap())(vfs, file_name, file, flags, &mut out_flags);
             if rc != ffi::SQLITE_OK {
                 assert!(
                     (*file).pMethods.is_null(),
@@ -126,7 +164,7 @@ impl Handle {
                 file,
                 _storage: storage,
                 name,
-                path: path.to_path_buf(),
+                path,
             })
         }
     }
@@ -559,7 +597,7 @@ fn offsets_near_the_largest_file_offset_are_io_errors_like_unix() {
 }
 
 #[test]
-fn null_buffers_are_io_errors_like_unix() {
+fn null_buffers_are_io_errors_not_a_crash() {
     let _serial = setup();
     let ours = same(|file| {
         let rc = file.read_raw(std::ptr::null_mut(), 10, 0);
@@ -569,6 +607,14 @@ fn null_buffers_are_io_errors_like_unix() {
         ours.answer,
         Answer(format!("{} errno {}", ffi::SQLITE_IOERR_READ, libc::EFAULT))
     );
+    // Past the end of the file pread(2) has nothing to copy, returns 0, and `unix`
+    // zero-fills the rest of the (null) buffer.
+    for offset in [8192, 1 << 30] {
+        unix_crashes_ours_refuses(
+            |file| code(file.read_raw(std::ptr::null_mut(), 10, offset)),
+            ffi::SQLITE_IOERR_READ,
+        );
+    }
     let ours = same(|file| {
         let rc = file.write_raw(std::ptr::null(), 10, 0);
         format!("{rc} errno {}", file.last_errno())
@@ -580,6 +626,26 @@ fn null_buffers_are_io_errors_like_unix() {
             ffi::SQLITE_IOERR_WRITE,
             libc::EFAULT
         ))
+    );
+    assert!(ours.unchanged);
+    // A documented difference: past the end of the file, ext4's pwrite(2) faults on the
+    // buffer after extending the file to the write's offset, so under `unix` the file
+    // grows; this VFS refuses the null buffer before any system call.
+    let (unix, ours) = both(|file| {
+        let rc = file.write_raw(std::ptr::null(), 10, 20000);
+        format!("{rc} {:?}", file.size())
+    });
+    if let Unix::Answered(Answer(unix)) = &unix {
+        assert!(
+            unix.starts_with(&format!("{} (0, ", ffi::SQLITE_IOERR_WRITE)),
+            "{unix}"
+        );
+    } else {
+        panic!("unix crashed on a null write buffer: {unix:?}");
+    }
+    assert_eq!(
+        ours.answer,
+        Answer(format!("{} {:?}", ffi::SQLITE_IOERR_WRITE, (0, 8192)))
     );
     assert!(ours.unchanged);
 }
@@ -1457,5 +1523,137 @@ fn deleting_a_null_name_is_an_io_error_like_unix() {
         "io_uring {:?} unix {:?}",
         seen[1].1,
         seen[0].1
+    );
+}
+
+/// os_unix.c gives a new journal or WAL its database's mode (findCreateFileMode): when the
+/// database cannot be stat()ed, the open fails with SQLITE_IOERR_FSTAT, as here; so does
+/// a database's whose `modeof=` file cannot be.
+#[test]
+fn a_journal_without_its_database_fails_to_open_like_unix() {
+    let _serial = setup();
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let absent = dir.path().join("absent.db");
+    let common = ffi::SQLITE_OPEN_READWRITE | ffi::SQLITE_OPEN_CREATE;
+    type Case<'a> = (c_int, Name, &'a [(&'a CStr, &'a CStr)]);
+    let cases: [Case; 3] = [
+        (common | ffi::SQLITE_OPEN_MAIN_JOURNAL, Name::Journal, &[]),
+        (common | ffi::SQLITE_OPEN_WAL, Name::Wal, &[]),
+        (
+            MAIN_DB | ffi::SQLITE_OPEN_URI,
+            Name::Database,
+            &[(c"modeof", c"/nonexistent/model.db")],
+        ),
+    ];
+    for (flags, which, params) in cases {
+        let codes: Vec<_> = [UNIX, OURS]
+            .iter()
+            .map(|vfs_name| {
+                Handle::open_as(vfs_name, &absent, flags, which, params)
+                    .err()
+                    .unwrap_or(ffi::SQLITE_OK)
+            })
+            .collect();
+        assert_eq!(codes, [ffi::SQLITE_IOERR_FSTAT; 2], "{which:?}");
+        assert!(!absent.exists() && !dir.path().join("absent.db-journal").exists());
+    }
+}
+
+/// `unix` gives journals, WAL files and temporary files os_unix.c's nolockIoMethods:
+/// xLock and xUnlock answer SQLITE_OK whatever the level and record none, and
+/// xCheckReservedLock finds nothing. So does this VFS.
+#[test]
+fn locks_on_journals_wal_files_and_temporary_files_do_nothing_like_unix() {
+    let _serial = setup();
+    let case = |file: &Handle| {
+        let codes = [
+            file.lock(1),
+            file.lock(4),
+            file.lock(2),
+            file.lock(5),
+            file.lock(-1),
+            file.unlock(3),
+            file.unlock(-1),
+        ];
+        let mut reserved: c_int = -1;
+        // SAFETY: a live file and a writable int.
+        let rc = unsafe { (file.methods().xCheckReservedLock.unwrap())(file.file, &mut reserved) };
+        format!(
+            "{codes:?} level {} reserved {rc} {reserved}",
+            file.lock_state()
+        )
+    };
+    let common = ffi::SQLITE_OPEN_READWRITE | ffi::SQLITE_OPEN_CREATE;
+    for (flags, which) in [
+        (common | ffi::SQLITE_OPEN_MAIN_JOURNAL, Name::Journal),
+        (common | ffi::SQLITE_OPEN_WAL, Name::Wal),
+    ] {
+        let answers: Vec<_> = [UNIX, OURS]
+            .iter()
+            .map(|vfs_name| {
+                let (_dir, database) = fresh_file("test.db");
+                let panics = PANICS.load(Ordering::SeqCst);
+                let file = Handle::open_as(vfs_name, &database, flags, which, &[]).unwrap();
+                let answer = case(&file);
+                assert_eq!(PANICS.load(Ordering::SeqCst), panics, "{vfs_name} panicked");
+                answer
+            })
+            .collect();
+        assert_eq!(answers[1], answers[0], "{which:?}");
+        assert_eq!(answers[0], "[0, 0, 0, 0, 0, 0, 0] level 0 reserved 0 0");
+    }
+    let answers: Vec<_> = [UNIX, OURS]
+        .iter()
+        .map(|vfs_name| {
+            let vfs = vfs(vfs_name);
+            // SAFETY: szOsFile bytes for xOpen; the file is used and closed here.
+            unsafe {
+                let mut storage = vec![0u64; ((*vfs).szOsFile as usize).div_ceil(8)];
+                let file = storage.as_mut_ptr() as *mut ffi::sqlite3_file;
+                let flags = common
+                    | ffi::SQLITE_OPEN_DELETEONCLOSE
+                    | ffi::SQLITE_OPEN_EXCLUSIVE
+                    | ffi::SQLITE_OPEN_TEMP_JOURNAL;
+                let rc = ((*vfs).xOpen.unwrap())(
+                    vfs,
+                    std::ptr::null(),
+                    file,
+                    flags,
+                    std::ptr::null_mut(),
+                );
+                assert_eq!(rc, ffi::SQLITE_OK);
+                let handle = Handle {
+                    file,
+                    _storage: storage,
+                    // No name: sqlite3_free_filename(NULL) does nothing.
+                    name: std::ptr::null(),
+                    path: PathBuf::new(),
+                };
+                case(&handle)
+            }
+        })
+        .collect();
+    assert_eq!(answers[1], answers[0], "temporary file");
+}
+
+/// os_unix.c stores errno 0, "not a system error", for a short read: SQLITE_FCNTL_LAST_ERRNO
+/// then reads 0, after an earlier failure's errno.
+#[test]
+fn a_short_read_clears_the_last_errno_like_unix() {
+    let _serial = setup();
+    let ours = same(|file| {
+        let failed = file.write(&buffer(16), 10, -1);
+        let errno = file.last_errno();
+        let short = file.read(&mut buffer(16), 10, 1 << 20);
+        format!("{failed} {errno} {short} {}", file.last_errno())
+    });
+    assert_eq!(
+        ours.answer,
+        Answer(format!(
+            "{} {} {} 0",
+            ffi::SQLITE_IOERR_WRITE,
+            libc::EINVAL,
+            ffi::SQLITE_IOERR_SHORT_READ
+        ))
     );
 }

@@ -22,6 +22,14 @@ impl File {
         self.lock.level()
     }
 
+    /// Whether xLock and xUnlock lock anything: only a main database's do. On a journal,
+    /// WAL or temporary file they are SQLITE_OK, record no level, and xCheckReservedLock
+    /// finds nothing, as os_unix.c's nolockIoMethods (which `unix` gives those files)
+    /// answer whatever the level.
+    pub(crate) fn takes_locks(&self) -> bool {
+        self.carries_locks
+    }
+
     /// Logs, under this file's name, a call refused at the FFI edge (`entry.rs`) with the
     /// code it returns; `what` names the call, its arguments and the outcome.
     pub(crate) fn log_refusal(&self, code: c_int, what: &str) {
@@ -40,6 +48,9 @@ impl File {
 
     pub(crate) fn lock(&mut self, level: c_int) -> Result<(), Failure> {
         self.flush_queue(write_behind::Caller::Quiet)?;
+        if !self.carries_locks {
+            return Ok(());
+        }
         self.forget_cached_reads();
         if self.nolock {
             self.lock
@@ -51,6 +62,9 @@ impl File {
 
     pub(crate) fn unlock(&mut self, level: c_int) -> Result<(), Failure> {
         self.flush_queue(write_behind::Caller::Quiet)?;
+        if !self.carries_locks {
+            return Ok(());
+        }
         self.forget_cached_reads();
         if !self.private {
             // Another connection may change the file once we drop EXCLUSIVE.
@@ -66,7 +80,7 @@ impl File {
 
     pub(crate) fn check_reserved_lock(&mut self) -> Result<bool, Failure> {
         self.flush_queue(write_behind::Caller::Quiet)?;
-        if self.nolock {
+        if self.nolock || !self.carries_locks {
             return Ok(false);
         }
         self.lock.check_reserved()
@@ -119,12 +133,15 @@ impl File {
         }
         if self.mmap.wants_growth(size_bytes) {
             if self.chunk_size_bytes <= 0 {
+                // os_unix.c ftruncates to the hint, which shrinks a file longer than it
+                // (but longer than the mapping): the cached size is the hint's.
                 let fd = self.fd;
                 if let Err(errno) = self.submitter().truncate(fd, size_bytes as u64) {
+                    self.cached_size_bytes = None;
                     self.log_os_error(SQLITE_IOERR_TRUNCATE, "ftruncate", errno);
                     return Err(Failure::Truncate(errno));
                 }
-                self.note_size_at_least(size_bytes);
+                self.cached_size_bytes = self.size_cache_valid().then_some(size_bytes);
             }
             let grown = self.mmap.grow_to(self.fd, size_bytes);
             self.log_map_failure();

@@ -115,7 +115,11 @@ fn temp_file_name_in(directory: &str) -> String {
 
 impl File {
     /// Permission bits (and owner to copy when root) for a file about to be created, as
-    /// os_unix.c findCreateFileMode chooses them.
+    /// os_unix.c findCreateFileMode chooses them: a journal's or WAL's database's, a
+    /// delete-on-close file's 0600, or the `modeof=` file's. A database or `modeof=` file
+    /// that cannot be stat()ed fails the open with SQLITE_IOERR_FSTAT, as there
+    /// (getFileMode); a journal or WAL name with no `-` before its last `.` has no
+    /// database to copy from (mode 0: the default).
     ///
     /// # Safety
     /// `name` as in [`FileOptions::read`].
@@ -124,30 +128,32 @@ impl File {
         path: &str,
         name: *const c_char,
         flags: c_int,
-    ) -> (libc::mode_t, Option<(u32, u32)>) {
+    ) -> Result<(libc::mode_t, Option<(u32, u32)>), Failure> {
+        let mode_of = |file: &str| match stat_path(file) {
+            Some(st) => Ok((st.st_mode & 0o777, Some((st.st_uid, st.st_gid)))),
+            None => Err(Failure::Fstat(crate::sys::last_errno())),
+        };
         if flags & (SQLITE_OPEN_WAL | SQLITE_OPEN_MAIN_JOURNAL) != 0 {
-            // The database is the journal/WAL name without its "-suffix".
-            let database = match path.rfind('-') {
-                Some(dash) if !path[dash..].contains('.') && !path[dash..].contains('/') => {
-                    &path[..dash]
-                }
-                _ => return (0, None),
-            };
-            return match stat_path(database) {
-                Some(st) => (st.st_mode & 0o777, Some((st.st_uid, st.st_gid))),
-                None => (0, None),
+            // The database is the name up to the last `-` after the last `.` (os_unix.c
+            // scans back from the end, and never to the first byte).
+            let bytes = path.as_bytes();
+            let dash = (1..bytes.len())
+                .rev()
+                .take_while(|&at| bytes[at] != b'.')
+                .find(|&at| bytes[at] == b'-');
+            return match dash {
+                Some(dash) => mode_of(&path[..dash]),
+                None => Ok((0, None)),
             };
         }
         if flags & SQLITE_OPEN_DELETEONCLOSE != 0 {
-            return (PRIVATE_FILE_MODE, None);
+            return Ok((PRIVATE_FILE_MODE, None));
         }
         // SAFETY: forwarded caller contract.
-        if let Some(model) = unsafe { vfs.api.uri_parameter(name, c"modeof") } {
-            if let Some(st) = stat_path(&model) {
-                return (st.st_mode & 0o777, Some((st.st_uid, st.st_gid)));
-            }
+        match unsafe { vfs.api.uri_parameter(name, c"modeof") } {
+            Some(model) => mode_of(&model),
+            None => Ok((0, None)),
         }
-        (0, None)
     }
 
     /// xOpen. Returns the file and the flags SQLite should see (read-only when a
@@ -241,7 +247,7 @@ impl File {
         // already, so a symlink here is one planted at a journal, WAL or temp-file name.
         os_flags |= libc::O_NOFOLLOW;
         // SAFETY: forwarded caller contract.
-        let (mode, owner) = unsafe { File::create_mode(vfs, &path, name, flags) };
+        let (mode, owner) = unsafe { File::create_mode(vfs, &path, name, flags) }?;
         let c_path = cstring(&path)?;
         let mut out_flags = flags;
         let effective_mode = if mode == 0 { DEFAULT_FILE_MODE } else { mode };
