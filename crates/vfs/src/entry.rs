@@ -22,14 +22,17 @@
 //!   buffer, a negative xWrite amount, xShmMap's negative region or a region size that is
 //!   not whole 4 KiB pages, xShmLock slots outside 0..8, lock transitions sqlite3.h does
 //!   not define) gets the call's I/O error code and a line in SQLite's log
-//!   (`sqlite3_log`);
+//!   (`sqlite3_log`); an xFetch outside the file, where `unix` hands out a pointer outside
+//!   its mapping, answers "no page" (SQLITE_OK, null) and logs;
 //! * a null pointer where SQLite always passes one (an out-pointer, a file control's
 //!   argument) is SQLITE_MISUSE and logged: `unix` dereferences it;
-//! * amounts of zero, levels a lock or unlock already satisfies, file-control opcodes this
-//!   VFS does not know, and xShmLock flags that name neither a lock nor an unlock are
-//!   answered as `unix` answers them (SQLITE_OK, SQLITE_NOTFOUND), doing nothing.
+//! * amounts of zero, levels a lock or unlock already satisfies, any level on a journal,
+//!   WAL or temporary file (os_unix.c's nolockIoMethods), file-control opcodes this VFS
+//!   does not know, and xShmLock flags that name neither a lock nor an unlock are answered
+//!   as `unix` answers them (SQLITE_OK, SQLITE_NOTFOUND), doing nothing.
 //!
-//! `tests/hostile_args.rs` compares each class with what `unix` does.
+//! `tests/hostile_args.rs` compares each class with what `unix` does;
+//! `tests/vfs_methods.rs` runs random call sequences against both.
 
 use std::ffi::{c_char, c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -1400,15 +1400,16 @@ fn unfetch_of_pages_never_fetched_is_ignored() {
 #[test]
 fn null_out_pointers_are_misuse_not_a_crash() {
     let _serial = setup();
-    // SAFETY (each closure): a live file; the null out-pointer is the hostile value.
     unix_crashes_ours_refuses(
         |file| {
+            // SAFETY: a live file; the null out-pointer is the hostile value.
             code(unsafe { (file.methods().xFileSize.unwrap())(file.file, std::ptr::null_mut()) })
         },
         ffi::SQLITE_MISUSE,
     );
     unix_crashes_ours_refuses(
         |file| {
+            // SAFETY: a live file; the null out-pointer is the hostile value.
             code(unsafe {
                 (file.methods().xCheckReservedLock.unwrap())(file.file, std::ptr::null_mut())
             })
@@ -1417,6 +1418,7 @@ fn null_out_pointers_are_misuse_not_a_crash() {
     );
     unix_crashes_ours_refuses(
         |file| {
+            // SAFETY: a live file; the null out-pointer is the hostile value.
             code(unsafe {
                 (file.methods().xShmMap.unwrap())(file.file, 0, 32768, 1, std::ptr::null_mut())
             })
@@ -1425,6 +1427,7 @@ fn null_out_pointers_are_misuse_not_a_crash() {
     );
     unix_crashes_ours_refuses(
         |file| {
+            // SAFETY: a live file; the null out-pointer is the hostile value.
             code(unsafe {
                 (file.methods().xFetch.unwrap())(file.file, 0, 4096, std::ptr::null_mut())
             })
