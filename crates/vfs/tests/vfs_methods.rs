@@ -14,17 +14,20 @@
 //! no longer matches its locks (the classes `tests/hostile_args.rs` compares one by one)
 //! go to `io_uring` only, which must refuse them with the code [`Expect::Refused`] names;
 //! a refusal leaves its files as they were, so the two worlds stay comparable. Values
-//! whose answers differ by design are never drawn ([`generate`] says which and why).
+//! whose answers differ by design are never drawn, and calls SQLite's locks never allow
+//! (one connection reading what the other may still have queued, or shrinking a file the
+//! other has mapped) are not made: [`draw`], [`generate`] and [`run`] say which and why.
 //!
 //! * `cargo test --release -p sqlite-uring --test vfs_methods`: the saved sequences of
-//!   `tests/corpus/vfs_methods/` first, then [`SEQUENCES`] seeded ones.
+//!   `tests/corpus/vfs_methods/` (a test of their own), and [`SEQUENCES`] seeded ones.
 //! * A longer run: `VFS_METHODS_SEQUENCES=20000 VFS_METHODS_SEED=1000000 cargo test
 //!   --release -p sqlite-uring --test vfs_methods -- --nocapture` (the seed of the first
-//!   sequence; each next one adds 1).
+//!   sequence; each next one adds 1). `VFS_METHODS_TRACE=1` prints each call and both
+//!   answers to stderr.
 //!
 //! A difference fails the test with the sequence as text, up to the call where the two
-//! differ; saved as a `.txt` file in `tests/corpus/vfs_methods/` it is replayed first
-//! from then on (a line per call, as [`Op`] prints and parses them; `#` starts a comment).
+//! differ; saved as a `.txt` file in `tests/corpus/vfs_methods/` it is replayed by every
+//! run from then on (a line per call, as [`Op`] prints and parses them; `#` starts a comment).
 
 mod common;
 
