@@ -359,14 +359,28 @@ fn wait_for_acks(writer: &mut Process, ack: &Path, count: usize) {
 
 /// `replication_app.py digest`: integrity, tx ids, content hash, invariant violations.
 fn digest(db: &Path, vfs: &str) -> Value {
+    try_digest(db, vfs).unwrap_or_else(|error| panic!("{error}"))
+}
+
+/// [`digest`], or why it failed.
+fn try_digest(db: &Path, vfs: &str) -> Result<Value, String> {
     let output = app("digest", db, vfs, &[]).output().unwrap();
-    assert!(
-        output.status.success(),
-        "digest of {} failed:\n{}",
-        db.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).expect("digest prints JSON")
+    if !output.status.success() {
+        return Err(format!(
+            "digest of {} failed:\n{}",
+            db.display(),
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    Ok(serde_json::from_slice(&output.stdout).expect("digest prints JSON"))
+}
+
+/// Litestream's log lines at WARN and ERROR level, for a failure message.
+fn notable_lines(log: &str) -> String {
+    log.lines()
+        .filter(|line| line.contains("level=WARN") || line.contains("level=ERROR"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn tx_ids(digest: &Value) -> Vec<usize> {
@@ -393,11 +407,18 @@ fn tx_ids(digest: &Value) -> Vec<usize> {
 ///   missing, and the restore, built from the earlier snapshot and the other levels,
 ///   is still checked row for row.
 fn is_litestream_known_error(line: &str) -> bool {
-    let busy = line.contains("(SQLITE_BUSY)");
-    let snapshot_bound = line.contains("msg=\"compaction failed\"")
+    line.contains("(SQLITE_BUSY)") || is_litestream_snapshot_bug(line)
+}
+
+/// Litestream's log line of its level-9 snapshot race (litestream#1490): a snapshot taken
+/// while the writer streams reads past the WAL bound it recorded, or a database page the
+/// writer's checkpoint has moved (`read database page N: invalid argument`). Both are
+/// seen under `unix` as under `io_uring`.
+fn is_litestream_snapshot_bug(line: &str) -> bool {
+    line.contains("msg=\"compaction failed\"")
         && line.contains("level=9 ")
-        && line.contains("snapshot wal read exceeded bound");
-    busy || snapshot_bound
+        && (line.contains("snapshot wal read exceeded bound")
+            || line.contains("write snapshot ltx: read database page"))
 }
 
 #[test]
@@ -407,8 +428,15 @@ fn only_litestreams_known_errors_are_allowed() {
         wal read exceeded bound: max offset 11980992 > end offset 11968632\"";
     let busy = "time=2026-01-01T00:00:00.000Z level=ERROR msg=\"sync error\" db=app.db \
         error=\"database is locked (5) (SQLITE_BUSY)\"";
+    let page = "time=2026-01-01T00:00:00.000Z level=ERROR msg=\"compaction failed\" \
+        system=store db=app.db level=9 error=\"write snapshot ltx: read database page 1764: \
+        invalid argument\"";
     assert!(is_litestream_known_error(snapshot));
+    assert!(is_litestream_known_error(page));
     assert!(is_litestream_known_error(busy));
+    assert!(!is_litestream_known_error(
+        &page.replace("level=9 ", "level=2 ")
+    ));
     // The same failure at a compaction level other than the snapshot's is not allowed,
     // nor is any other snapshot failure.
     assert!(!is_litestream_known_error(
@@ -443,7 +471,39 @@ impl Scenario {
     }
 }
 
+/// Litestream's own bug litestream#1490 struck during a round trip that then failed: a
+/// snapshot whose WAL end offset fell inside a transaction, which can also leave the
+/// restored database malformed. It strikes under `unix` as under `io_uring`.
+struct LitestreamSnapshotBug(String);
+
+/// Most round trips of one scenario made while Litestream's snapshot bug spoils them.
+const ATTEMPTS_PAST_LITESTREAM_BUG: usize = 3;
+
+/// A round trip of `scenario`; one that failed after Litestream logged its own snapshot
+/// bug (and only such a one) is made again, up to [`ATTEMPTS_PAST_LITESTREAM_BUG`] times
+/// in all, so every scenario still needs a complete run without that bug to pass.
 fn round_trip(vfs: &str, scenario: Scenario) {
+    for attempt in 1..=ATTEMPTS_PAST_LITESTREAM_BUG {
+        match std::panic::catch_unwind(|| round_trip_once(vfs, scenario)) {
+            Ok(()) => return,
+            Err(payload) => match payload.downcast::<LitestreamSnapshotBug>() {
+                Ok(bug) if attempt < ATTEMPTS_PAST_LITESTREAM_BUG => eprintln!(
+                    "attempt {attempt} of {vfs} {scenario:?} spoiled by litestream#1490, \
+                     making it again:\n{}",
+                    bug.0
+                ),
+                Ok(bug) => panic!(
+                    "every attempt of {vfs} {scenario:?} was spoiled by litestream#1490; \
+                     the last:\n{}",
+                    bug.0
+                ),
+                Err(other) => std::panic::resume_unwind(other),
+            },
+        }
+    }
+}
+
+fn round_trip_once(vfs: &str, scenario: Scenario) {
     let binary = litestream();
     let dir = tempfile::tempdir().unwrap();
     let replication = Replication::new(binary, dir.path());
@@ -559,16 +619,47 @@ fn round_trip(vfs: &str, scenario: Scenario) {
     let status = litestream.wait();
     assert!(status.success(), "litestream's shutdown: {status}");
 
+    let log = replication.log_text();
+    let verified = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        verify_restore(&replication, &dir, vfs, scenario, &source, &acked, &log)
+    }));
+    if let Err(payload) = verified {
+        if log.lines().any(is_litestream_snapshot_bug) {
+            let what = payload
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            std::panic::panic_any(LitestreamSnapshotBug(format!(
+                "{what}\nlitestream's warnings and errors:\n{}",
+                notable_lines(&log)
+            )));
+        }
+        std::panic::resume_unwind(payload);
+    }
+}
+
+/// Restores the replica and checks it against the source: integrity, exactly the
+/// source's transactions, every acknowledged one, the same rows, no unexpected error in
+/// Litestream's log.
+fn verify_restore(
+    replication: &Replication,
+    dir: &tempfile::TempDir,
+    vfs: &str,
+    scenario: Scenario,
+    source: &Value,
+    acked: &[usize],
+    log: &str,
+) {
     let restored_path = dir.path().join("restored.db");
     replication.restore(&restored_path);
     let restored = digest(&restored_path, vfs);
 
-    let log = replication.log_text();
-    for (name, digest) in [("source", &source), ("restored", &restored)] {
+    for (name, digest) in [("source", source), ("restored", &restored)] {
         assert_eq!(digest["integrity"], serde_json::json!(["ok"]), "{name}");
         assert_eq!(digest["violations"], serde_json::json!([]), "{name}");
     }
-    let source_ids = tx_ids(&source);
+    let source_ids = tx_ids(source);
     let restored_ids = tx_ids(&restored);
     assert_eq!(
         restored_ids, source_ids,
