@@ -393,14 +393,18 @@ fn scans_under_a_writer_in_another_process_see_only_committed_states() {
 
 #[test]
 fn cold_scans_leave_no_io_wq_worker_thread() {
-    // Prefetch reads are buffered ring reads that ext4 starts from the submitting thread;
-    // a worker thread would stay in the process and make every later system call on a
-    // descriptor dearer (docs/ARCHITECTURE.md, "Threads the ring adds").
+    // By default a prefetch is a posix_fadvise from the calling thread; with reads routed
+    // to the ring, prefetches are buffered ring reads, which ext4 starts from the
+    // submitting thread. Either way no worker thread may appear: it would stay in the
+    // process and make every later system call on a descriptor dearer
+    // (docs/ARCHITECTURE.md, "Threads the ring adds").
     let dir = cold_dir();
     let path = dir.path().join("threads.db");
     build(&path, 4096, 20_000, Mode::Wal);
-    let (_, prefetched_pages) = cold_scans(&path, "io_uring", "");
-    assert!(prefetched_pages > 0);
+    for params in ["", "uring_reads=ring"] {
+        let (_, prefetched_pages) = cold_scans(&path, "io_uring", params);
+        assert!(prefetched_pages > 0, "{params}");
+    }
     let workers: Vec<String> = common::io_uring_threads()
         .into_iter()
         .filter(|name| name.starts_with("iou-wrk-"))

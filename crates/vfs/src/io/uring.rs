@@ -80,8 +80,10 @@ const PREFETCH_TAG: u64 = 1 << 63;
 /// Most prefetch reads a ring has in flight; more are not submitted (the completion queue
 /// holds twice `RING_ENTRIES`, so this never overflows it together with a full batch).
 const MAX_PREFETCHES_IN_FLIGHT: u32 = RING_ENTRIES;
-/// Bytes one prefetch read lands in the sink; longer ranges are several reads.
+/// Bytes of the prefetch sink (a prefetch read lands one byte of its page there).
 const PREFETCH_SINK_BYTES: usize = 64 << 10;
+/// The kernel page one prefetch read brings into the page cache.
+const PREFETCH_PAGE_BYTES: u32 = 4096;
 
 /// Where prefetch reads land: one allocation for the whole process, made on first use and
 /// never freed, never read by this program. A prefetch read is a buffered read whose only
@@ -574,16 +576,23 @@ impl Ring {
             let Op::Prefetch { fd, offset, len } = *op else {
                 unreachable!("only prefetches are submitted without waiting: {op:?}")
             };
+            // One read of one byte per page of the range: the kernel reads the whole page
+            // into its cache (the descriptor reads exactly what is asked, page by page)
+            // and copies one byte to the sink instead of the page.
             let mut done = 0u32;
             while done < len && self.prefetches_in_flight < MAX_PREFETCHES_IN_FLIGHT {
-                let piece = (len - done).min(PREFETCH_SINK_BYTES as u32);
                 let entry = self
                     .entry_for(&Op::Prefetch {
                         fd,
                         offset: offset + u64::from(done),
-                        len: piece,
+                        len: 1,
                     })
                     .user_data(PREFETCH_TAG);
+                if self.ring.submission().is_full() {
+                    let to_submit = self.ring.submission().len() as u32;
+                    kernel_entries += self.enter_for_prefetch(to_submit, 0)?;
+                    self.reap_prefetches();
+                }
                 // SAFETY: the entry names the prefetch sink, which is never freed (see
                 // `prefetch_sink`), and a file the kernel takes a reference to at
                 // submission.
@@ -592,7 +601,7 @@ impl Ring {
                 }
                 self.prefetches_in_flight += 1;
                 queued += 1;
-                done += piece;
+                done = done.saturating_add(PREFETCH_PAGE_BYTES);
             }
         }
         if queued == 0 {
