@@ -57,6 +57,14 @@ pub(crate) const PROCESS_MAX_OUTSTANDING_BYTES: u64 = 32 << 20;
 /// Longest wait, in child reads, between two cache checks of a scan found cached.
 pub(crate) const MAX_HOT_BACKOFF_READS: u32 = 64;
 
+/// One of this many of SQLite's reads is timed, to tell when they reach the device.
+pub(crate) const READS_PER_SAMPLE: u32 = 8;
+/// Awake read-ahead falls asleep after this many reads with no sign of the device.
+pub(crate) const READS_TO_SLEEP: u32 = 256;
+/// A read that took this long went to the device: a page-cache hit of one page takes a
+/// few microseconds, a device read at queue depth 1 tens (an NVMe drive's about ten).
+pub(crate) const DEVICE_READ: std::time::Duration = std::time::Duration::from_micros(10);
+
 /// Bytes asked for and not yet read, summed over every file of the process.
 static PROCESS_OUTSTANDING_BYTES: AtomicU64 = AtomicU64::new(0);
 
@@ -202,6 +210,21 @@ pub(crate) struct ReadAhead {
     hot_backoff_reads: u32,
     /// Consecutive cache checks that found their page cached.
     cached_checks_in_row: u32,
+    /// The read before this one pushed the deepest level of the path.
+    deepest_just_entered: bool,
+    /// Following the file's reads. A file whose reads can be told cached or not as SQLite
+    /// makes them ([`ReadAhead::dormant`]) starts asleep and wakes at its first read the
+    /// kernel did not have cached ([`ReadAhead::note_uncached_read`]); it falls asleep
+    /// again when its cache checks keep finding the pages cached. Asleep, a read costs
+    /// nothing but the check of this flag.
+    awake: bool,
+    /// Made by [`ReadAhead::dormant`]: SQLite's reads wake it, so it may sleep.
+    wakes_on_misses: bool,
+    /// Reads to let pass untimed before the next timed one.
+    reads_until_sample: u32,
+    /// Whole-page reads since the last sign of a read reaching the device (a timed slow
+    /// read, or a cache check that found a page uncached).
+    reads_since_uncached: u32,
 }
 
 impl Default for ReadAhead {
@@ -216,6 +239,36 @@ pub(crate) fn max_window_pages(page_size_bytes: u32) -> usize {
 }
 
 impl ReadAhead {
+    /// Read-ahead for a file whose reads tell whether the kernel had their pages cached:
+    /// asleep until the first that did not.
+    pub(crate) fn dormant() -> ReadAhead {
+        let mut readahead = ReadAhead::new();
+        readahead.awake = false;
+        readahead.wakes_on_misses = true;
+        readahead
+    }
+
+    /// Whether SQLite's read about to be made should be timed: one in
+    /// [`READS_PER_SAMPLE`], the first included.
+    pub(crate) fn sample_this_read(&mut self) -> bool {
+        let sample = self.reads_until_sample == 0;
+        self.reads_until_sample = if sample {
+            READS_PER_SAMPLE - 1
+        } else {
+            self.reads_until_sample - 1
+        };
+        sample
+    }
+
+    /// SQLite's read just now found its page uncached (it went to the device): wake up.
+    pub(crate) fn note_uncached_read(&mut self) {
+        self.reads_since_uncached = 0;
+        if !self.awake {
+            self.awake = true;
+            self.note_uncached();
+        }
+    }
+
     pub(crate) fn new() -> ReadAhead {
         ReadAhead {
             geometry: None,
@@ -232,6 +285,11 @@ impl ReadAhead {
             hot_wait_reads: 0,
             hot_backoff_reads: 0,
             cached_checks_in_row: 0,
+            deepest_just_entered: false,
+            awake: true,
+            wakes_on_misses: false,
+            reads_until_sample: 0,
+            reads_since_uncached: 0,
         }
     }
 
@@ -254,6 +312,17 @@ impl ReadAhead {
         let Some(geometry) = self.geometry else {
             return;
         };
+        if !self.awake {
+            return;
+        }
+        self.reads_since_uncached += 1;
+        if self.wakes_on_misses && self.reads_since_uncached > READS_TO_SLEEP {
+            // Nothing it asked about, and no read it timed, went to the device for a
+            // while: the data is cached (or being read by a scan read-ahead keeps ahead
+            // of, whose batches would have found uncached pages).
+            self.fall_asleep();
+            return;
+        }
         let page_bytes = geometry.page_size_bytes as u64;
         if data.len() as u64 != page_bytes || !offset.is_multiple_of(page_bytes) {
             return;
@@ -264,7 +333,9 @@ impl ReadAhead {
         self.batch.clear();
         self.hot_wait_reads = self.hot_wait_reads.saturating_sub(1);
         self.follow_overflow_chain(data, page_number, geometry, source);
-        match self.find(page_number) {
+        let found = self.find(page_number);
+        self.deepest_just_entered = false;
+        match found {
             Some((level, index)) => {
                 self.note_child_read(level, index);
                 self.depth = level + 1;
@@ -387,10 +458,11 @@ impl ReadAhead {
     }
 
     /// Where `page_number` is on the path: the level that has it as a child, and its
-    /// index. The deepest level is searched whole (a descent picks any child of it); a
-    /// level above is asked only for its next child in order, which is what a scan moving
-    /// on to the next parent reads. Anything else starts a new path. So a read costs at
-    /// most one pass over one child list.
+    /// index. Each level is asked for its next child in order, which is what a scan reads;
+    /// the deepest level is searched whole only when SQLite entered it with the read
+    /// before (a descent picks any child of the page it just read). Anything else starts
+    /// a new path. So a run of random reads (lookups, `integrity_check`'s cross-checks)
+    /// costs a few comparisons per read, and a descent one pass over one child list.
     fn find(&self, page_number: u32) -> Option<(usize, usize)> {
         let deepest = self.depth.checked_sub(1)?;
         for (depth, level) in self.levels[..self.depth].iter().enumerate().rev() {
@@ -398,7 +470,7 @@ impl ReadAhead {
             if level.children.get(next) == Some(&page_number) {
                 return Some((depth, next));
             }
-            if depth == deepest {
+            if depth == deepest && self.deepest_just_entered {
                 if let Some(index) = level.children.iter().position(|&c| c == page_number) {
                     return Some((depth, index));
                 }
@@ -496,6 +568,7 @@ impl ReadAhead {
         level.window_pages = inherited_window;
         level.peeked.clear();
         self.depth += 1;
+        self.deepest_just_entered = true;
     }
 
     /// Adds to the batch what level `depth`'s scan needs to keep its window full.
@@ -645,13 +718,24 @@ impl ReadAhead {
         if self.cached_checks_in_row < 2 {
             return;
         }
+        if self.hot_backoff_reads == MAX_HOT_BACKOFF_READS && self.wakes_on_misses {
+            // Cached for long: sleep until SQLite's reads reach the device again.
+            self.fall_asleep();
+            return;
+        }
         self.hot_backoff_reads =
             (self.hot_backoff_reads * 2).clamp(FIRST_WINDOW_PAGES as u32, MAX_HOT_BACKOFF_READS);
         self.hot_wait_reads = self.hot_backoff_reads;
     }
 
+    fn fall_asleep(&mut self) {
+        self.awake = false;
+        self.forget();
+    }
+
     /// A cache check found its page uncached: the data is cold, check at every batch.
     fn note_uncached(&mut self) {
+        self.reads_since_uncached = 0;
         self.cached_checks_in_row = 0;
         self.hot_backoff_reads = 0;
     }
@@ -681,7 +765,10 @@ impl ReadAhead {
     fn sync_outstanding(&mut self) {
         let page_bytes = self.geometry.map_or(0, |g| g.page_size_bytes as u64);
         let now = self.outstanding_pages() as u64 * page_bytes;
-        if now >= self.outstanding_bytes {
+        if now == self.outstanding_bytes {
+            return;
+        }
+        if now > self.outstanding_bytes {
             PROCESS_OUTSTANDING_BYTES.fetch_add(now - self.outstanding_bytes, Ordering::Relaxed);
         } else {
             PROCESS_OUTSTANDING_BYTES.fetch_sub(self.outstanding_bytes - now, Ordering::Relaxed);

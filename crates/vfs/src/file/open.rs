@@ -419,7 +419,7 @@ impl File {
         let readahead = (file_type & SQLITE_OPEN_MAIN_DB != 0
             && direct.is_none()
             && options.uri.readahead.unwrap_or(vfs.readahead))
-        .then(|| Box::new(crate::readahead::ReadAhead::new()));
+        .then(|| Box::new(crate::readahead::ReadAhead::dormant()));
         let file = File {
             vfs,
             id,

@@ -47,11 +47,29 @@ impl File {
             && self.engine.reads_by_syscall()
             && !crate::trace::enabled(crate::trace::TARGET_IO)
         {
-            let (outcome, calls) =
-                crate::io::syscall::pread_fully(fd, rest, (offset + from_map as i64) as u64);
+            let at = (offset + from_map as i64) as u64;
+            // Read-ahead sleeps while the pages SQLite reads are cached; one read in
+            // `READS_PER_SAMPLE` is timed while it sleeps, and one that took as long as a
+            // device read wakes it.
+            let timed = self
+                .readahead
+                .as_deref_mut()
+                .is_some_and(|readahead| readahead.sample_this_read());
+            let started = timed.then(std::time::Instant::now);
+            let (outcome, calls) = crate::io::syscall::pread_fully(fd, rest, at);
+            if let (Some(started), Some(readahead)) = (started, self.readahead.as_deref_mut()) {
+                if started.elapsed() >= crate::readahead::DEVICE_READ {
+                    readahead.note_uncached_read();
+                }
+            }
             preads = calls;
             outcome.map_err(Failure::from_read_errno)
         } else {
+            // Whether this read reached the device is not known here: read-ahead stays
+            // awake.
+            if let Some(readahead) = self.readahead.as_deref_mut() {
+                readahead.note_uncached_read();
+            }
             let at = (offset + from_map as i64) as u64;
             let mut io = Submitter {
                 engine: &self.engine,
