@@ -75,7 +75,10 @@ fn dockerfile_installs_what_ci_installs() {
     from_ci.sort();
     from_ci.dedup();
     from_dockerfile.sort();
-    assert!(!from_ci.is_empty(), "no `missing+=(…)` package in scripts/test");
+    assert!(
+        !from_ci.is_empty(),
+        "no `missing+=(…)` package in scripts/test"
+    );
     assert_eq!(
         from_dockerfile, from_ci,
         "the Dockerfile's apt-get install list must be scripts/test's package list"
