@@ -308,7 +308,7 @@ impl BlobStore for SqliteStore {
     /// WAL goes through SQLite's page cache (`sqlite3PagerDirectReadOk` refuses WAL
     /// pages), and how many files the last commit left there depends on where each
     /// target's time box ended — `unix` and `io_uring` read 2 MB blobs at rates 2×
-    /// apart for that reason alone (docs/BENCH_BLOBS.md, "Session 4"). A no-op in
+    /// apart for that reason alone (docs/BENCH_BLOBS.md, "What one case does"). A no-op in
     /// rollback mode and in memory.
     fn settle(&mut self) -> anyhow::Result<()> {
         let (busy, wal_frames, checkpointed): (i64, i64, i64) =
