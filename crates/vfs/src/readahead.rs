@@ -10,8 +10,9 @@
 //! [`ReadAhead::after_read`]. Interior pages are parsed (`btree_page`, which trusts no
 //! byte) and kept as a path, root first, like SQLite's cursor: each level remembers its
 //! children, the last child SQLite read and how far read-ahead has gone. When SQLite reads
-//! two children of one interior page in a row (child i, then i+1), that page's children are
-//! being scanned: the next ones, up to a window that doubles while the scan goes on, are
+//! two children of one interior page in a row (child i, then i+1; or i, then i−1: a
+//! descending scan, and `integrity_check`, which visits the right child first and then the
+//! cells from the last), that page's children are being scanned, in that direction: the next ones, up to a window that doubles while the scan goes on, are
 //! handed to the kernel in one batch ([`PageSource::prefetch`]: `POSIX_FADV_WILLNEED`,
 //! one ring submission on the io_uring backend). An interior page entered while its parent
 //! is being scanned inherits the scan: its first children go at once. Near the end of a
@@ -87,13 +88,18 @@ struct Level {
     page_number: u32,
     /// Children in key order (capacity: any valid page's, allocated once).
     children: Vec<u32>,
-    /// Index of the child SQLite read last.
+    /// The scan runs from the last child to the first: a descending scan (`ORDER BY …
+    /// DESC`), or `integrity_check`, which visits the right child first and then the cells
+    /// from the last to the first. Positions below count in the scan's direction
+    /// ([`Level::child_at`]).
+    backward: bool,
+    /// Position of the child SQLite read last.
     last_read: Option<usize>,
     /// Consecutive children read in order, ending at `last_read`.
     streak: u32,
     /// Entered while its parent was being scanned: its children are scanned from the first.
     inherited_scan: bool,
-    /// `children[..issued_until]` were read or asked for.
+    /// The children at positions `..issued_until` were read or asked for.
     issued_until: usize,
     window_pages: usize,
     /// This level's next children after `last_read` (interior pages), read from the cache
@@ -159,6 +165,7 @@ impl Level {
         Level {
             page_number: 0,
             children: Vec::with_capacity(children_capacity),
+            backward: false,
             last_read: None,
             streak: 0,
             inherited_scan: false,
@@ -177,6 +184,58 @@ impl Level {
     fn scanning(&self) -> bool {
         self.streak >= 2 || (self.inherited_scan && self.streak >= 1)
     }
+
+    /// Turns the level to scan `backward` (or forward), keeping the child read last: what
+    /// was asked for ahead of it the old way is no longer ahead.
+    fn face(&mut self, backward: bool) {
+        if self.backward == backward {
+            return;
+        }
+        let last_key_index = self.last_read.map(|position| self.key_index(position));
+        self.backward = backward;
+        self.last_read = last_key_index.map(|index| self.key_index(index));
+        self.inherited_scan = false;
+        self.issued_until = self.last_read.map_or(0, |position| position + 1);
+        self.window_pages = FIRST_WINDOW_PAGES;
+        self.peeked.clear();
+    }
+
+    /// The child at `position` in the scan's direction, if there is one.
+    fn child(&self, position: usize) -> Option<u32> {
+        if position >= self.children.len() {
+            return None;
+        }
+        Some(self.child_at(position))
+    }
+
+    /// The child at `position` (below the child count) in the scan's direction.
+    fn child_at(&self, position: usize) -> u32 {
+        self.children[self.key_index(position)]
+    }
+
+    /// The key-order index of `position` in the scan's direction, and the other way round
+    /// (the map is its own inverse).
+    fn key_index(&self, position: usize) -> usize {
+        assert!(
+            position < self.children.len(),
+            "a position past the children"
+        );
+        if self.backward {
+            self.children.len() - 1 - position
+        } else {
+            position
+        }
+    }
+}
+
+/// Where a read page lies on the path's level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Found {
+    /// At this position in the level's direction.
+    At(usize),
+    /// Beside the child read last, on the side the level's direction has already passed:
+    /// the scan runs the other way.
+    Turn,
 }
 
 /// The read-ahead state of one open main database.
@@ -336,8 +395,8 @@ impl ReadAhead {
         let found = self.find(page_number);
         self.deepest_just_entered = false;
         match found {
-            Some((level, index)) => {
-                self.note_child_read(level, index);
+            Some((level, found)) => {
+                self.note_child_read(level, found);
                 self.depth = level + 1;
                 self.push_if_interior(data, page_number, geometry, source);
                 // The deepest scanning level first: its pages are the ones read next.
@@ -457,30 +516,55 @@ impl ReadAhead {
         self.chain_outstanding = 0;
     }
 
-    /// Where `page_number` is on the path: the level that has it as a child, and its
-    /// index. Each level is asked for its next child in order, which is what a scan reads;
+    /// Where `page_number` is on the path: the level that has it as a child, and where.
+    /// Each level is asked for its next child in its direction, which is what a scan
+    /// reads, and for the child on the other side of the last one read (the scan turns);
     /// the deepest level is searched whole only when SQLite entered it with the read
     /// before (a descent picks any child of the page it just read). Anything else starts
     /// a new path. So a run of random reads (lookups, `integrity_check`'s cross-checks)
     /// costs a few comparisons per read, and a descent one pass over one child list.
-    fn find(&self, page_number: u32) -> Option<(usize, usize)> {
+    fn find(&self, page_number: u32) -> Option<(usize, Found)> {
         let deepest = self.depth.checked_sub(1)?;
         for (depth, level) in self.levels[..self.depth].iter().enumerate().rev() {
             let next = level.last_read.map_or(0, |i| i + 1);
-            if level.children.get(next) == Some(&page_number) {
-                return Some((depth, next));
+            if level.child(next) == Some(page_number) {
+                return Some((depth, Found::At(next)));
+            }
+            if let Some(last) = level.last_read {
+                let index = level.key_index(last);
+                let behind = if level.backward {
+                    index.checked_add(1)
+                } else {
+                    index.checked_sub(1)
+                };
+                if behind.and_then(|i| level.children.get(i)) == Some(&page_number) {
+                    return Some((depth, Found::Turn));
+                }
             }
             if depth == deepest && self.deepest_just_entered {
                 if let Some(index) = level.children.iter().position(|&c| c == page_number) {
-                    return Some((depth, index));
+                    return Some((depth, Found::At(level.key_index(index))));
                 }
             }
         }
         None
     }
 
-    fn note_child_read(&mut self, depth: usize, index: usize) {
+    fn note_child_read(&mut self, depth: usize, found: Found) {
         let level = &mut self.levels[depth];
+        let index = match found {
+            Found::At(position) => position,
+            Found::Turn => {
+                // The child read last is the first of a scan the other way; this read is
+                // its second.
+                level.face(!level.backward);
+                level.streak = 1;
+                level
+                    .last_read
+                    .expect("a turn is found beside a read child")
+                    + 1
+            }
+        };
         let in_order = match level.last_read {
             Some(last) => last + 1 == index,
             None => level.inherited_scan && index == 0,
@@ -525,6 +609,8 @@ impl ReadAhead {
         } else {
             FIRST_WINDOW_PAGES
         };
+        // A subtree is scanned the way its parent is.
+        let backward = self.depth > 0 && self.levels[self.depth - 1].backward;
         let level = &mut self.levels[self.depth];
         // The count read last; read again (one fstat) only when a child lies past it.
         if self.page_count == 0 {
@@ -561,6 +647,7 @@ impl ReadAhead {
             return;
         }
         level.page_number = page_number;
+        level.backward = backward;
         level.last_read = None;
         level.streak = 0;
         level.inherited_scan = parent_scanning;
@@ -593,14 +680,15 @@ impl ReadAhead {
         }
         let budget = self.process_budget_pages(geometry).min(room);
         if from < until && budget > 0 {
-            if source.is_cached(level.children[from], geometry.page_size_bytes) == Some(true) {
+            if source.is_cached(level.child_at(from), geometry.page_size_bytes) == Some(true) {
                 self.note_cached();
                 return;
             }
             self.note_uncached();
             let until = until.min(from + budget);
             let level = &mut self.levels[depth];
-            for &child in &level.children[from..until] {
+            for position in from..until {
+                let child = level.child_at(position);
                 if !self.batch.contains(&child) {
                     self.batch.push(child);
                 }
@@ -610,6 +698,13 @@ impl ReadAhead {
         }
         // The end of this level is inside the window: the next sibling, and its first
         // children once the kernel has it.
+        let level = &self.levels[depth];
+        if depth > 0 && !self.levels[depth - 1].scanning() {
+            // The parent has shown no direction yet: its next child is the one on the side
+            // this level's scan runs to.
+            let backward = level.backward;
+            self.levels[depth - 1].face(backward);
+        }
         let level = &self.levels[depth];
         if depth > 0
             && level.issued_until == level.children.len()
@@ -639,7 +734,7 @@ impl ReadAhead {
         };
         for index in last + 1..=last + MAX_PEEKED_SIBLINGS {
             let parent = &self.levels[depth - 1];
-            let Some(&sibling) = parent.children.get(index) else {
+            let Some(sibling) = parent.child(index) else {
                 return;
             };
             if parent.peeked.contains(sibling) {
@@ -686,10 +781,13 @@ impl ReadAhead {
             if !matches!(
                 parsed,
                 Ok(PageKind::TableInterior | PageKind::IndexInterior)
-            ) {
+            ) || self.levels[self.depth].children.is_empty()
+            {
                 return;
             }
-            let first = self.levels[self.depth].children[0];
+            // The sibling will be scanned the way its parent is (`push_if_interior`).
+            self.levels[self.depth].backward = self.levels[depth - 1].backward;
+            let first = self.levels[self.depth].child_at(0);
             if source.is_cached(first, geometry.page_size_bytes) == Some(true) {
                 self.note_cached();
                 return;
@@ -698,8 +796,8 @@ impl ReadAhead {
                 .min(self.batch.capacity() - self.batch.len())
                 .min(self.process_budget_pages(geometry))
                 .min(self.levels[self.depth].children.len());
-            for child_index in 0..count {
-                let child = self.levels[self.depth].children[child_index];
+            for position in 0..count {
+                let child = self.levels[self.depth].child_at(position);
                 if !self.batch.contains(&child) {
                     self.batch.push(child);
                 }
@@ -968,6 +1066,75 @@ mod tests {
             .copied()
             .collect();
         assert!(asked.is_subset(&tree));
+    }
+
+    #[test]
+    fn a_descending_scan_is_followed_too() {
+        // `integrity_check`'s order (and `ORDER BY … DESC`'s): the last parent first, and
+        // each parent's leaves from the last to the first.
+        let (mut model, parents, leaves) = two_level_tree(20, 40);
+        let mut readahead = ReadAhead::new();
+        read(&mut readahead, &mut model, 1);
+        read(&mut readahead, &mut model, 2);
+        let mut missed = 0;
+        for (parent, own) in parents.iter().zip(&leaves).rev() {
+            if !model.cached.contains(parent) {
+                missed += 1;
+            }
+            read(&mut readahead, &mut model, *parent);
+            for &leaf in own.iter().rev() {
+                if !model.cached.contains(&leaf) {
+                    missed += 1;
+                }
+                read(&mut readahead, &mut model, leaf);
+                assert!(readahead.outstanding_pages() <= max_window_pages(PAGE_BYTES));
+            }
+        }
+        // The last parent and its last two leaves, and the parent before it: the reads
+        // that show which way the scan runs.
+        assert!(missed <= 4, "{missed} reads found their page uncached");
+        let asked: BTreeSet<u32> = model.prefetched.iter().copied().collect();
+        assert_eq!(
+            asked.len(),
+            model.prefetched.len(),
+            "a page asked for twice"
+        );
+        let tree: BTreeSet<u32> = parents
+            .iter()
+            .chain(leaves.iter().flatten())
+            .copied()
+            .collect();
+        assert!(asked.is_subset(&tree));
+    }
+
+    #[test]
+    fn a_scan_that_turns_is_followed_the_new_way() {
+        // Forward through the first parent's leaves, then back the way it came.
+        let (mut model, parents, leaves) = two_level_tree(1, 400);
+        let mut readahead = ReadAhead::new();
+        read(&mut readahead, &mut model, 1);
+        read(&mut readahead, &mut model, 2);
+        read(&mut readahead, &mut model, parents[0]);
+        let own = &leaves[0];
+        for &leaf in &own[..200] {
+            read(&mut readahead, &mut model, leaf);
+        }
+        // Pages asked for ahead of the forward scan stay cached; evict them, as a kernel
+        // under memory pressure might, so the backward scan's needs show.
+        model.cached.retain(|page| !own[..200].contains(page));
+        model.prefetched.clear();
+        let mut missed = 0;
+        for &leaf in own[..199].iter().rev() {
+            if !model.cached.contains(&leaf) {
+                missed += 1;
+            }
+            read(&mut readahead, &mut model, leaf);
+        }
+        assert!(missed <= 1, "{missed} reads found their page uncached");
+        assert!(model
+            .prefetched
+            .iter()
+            .all(|page| own[..198].contains(page)));
     }
 
     #[test]

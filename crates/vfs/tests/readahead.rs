@@ -1,5 +1,6 @@
 //! B-tree read-ahead (`uring_readahead`, on by default): a scan of data the kernel does not
-//! have cached asks for the pages SQLite reads next, a point lookup and a scan of cached
+//! have cached (ascending, descending, or `integrity_check`'s walk) asks for the pages
+//! SQLite reads next, a point lookup and a scan of cached
 //! data ask for nothing, and every result is what `unix` returns — with page sizes 512
 //! and 65536, after VACUUM, on files with corrupt interior pages, and while another
 //! process writes.
@@ -117,12 +118,18 @@ fn build(path: &Path, page_size_bytes: u32, rows_count: u32, mode: Mode) {
 }
 
 /// The scans and lookups whose results are compared with `unix`'s.
-const SCANS: [&str; 4] = [
+const SCANS: [&str; 6] = [
     "SELECT count(*), sum(length(v)), min(k), max(k) FROM w",
     "SELECT count(*), sum(c), sum(length(v)) FROM r",
     "SELECT count(*), sum(length(v)) FROM r WHERE c BETWEEN 20000 AND 40000",
     "SELECT k FROM w ORDER BY k DESC LIMIT 3",
+    DESCENDING_SCAN,
+    "PRAGMA integrity_check",
 ];
+
+/// A scan from the last key to the first.
+const DESCENDING_SCAN: &str =
+    "SELECT count(*), sum(length(v)), group_concat(substr(k, 1, 2), '') FROM (SELECT k, v FROM w ORDER BY k DESC)";
 
 /// Runs every scan cold (the file evicted before each) through `vfs`; returns the
 /// results and the pages read-ahead asked for (0 on `unix`).
@@ -163,6 +170,28 @@ fn a_cold_scan_prefetches_and_returns_what_unix_returns() {
     drop(conn);
     let (all, _) = cold_scans(&path, "io_uring", "");
     assert_eq!(all, expected);
+}
+
+#[test]
+fn descending_scans_and_integrity_check_prefetch_and_return_what_unix_returns() {
+    // Both read children from the last to the first: `integrity_check` visits a page's
+    // right child, then its cells from the last.
+    let dir = cold_dir();
+    let path = dir.path().join("descending.db");
+    build(&path, 4096, 20_000, Mode::Rollback);
+    for sql in [DESCENDING_SCAN, "PRAGMA integrity_check"] {
+        evict(&path);
+        let expected = rows(&open(&path, "unix", ""), sql);
+        evict(&path);
+        let conn = open(&path, "io_uring", "");
+        assert_eq!(rows(&conn, sql), expected, "{sql}");
+        assert!(
+            file_counter(&conn, "prefetched_pages") > 0,
+            "{sql}: cold, of {} pages, prefetched none (skipped {})",
+            rows(&conn, "PRAGMA page_count")[0],
+            file_counter(&conn, "prefetch_skips")
+        );
+    }
 }
 
 #[test]
