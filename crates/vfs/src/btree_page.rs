@@ -239,6 +239,62 @@ pub(crate) fn page_kind(
     parse_header(page, page_number, geometry).map(|header| header.kind)
 }
 
+/// An interior page whose header is checked ([`page_kind`]'s checks), for reading its
+/// children one at a time without parsing its cells: what following SQLite's descent
+/// needs. Its children are hints for matching SQLite's reads, nothing more: they are not
+/// checked against the page count, and a page must pass [`interior_children`] before any
+/// child of it is asked for.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct InteriorView {
+    header: PageHeader,
+    usable_bytes: usize,
+}
+
+/// The [`InteriorView`] of `page`, or `None` when it is a leaf or its header is malformed.
+/// Constant work.
+pub(crate) fn interior_view(
+    page: &[u8],
+    page_number: u32,
+    geometry: Geometry,
+) -> Option<InteriorView> {
+    let header = parse_header(page, page_number, geometry).ok()?;
+    header.kind.is_interior().then_some(InteriorView {
+        header,
+        usable_bytes: geometry.usable_bytes as usize,
+    })
+}
+
+impl InteriorView {
+    /// Children the page names: one per cell, and the right-most.
+    pub(crate) fn child_count(self) -> usize {
+        self.header.cell_count + 1
+    }
+
+    /// The child at key-order `index` of `page` (the page the view was made from): cell
+    /// `index`'s left child, or the right-most pointer at `index == cell count`. `None` past
+    /// the children, or where the cell pointer or the child lies outside the usable area.
+    /// Constant work.
+    pub(crate) fn child(self, page: &[u8], index: usize) -> Option<u32> {
+        let header = self.header;
+        if index >= header.cell_count {
+            return (index == header.cell_count).then_some(header.right_most);
+        }
+        let usable = page.get(..self.usable_bytes)?;
+        let pointer = read_u16(usable, header.cell_array_start + CELL_POINTER_BYTES * index)?;
+        let pointer = usize::from(pointer);
+        if pointer < header.cell_array_end() {
+            return None;
+        }
+        read_u32(usable, pointer)
+    }
+
+    /// The key-order index of the first child of `page` that is `child`. Linear in the
+    /// cell count.
+    pub(crate) fn position_of(self, page: &[u8], child: u32) -> Option<usize> {
+        (0..self.child_count()).find(|&index| self.child(page, index) == Some(child))
+    }
+}
+
 /// An interior page's children in key order: each cell's left child, then the right-most
 /// pointer, written to `children`.
 ///
@@ -1693,6 +1749,30 @@ mod tests {
         if kind.is_err() {
             assert!(children_result.is_err());
         }
+        // The view reads any page without harm, exists exactly for well-headed interior
+        // pages, and names the children a full parse finds.
+        let view = interior_view(page, page_number, geometry);
+        assert_eq!(
+            view.is_some(),
+            matches!(kind, Ok(PageKind::TableInterior | PageKind::IndexInterior))
+        );
+        if let Some(view) = view {
+            let count = view.child_count();
+            for index in [0, 1, 2, count / 2, count - 1, count, count + 1] {
+                let child = view.child(page, index);
+                assert!(index < count || child.is_none());
+                if let Some(child) = child {
+                    let first = view.position_of(page, child).expect("a child it named");
+                    assert!(first <= index);
+                }
+            }
+            if children_result.is_ok() {
+                assert_eq!(view.child_count(), children.len());
+                for (index, &child) in children.iter().enumerate() {
+                    assert_eq!(view.child(page, index), Some(child));
+                }
+            }
+        }
         if page.len() >= 4 {
             if let Ok(next) = overflow_next(page, page_number, page_count) {
                 assert!(next == 0 || ((2..=page_count).contains(&next) && next != page_number));
@@ -2037,6 +2117,11 @@ mod tests {
                 if kind.is_interior() {
                     assert_eq!(row.page_type, "internal");
                     assert_eq!(children.len(), cells + 1);
+                    let view = interior_view(page(number), number, geometry).unwrap();
+                    assert_eq!(view.child_count(), children.len());
+                    for (index, &child) in children.iter().enumerate() {
+                        assert_eq!(view.child(page(number), index), Some(child));
+                    }
                     for (index, &child) in children.iter().enumerate().rev() {
                         stack.push((child, format!("{path}{index:03x}/")));
                     }

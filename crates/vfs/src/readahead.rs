@@ -43,7 +43,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::btree_page::{self, Geometry, PageKind};
+use crate::btree_page::{self, Geometry, InteriorView, PageKind};
 
 /// Deepest B-tree SQLite handles (btreeInt.h BTCURSOR_MAX_DEPTH).
 pub(crate) const MAX_DEPTH: usize = 20;
@@ -86,7 +86,17 @@ pub(crate) trait PageSource {
 /// One interior page on the path.
 struct Level {
     page_number: u32,
-    /// Children in key order (capacity: any valid page's, allocated once).
+    /// The page's bytes, copied when SQLite read it (capacity: the page size, allocated
+    /// once).
+    page: Vec<u8>,
+    /// Until the level is scanned, only the page's header is checked and its children are
+    /// read from `page` one at a time (`Some`): a descent that reads one child per level,
+    /// a point lookup, costs a header check and a copy per level. Before the first child is
+    /// asked for, the whole page is parsed and checked into `children` (`None`).
+    unparsed: Option<InteriorView>,
+    /// The whole-page parse refused the page: it is followed, never scanned.
+    malformed: bool,
+    /// Children in key order, once parsed (capacity: any valid page's, allocated once).
     children: Vec<u32>,
     /// The scan runs from the last child to the first: a descending scan (`ORDER BY …
     /// DESC`), or `integrity_check`, which visits the right child first and then the cells
@@ -161,10 +171,13 @@ impl Peeked {
 }
 
 impl Level {
-    fn new(children_capacity: usize) -> Level {
+    fn new(geometry: Geometry) -> Level {
         Level {
             page_number: 0,
-            children: Vec::with_capacity(children_capacity),
+            page: Vec::with_capacity(geometry.page_size_bytes as usize),
+            unparsed: None,
+            malformed: false,
+            children: Vec::with_capacity(btree_page::max_children(geometry)),
             backward: false,
             last_read: None,
             streak: 0,
@@ -182,7 +195,28 @@ impl Level {
     }
 
     fn scanning(&self) -> bool {
-        self.streak >= 2 || (self.inherited_scan && self.streak >= 1)
+        !self.malformed && (self.streak >= 2 || (self.inherited_scan && self.streak >= 1))
+    }
+
+    fn child_count(&self) -> usize {
+        self.unparsed
+            .map_or(self.children.len(), InteriorView::child_count)
+    }
+
+    /// The child at key-order `index`, if the page names one there.
+    fn key_child(&self, index: usize) -> Option<u32> {
+        match self.unparsed {
+            Some(view) => view.child(&self.page, index),
+            None => self.children.get(index).copied(),
+        }
+    }
+
+    /// The key-order index of `child`.
+    fn key_index_of(&self, child: u32) -> Option<usize> {
+        match self.unparsed {
+            Some(view) => view.position_of(&self.page, child),
+            None => self.children.iter().position(|&c| c == child),
+        }
     }
 
     /// Turns the level to scan `backward` (or forward), keeping the child read last: what
@@ -200,28 +234,31 @@ impl Level {
         self.peeked.clear();
     }
 
-    /// The child at `position` in the scan's direction, if there is one.
+    /// The child at `position` in the scan's direction, if the page names one there.
     fn child(&self, position: usize) -> Option<u32> {
-        if position >= self.children.len() {
+        if position >= self.child_count() {
             return None;
         }
-        Some(self.child_at(position))
+        self.key_child(self.key_index(position))
     }
 
-    /// The child at `position` (below the child count) in the scan's direction.
-    fn child_at(&self, position: usize) -> u32 {
+    /// The child at `position` (below the child count) in the scan's direction, of a parsed
+    /// level: one that may be asked for.
+    fn parsed_child(&self, position: usize) -> u32 {
+        assert!(
+            self.unparsed.is_none() && !self.malformed,
+            "children of a page not parsed whole are never asked for"
+        );
         self.children[self.key_index(position)]
     }
 
     /// The key-order index of `position` in the scan's direction, and the other way round
     /// (the map is its own inverse).
     fn key_index(&self, position: usize) -> usize {
-        assert!(
-            position < self.children.len(),
-            "a position past the children"
-        );
+        let count = self.child_count();
+        assert!(position < count, "a position past the children");
         if self.backward {
-            self.children.len() - 1 - position
+            count - 1 - position
         } else {
             position
         }
@@ -398,7 +435,7 @@ impl ReadAhead {
             Some((level, found)) => {
                 self.note_child_read(level, found);
                 self.depth = level + 1;
-                self.push_if_interior(data, page_number, geometry, source);
+                self.push_if_interior(data, page_number, geometry);
                 // The deepest scanning level first: its pages are the ones read next.
                 for level in (0..self.depth).rev() {
                     self.top_up(level, geometry, source);
@@ -409,7 +446,7 @@ impl ReadAhead {
                 // whose interior pages SQLite already had, which read-ahead cannot follow).
                 if self.depth == 0 || is_interior(data, page_number, geometry) {
                     self.depth = 0;
-                    self.push_if_interior(data, page_number, geometry, source);
+                    self.push_if_interior(data, page_number, geometry);
                 }
             }
         }
@@ -537,12 +574,12 @@ impl ReadAhead {
                 } else {
                     index.checked_sub(1)
                 };
-                if behind.and_then(|i| level.children.get(i)) == Some(&page_number) {
+                if behind.and_then(|i| level.key_child(i)) == Some(page_number) {
                     return Some((depth, Found::Turn));
                 }
             }
             if depth == deepest && self.deepest_just_entered {
-                if let Some(index) = level.children.iter().position(|&c| c == page_number) {
+                if let Some(index) = level.key_index_of(page_number) {
                     return Some((depth, Found::At(level.key_index(index))));
                 }
             }
@@ -583,21 +620,17 @@ impl ReadAhead {
         level.issued_until = level.issued_until.max(index + 1);
     }
 
-    /// Parses `data` (page `page_number`) and, if it is a well-formed interior page, puts it
-    /// at the end of the path.
-    fn push_if_interior(
-        &mut self,
-        data: &[u8],
-        page_number: u32,
-        geometry: Geometry,
-        source: &mut impl PageSource,
-    ) {
-        if self.depth >= MAX_DEPTH || !is_interior(data, page_number, geometry) {
+    /// If `data` (page `page_number`) is an interior page with a well-formed header, puts it
+    /// at the end of the path, its cells unparsed ([`Level::unparsed`]).
+    fn push_if_interior(&mut self, data: &[u8], page_number: u32, geometry: Geometry) {
+        if self.depth >= MAX_DEPTH {
             return;
         }
+        let Some(view) = btree_page::interior_view(data, page_number, geometry) else {
+            return;
+        };
         if self.levels.len() == self.depth {
-            self.levels
-                .push(Level::new(btree_page::max_children(geometry)));
+            self.levels.push(Level::new(geometry));
         }
         let parent_scanning = self.depth > 0 && self.levels[self.depth - 1].scanning();
         let peeked = match self.depth {
@@ -612,16 +645,50 @@ impl ReadAhead {
         // A subtree is scanned the way its parent is.
         let backward = self.depth > 0 && self.levels[self.depth - 1].backward;
         let level = &mut self.levels[self.depth];
+        assert_eq!(
+            data.len(),
+            level.page.capacity(),
+            "a page with a valid header is one page long"
+        );
+        level.page.clear();
+        level.page.extend_from_slice(data);
+        level.unparsed = Some(view);
+        level.malformed = false;
+        level.children.clear();
+        level.page_number = page_number;
+        level.backward = backward;
+        level.last_read = None;
+        level.streak = 0;
+        level.inherited_scan = parent_scanning;
+        level.issued_until = peeked.map_or(0, |n| n.min(level.child_count()));
+        level.window_pages = inherited_window;
+        level.peeked.clear();
+        self.depth += 1;
+        self.deepest_just_entered = true;
+    }
+
+    /// Parses and checks level `depth`'s whole page before any of its children is asked
+    /// for; false when the page is refused (the level is then never scanned).
+    fn parse_level(
+        &mut self,
+        depth: usize,
+        geometry: Geometry,
+        source: &mut impl PageSource,
+    ) -> bool {
+        let level = &self.levels[depth];
+        if level.unparsed.is_none() || level.malformed {
+            return !level.malformed;
+        }
         // The count read last; read again (one fstat) only when a child lies past it.
         if self.page_count == 0 {
             self.page_count = source.page_count(geometry.page_size_bytes);
         }
-        let mut page_count = self.page_count;
+        let level = &mut self.levels[depth];
         let mut parsed = btree_page::interior_children(
-            data,
-            page_number,
+            &level.page,
+            level.page_number,
             geometry,
-            page_count,
+            self.page_count,
             &mut level.children,
         );
         if matches!(
@@ -629,43 +696,41 @@ impl ReadAhead {
             Err(btree_page::Malformed::ChildPage | btree_page::Malformed::PageNumber)
         ) {
             // The file may have grown since the count was read (another writer).
-            page_count = source.page_count(geometry.page_size_bytes);
-            self.page_count = page_count;
+            self.page_count = source.page_count(geometry.page_size_bytes);
             parsed = btree_page::interior_children(
-                data,
-                page_number,
+                &level.page,
+                level.page_number,
                 geometry,
-                page_count,
+                self.page_count,
                 &mut level.children,
             );
         }
-        if !matches!(
+        let interior = matches!(
             parsed,
             Ok(PageKind::TableInterior | PageKind::IndexInterior)
-        ) || level.children.is_empty()
-        {
-            return;
+        );
+        if interior {
+            // The same bytes the header check passed: as many children.
+            assert_eq!(
+                Some(level.children.len()),
+                level.unparsed.map(InteriorView::child_count)
+            );
+            level.unparsed = None;
+        } else {
+            level.malformed = true;
         }
-        level.page_number = page_number;
-        level.backward = backward;
-        level.last_read = None;
-        level.streak = 0;
-        level.inherited_scan = parent_scanning;
-        level.issued_until = peeked.map_or(0, |n| n.min(level.children.len()));
-        level.window_pages = inherited_window;
-        level.peeked.clear();
-        self.depth += 1;
-        self.deepest_just_entered = true;
+        interior
     }
 
     /// Adds to the batch what level `depth`'s scan needs to keep its window full.
     fn top_up(&mut self, depth: usize, geometry: Geometry, source: &mut impl PageSource) {
         let max_window = max_window_pages(geometry.page_size_bytes);
         let room = max_window.saturating_sub(self.outstanding_pages() + self.batch.len());
-        let level = &self.levels[depth];
-        if !level.scanning() || room == 0 {
+        if !self.levels[depth].scanning() || room == 0 || !self.parse_level(depth, geometry, source)
+        {
             return;
         }
+        let level = &self.levels[depth];
         let next = level.last_read.map_or(0, |i| i + 1);
         let ahead = level.outstanding();
         let window = level.window_pages.min(max_window);
@@ -680,7 +745,7 @@ impl ReadAhead {
         }
         let budget = self.process_budget_pages(geometry).min(room);
         if from < until && budget > 0 {
-            if source.is_cached(level.child_at(from), geometry.page_size_bytes) == Some(true) {
+            if source.is_cached(level.parsed_child(from), geometry.page_size_bytes) == Some(true) {
                 self.note_cached();
                 return;
             }
@@ -688,7 +753,7 @@ impl ReadAhead {
             let until = until.min(from + budget);
             let level = &mut self.levels[depth];
             for position in from..until {
-                let child = level.child_at(position);
+                let child = level.parsed_child(position);
                 if !self.batch.contains(&child) {
                     self.batch.push(child);
                 }
@@ -732,11 +797,15 @@ impl ReadAhead {
         let Some(last) = self.levels[depth - 1].last_read else {
             return;
         };
+        if !self.parse_level(depth - 1, geometry, source) {
+            return;
+        }
         for index in last + 1..=last + MAX_PEEKED_SIBLINGS {
             let parent = &self.levels[depth - 1];
-            let Some(sibling) = parent.child(index) else {
+            if index >= parent.child_count() {
                 return;
-            };
+            }
+            let sibling = parent.parsed_child(index);
             if parent.peeked.contains(sibling) {
                 continue;
             }
@@ -766,8 +835,7 @@ impl ReadAhead {
             }
             // Parsed into the deepest unused level's list: no allocation.
             if self.levels.len() == self.depth {
-                self.levels
-                    .push(Level::new(btree_page::max_children(geometry)));
+                self.levels.push(Level::new(geometry));
             }
             let page_count = self.page_count;
             let spare = &mut self.levels[self.depth].children;
@@ -786,8 +854,12 @@ impl ReadAhead {
                 return;
             }
             // The sibling will be scanned the way its parent is (`push_if_interior`).
-            self.levels[self.depth].backward = self.levels[depth - 1].backward;
-            let first = self.levels[self.depth].child_at(0);
+            let backward = self.levels[depth - 1].backward;
+            let spare = &mut self.levels[self.depth];
+            spare.unparsed = None;
+            spare.malformed = false;
+            spare.backward = backward;
+            let first = spare.parsed_child(0);
             if source.is_cached(first, geometry.page_size_bytes) == Some(true) {
                 self.note_cached();
                 return;
@@ -797,7 +869,7 @@ impl ReadAhead {
                 .min(self.process_budget_pages(geometry))
                 .min(self.levels[self.depth].children.len());
             for position in 0..count {
-                let child = self.levels[self.depth].child_at(position);
+                let child = self.levels[self.depth].parsed_child(position);
                 if !self.batch.contains(&child) {
                     self.batch.push(child);
                 }
@@ -1148,6 +1220,10 @@ mod tests {
             read(&mut readahead, &mut model, 2);
             read(&mut readahead, &mut model, parents[p]);
             read(&mut readahead, &mut model, leaves[p][l]);
+            // A descent checks headers only: no page was parsed whole.
+            assert!(readahead.levels[..readahead.depth]
+                .iter()
+                .all(|level| level.unparsed.is_some()));
         }
         assert_eq!(model.prefetched, Vec::<u32>::new());
     }
