@@ -7,9 +7,11 @@
 //! children in key order, and a scan reads them in that order.
 //!
 //! **What it follows.** Every whole-page read SQLite makes of the database goes through
-//! [`ReadAhead::after_read`]. Interior pages are parsed (`btree_page`, which trusts no
-//! byte) and kept as a path, root first, like SQLite's cursor: each level remembers its
-//! children, the last child SQLite read and how far read-ahead has gone. When SQLite reads
+//! [`ReadAhead::after_read`]. Interior pages are kept as a path, root first, like SQLite's
+//! cursor: each level remembers its page, the last child SQLite read and how far
+//! read-ahead has gone. On the way down only a page's header is checked and its children
+//! are read from its copy one at a time; a page is parsed whole (`btree_page`, which
+//! trusts no byte) before any of its children is asked for. When SQLite reads
 //! two children of one interior page in a row (child i, then i+1; or i, then i−1: a
 //! descending scan, and `integrity_check`, which visits the right child first and then the
 //! cells from the last), that page's children are being scanned, in that direction: the next ones, up to a window that doubles while the scan goes on, are
@@ -38,8 +40,8 @@
 //! **Bounds.** A file's pages asked for and not yet read are at most its window
 //! ([`max_window_pages`]: [`MAX_WINDOW_BYTES`] or [`MAX_WINDOW_PAGES`]); every file of the
 //! process together at most [`PROCESS_MAX_OUTSTANDING_BYTES`]. The path is at most
-//! [`MAX_DEPTH`] levels (SQLite's own limit); each level's child list is allocated once, at
-//! the capacity any valid page of the geometry needs, and reused.
+//! [`MAX_DEPTH`] levels (SQLite's own limit); each level's page copy and child list are
+//! allocated once, at the capacity any valid page of the geometry needs, and reused.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
