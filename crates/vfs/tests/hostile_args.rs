@@ -594,6 +594,23 @@ fn offsets_near_the_largest_file_offset_are_io_errors_like_unix() {
         });
         assert!(ours.unchanged);
     }
+    // With a chunk size, the size is rounded up first: near the largest offset the sum
+    // wraps (os_unix.c's arithmetic), and truncate and the size hint answer as `unix`'s.
+    for size in [i64::MAX, i64::MAX - 1000] {
+        let ours = same(|file| {
+            let chunk = file.chunk_size(65_536);
+            let rc = file.truncate(size);
+            let mut hint = size;
+            let hinted =
+                file.file_control(ffi::SQLITE_FCNTL_SIZE_HINT, (&mut hint as *mut i64).cast());
+            format!(
+                "{chunk} {rc} errno {} hint {hinted} {:?}",
+                file.last_errno(),
+                file.size()
+            )
+        });
+        assert!(ours.unchanged);
+    }
 }
 
 #[test]

@@ -15,6 +15,8 @@ use super::{round_up, File};
 
 /// os_unix.c SQLITE_DEFAULT_SECTOR_SIZE: what `unix` reports on Linux.
 const SECTOR_SIZE_BYTES: c_int = 4096;
+/// Blocks a size hint extends per write batch (one byte written in each).
+const SIZE_HINT_BATCH_BLOCKS: usize = 64;
 
 impl File {
     /// The lock level this connection holds (what SQLITE_FCNTL_LOCKSTATE reports).
@@ -116,18 +118,25 @@ impl File {
             let st = fstat(self.fd).map_err(Failure::Fstat)?;
             if target > st.st_size {
                 // Write one byte at the end of every block of the new region, then at the
-                // new end, like os_unix.c does without posix_fallocate.
+                // new end, like os_unix.c does without posix_fallocate, a batch of blocks
+                // at a time (no allocation), stopping at the first batch that fails.
                 let block = st.st_blksize.max(512);
-                let mut pieces = Vec::new();
+                let zero = [0u8];
+                let mut pieces = [(0u64, &zero[..]); SIZE_HINT_BATCH_BLOCKS];
                 let mut at = (st.st_size / block) * block + block - 1;
-                while at < target + block - 1 {
-                    pieces.push(((at.min(target - 1)) as u64, &[0u8][..]));
-                    at += block;
-                }
+                let end = target.saturating_add(block - 1);
                 let fd = self.fd;
-                self.submitter()
-                    .write_batch(fd, &pieces)
-                    .map_err(Failure::from)?;
+                while at < end {
+                    let mut count = 0;
+                    while count < SIZE_HINT_BATCH_BLOCKS && at < end {
+                        pieces[count] = (at.min(target - 1) as u64, &zero[..]);
+                        count += 1;
+                        at = at.saturating_add(block);
+                    }
+                    self.submitter()
+                        .write_batch(fd, &pieces[..count])
+                        .map_err(Failure::from)?;
+                }
                 self.note_size_at_least(target);
             }
         }

@@ -344,7 +344,10 @@ impl Drop for File {
     }
 }
 
-/// `value` rounded up to a multiple of `chunk` (> 0).
+/// `value` rounded up to a multiple of `chunk` (> 0). Near `i64::MAX` the sum wraps to a
+/// negative size, as os_unix.c's does (`unixTruncate`, `fcntlSizeHint`): the truncate then
+/// fails with EINVAL and the size hint does nothing, as under `unix`.
 fn round_up(value: i64, chunk: i64) -> i64 {
-    (value + chunk - 1) / chunk * chunk
+    debug_assert!(chunk > 0, "a chunk size is positive");
+    value.wrapping_add(chunk - 1) / chunk * chunk
 }
