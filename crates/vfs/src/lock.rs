@@ -513,8 +513,10 @@ static PARKED: std::sync::Mutex<Vec<Parked>> = std::sync::Mutex::new(Vec::new())
 
 /// Closes that found a lock on the file (or a parked descriptor) and so had to find out
 /// whose locks they are (for tests: the one-fcntl path must be the usual one).
+#[cfg(feature = "test-support")]
 static LOCK_OWNER_CHECKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+#[cfg(feature = "test-support")]
 pub(crate) fn lock_owner_checks() -> u64 {
     LOCK_OWNER_CHECKS.load(std::sync::atomic::Ordering::Relaxed)
 }
@@ -635,6 +637,7 @@ pub(crate) fn close_preserving_process_locks(fd: RawFd, mut failed_close: impl F
         close(fd);
         return;
     }
+    #[cfg(feature = "test-support")]
     LOCK_OWNER_CHECKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     // Each descriptor with what its probe says, and its file when the probe cannot settle
     // whether this process holds a lock on it.

@@ -6,11 +6,10 @@
 //! [`EngineKind::for_file`] and [`EngineKind::for_filesystem`] are where a file's routing
 //! is decided, at open, and nowhere else.
 
-use std::sync::Arc;
-
 use crate::config::{Backend, Options, Submission, UriOptions};
 use crate::sys::Filesystem;
 
+#[cfg(feature = "test-support")]
 use super::fault::FaultPlan;
 use super::op::{Engine, Op};
 use super::routing::Routing;
@@ -22,7 +21,9 @@ pub(crate) enum EngineKind {
     /// The ring, with reads, writes and/or syncs issued by syscall (see [`Submission`]).
     IoUring(Routing),
     Syscall,
-    Fault(Arc<FaultPlan>),
+    /// The fault-injecting engine of the tests (feature `test-support`).
+    #[cfg(feature = "test-support")]
+    Fault(std::sync::Arc<FaultPlan>),
 }
 
 impl std::fmt::Debug for EngineKind {
@@ -64,7 +65,9 @@ impl EngineKind {
         role: FileRole,
     ) -> EngineKind {
         let mut engine = match (vfs_engine, uri.backend) {
-            (EngineKind::Fault(_), _) | (_, None) => vfs_engine.clone(),
+            #[cfg(feature = "test-support")]
+            (EngineKind::Fault(_), _) => vfs_engine.clone(),
+            (_, None) => vfs_engine.clone(),
             (_, Some(Backend::IoUring)) => EngineKind::IoUring(vfs_routing),
             (_, Some(Backend::Syscall)) => EngineKind::Syscall,
         };
@@ -143,7 +146,17 @@ impl EngineKind {
         match self {
             EngineKind::IoUring(_) => "io_uring",
             EngineKind::Syscall => "syscall",
+            #[cfg(feature = "test-support")]
             EngineKind::Fault(_) => "fault-injection",
+        }
+    }
+
+    /// Whether this is the fault-injecting engine of the tests.
+    pub(crate) fn injects_faults(&self) -> bool {
+        match self {
+            EngineKind::IoUring(_) | EngineKind::Syscall => false,
+            #[cfg(feature = "test-support")]
+            EngineKind::Fault(_) => true,
         }
     }
 
@@ -152,7 +165,9 @@ impl EngineKind {
     fn routing(&self) -> Routing {
         match self {
             EngineKind::IoUring(routing) => *routing,
-            EngineKind::Syscall | EngineKind::Fault(_) => Routing::ALL_SYSCALL,
+            EngineKind::Syscall => Routing::ALL_SYSCALL,
+            #[cfg(feature = "test-support")]
+            EngineKind::Fault(_) => Routing::ALL_SYSCALL,
         }
     }
 
@@ -167,6 +182,7 @@ impl EngineKind {
         match self {
             EngineKind::Syscall => true,
             EngineKind::IoUring(routing) => routing.syscall_reads || routing.lone_op_by_syscall,
+            #[cfg(feature = "test-support")]
             EngineKind::Fault(_) => false,
         }
     }
@@ -177,6 +193,7 @@ impl EngineKind {
         match self {
             EngineKind::Syscall => true,
             EngineKind::IoUring(routing) => routing.syscall_syncs,
+            #[cfg(feature = "test-support")]
             EngineKind::Fault(plan) => plan.inner_routing().is_none_or(|r| r.syscall_syncs),
         }
     }
@@ -186,6 +203,7 @@ impl EngineKind {
         match self {
             EngineKind::IoUring(routing) => uring::ensure_available(*routing),
             EngineKind::Syscall => Ok(()),
+            #[cfg(feature = "test-support")]
             EngineKind::Fault(plan) => match plan.inner_routing() {
                 Some(routing) => uring::ensure_available(routing),
                 None => Ok(()),
@@ -217,6 +235,7 @@ impl EngineKind {
                 syscall::SyscallEngine.perform(&ops[..results.len()], results)
             },
             // SAFETY: prefetches name no buffer.
+            #[cfg(feature = "test-support")]
             EngineKind::Fault(plan) => unsafe { plan.perform(&ops[..results.len()], results) },
         }
     }
@@ -238,6 +257,7 @@ impl EngineKind {
             match self {
                 EngineKind::IoUring(routing) => uring::perform_routed(*routing, ops, results),
                 EngineKind::Syscall => syscall::SyscallEngine.perform(ops, results),
+                #[cfg(feature = "test-support")]
                 EngineKind::Fault(plan) => plan.perform(ops, results),
             }
         }
@@ -246,9 +266,11 @@ impl EngineKind {
 
 #[cfg(test)]
 mod tests {
+    #[cfg(feature = "test-support")]
     use std::os::fd::AsRawFd;
 
     use super::*;
+    #[cfg(feature = "test-support")]
     use crate::io::power_loss::Event;
 
     fn after_open(engine: &EngineKind, filesystem: Filesystem) -> String {
@@ -297,6 +319,7 @@ mod tests {
 
     // The power-loss recorder seen through the engine a file uses (a fault engine with a
     // recorder attached).
+    #[cfg(feature = "test-support")]
     #[test]
     fn the_recorder_sees_entries_writes_linked_syncs_and_the_misorder_knob() {
         let dir = tempfile::tempdir().unwrap();

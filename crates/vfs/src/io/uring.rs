@@ -64,9 +64,11 @@ pub(crate) struct Ring {
     sqpoll: bool,
     fixed_buffers: FixedBuffers,
     /// Writes this ring issued as IORING_OP_WRITE_FIXED (tests read it).
+    #[cfg(feature = "test-support")]
     fixed_writes: u64,
     /// Fsyncs this ring issued linked behind writes in the same submission (tests read
     /// it).
+    #[cfg(feature = "test-support")]
     linked_syncs: u64,
     /// Prefetch reads submitted and not yet reaped ([`Ring::submit_prefetch`]).
     prefetches_in_flight: u32,
@@ -222,6 +224,7 @@ pub(crate) unsafe fn perform_routed(
 ///
 /// # Safety
 /// As [`Engine::perform`].
+#[cfg(feature = "test-support")]
 pub(crate) unsafe fn perform_on_ring_and_panic_in_flight(
     sqpoll: bool,
     ops: &[Op],
@@ -233,7 +236,7 @@ pub(crate) unsafe fn perform_on_ring_and_panic_in_flight(
     })
 }
 
-/// Whether the calling thread has set up its ordinary ring (for tests).
+/// Whether the calling thread has set up its ordinary ring.
 pub(crate) fn thread_has_ring() -> bool {
     THREAD_RINGS.with(|slots| matches!(&*slots[0].borrow(), Slot::Ready(_)))
 }
@@ -305,6 +308,7 @@ fn with_thread_ring<T>(
 }
 
 /// A counter summed over this thread's rings.
+#[cfg(feature = "test-support")]
 fn thread_rings_sum(counter: fn(&Ring) -> u64) -> u64 {
     THREAD_RINGS.with(|slots| {
         slots
@@ -318,11 +322,13 @@ fn thread_rings_sum(counter: fn(&Ring) -> u64) -> u64 {
 }
 
 /// Writes this thread's rings issued from their registered buffer.
+#[cfg(feature = "test-support")]
 pub(crate) fn thread_ring_fixed_writes() -> u64 {
     thread_rings_sum(|ring| ring.fixed_writes)
 }
 
 /// Fsyncs this thread's rings issued linked behind their writes.
+#[cfg(feature = "test-support")]
 pub(crate) fn thread_ring_linked_syncs() -> u64 {
     thread_rings_sum(|ring| ring.linked_syncs)
 }
@@ -412,7 +418,9 @@ impl Ring {
             generation: fork_generation(),
             sqpoll,
             fixed_buffers: FixedBuffers::NotYet,
+            #[cfg(feature = "test-support")]
             fixed_writes: 0,
+            #[cfg(feature = "test-support")]
             linked_syncs: 0,
             prefetches_in_flight: 0,
         };
@@ -498,7 +506,10 @@ impl Ring {
                 len,
                 offset,
             } if self.fixed_buffers.buffer_of(buf, len).is_some() => {
-                self.fixed_writes += 1;
+                #[cfg(feature = "test-support")]
+                {
+                    self.fixed_writes += 1;
+                }
                 let index = self.fixed_buffers.buffer_of(buf, len).unwrap_or_default();
                 opcode::WriteFixed::new(types::Fd(fd), buf, len, index)
                     .offset(offset)
@@ -838,6 +849,7 @@ impl Ring {
                         if has_chain && linked[next] {
                             entry = entry.flags(io_uring::squeue::Flags::IO_LINK);
                         }
+                        #[cfg(feature = "test-support")]
                         if has_chain
                             && next > 0
                             && linked[next - 1]
