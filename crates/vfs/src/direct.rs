@@ -6,8 +6,8 @@
 //! # What goes direct
 //! * **Writes queued by write-behind** whose offset and length are multiples of the
 //!   file's direct-I/O alignment: they are copied into the queue's aligned arena and
-//!   reach the device as one batch on the ring (the one place `bench io` shows io_uring
-//!   several times faster than `pwrite`: many O_DIRECT writes in flight at once).
+//!   reach the device as one batch on the ring: many O_DIRECT writes in flight at once,
+//!   what io_uring is made for (docs/DESIGN.md, "O_DIRECT writes go through the ring").
 //! * **Aligned reads**, into an aligned buffer owned by the file, then copied out. Two or
 //!   more reads in a row at consecutive offsets start a read-ahead window (doubling up to
 //!   [`MAX_READAHEAD_BYTES`]), so a table scan is not one device round trip per page.

@@ -1,7 +1,8 @@
 //! `sqlite-uring`: a SQLite VFS for Linux built on io_uring — a drop-in for SQLite's `unix`
 //! VFS that batches writes (write-behind, coalescing) and submits through the ring what can
 //! overlap there, while lone operations stay plain syscalls where the ring cannot win
-//! (the routing, and the measurements behind it, are in `docs/ARCHITECTURE.md`).
+//! (the routing is in `docs/ARCHITECTURE.md`, the measurements behind it in
+//! `docs/DESIGN.md`).
 //!
 //! Two shapes share this crate:
 //! * the loadable extension (`crates/ext`, `libsqlite_uring.so`) calls

@@ -96,7 +96,8 @@ impl File {
     ///
     /// SUBPAGE_READ (SQLite ≥ 3.48) is what lets the pager read a blob's overflow pages
     /// straight into the caller's buffer (sqlite3PagerDirectReadOk) instead of through
-    /// its page cache; without it large-blob reads were 10–30 % slower than `unix`.
+    /// its page cache (what that costs: docs/DESIGN.md, "Parity with `unix` comes
+    /// first").
     /// `read` serves any offset and length: it flushes pending writes first, and an O_DIRECT
     /// file sends a read its alignment does not allow to the buffered descriptor.
     pub(crate) fn device_characteristics(&self) -> c_int {

@@ -52,11 +52,11 @@ impl EngineKind {
     ///   VFS's routing.
     /// * With O_DIRECT (`direct`), the database and its rollback journal put writes and
     ///   syncs on the ring unless told otherwise: O_DIRECT page writes run inline there
-    ///   and overlap on the device (docs/BENCH_IO.md), a direct rollback commit has io-wq
-    ///   workers anyway, and ring syncs (the journal's header rewrite linked to its fsync)
-    ///   made multi-page rollback commits 8–9 % faster than syscalls, tied elsewhere
-    ///   (docs/DESIGN.md). A WAL keeps the VFS's routing: WAL commits touch no direct
-    ///   file, and a ring fsync would add the io-wq thread that slows every later commit.
+    ///   and overlap on the device, a direct rollback commit has io-wq workers anyway,
+    ///   and ring syncs link the journal's header rewrite to its fsync (the measurements:
+    ///   docs/DESIGN.md, "O_DIRECT writes go through the ring"). A WAL keeps the VFS's
+    ///   routing: WAL commits touch no direct file, and a ring fsync would add the io-wq
+    ///   thread that slows every later commit.
     pub(crate) fn for_file(
         vfs_engine: &EngineKind,
         vfs_routing: Routing,
@@ -92,9 +92,10 @@ impl EngineKind {
     /// place where a file's routing follows its filesystem:
     ///
     /// * tmpfs/ramfs: fsync does nothing, so not even the journal/directory sync pair has
-    ///   anything to overlap and the ring would only add worker hand-offs (measured: 2.2×
-    ///   `unix` on speed test 1): a routing that sends only some kinds of op to the ring
-    ///   becomes plain syscalls. Explicitly routing everything to the ring keeps it.
+    ///   anything to overlap and the ring would only add worker hand-offs (docs/DESIGN.md,
+    ///   "The default does not depend on the filesystem"): a routing that sends only some
+    ///   kinds of op to the ring becomes plain syscalls. Explicitly routing everything to
+    ///   the ring keeps it.
     /// * ext4, XFS, btrfs keep the routing they were given. None of them completes a
     ///   commit's buffered ring writes inline on Linux 6.18 (XFS only while the file's
     ///   mtime needs no update, which a commit's first write never finds), and
@@ -213,8 +214,9 @@ impl EngineKind {
 
     /// Asks the kernel to bring `ops` (all `Op::Prefetch`) into the page cache, without
     /// waiting for the data; returns the kernel entries made. By default, on either
-    /// backend, one `posix_fadvise(WILLNEED)` per op from the calling thread: measured
-    /// faster than the ring's buffered reads (docs/DESIGN.md, "Read-ahead"). A file whose
+    /// backend, one `posix_fadvise(WILLNEED)` per op from the calling thread, which beat
+    /// the ring's buffered reads (docs/DESIGN.md, "Read-ahead follows the B-tree, through
+    /// `posix_fadvise`"). A file whose
     /// reads are routed to the ring (`uring_reads=ring`) submits them as one batch of
     /// buffered reads on the thread's ring, none of which a later call waits for
     /// (`uring::prefetch_on_thread_ring`); while a test has replaced a read or write

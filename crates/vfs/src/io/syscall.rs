@@ -107,9 +107,9 @@ pub(crate) fn chain_completed(ops: &[Op], results: &[i32], sync_index: usize, fd
 /// Reads into `buf` from `offset` by `pread` until it is full or the file ends, retrying
 /// EINTR/EAGAIN and continuing short reads, uncounted; returns the outcome (bytes read, or
 /// errno) and the `pread` calls made. The path for reads that go by syscall anyway: SQLite's
-/// reads are mostly single pages from the page cache, where the generic batch path cost
-/// ~250 instructions per read more than `unix`, 10–15 % of a large-blob read (callgrind;
-/// docs/DESIGN.md, "A lone read is one `pread`").
+/// reads are mostly single pages from the page cache, where the generic batch path's
+/// extra instructions per read showed in large-blob reads (docs/DESIGN.md, "A lone read
+/// is one `pread`").
 #[inline]
 pub(crate) fn pread_fully(fd: RawFd, buf: &mut [u8], offset: u64) -> (Result<usize, i32>, u64) {
     if buf.len() <= i32::MAX as usize {

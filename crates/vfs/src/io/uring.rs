@@ -42,8 +42,8 @@ const RING_ENTRIES: u32 = 128;
 /// How long an SQPOLL ring's poller thread keeps polling without work before it sleeps.
 const SQPOLL_IDLE_MS: u32 = 50;
 /// How long a waiter on an SQPOLL ring spins on the completion queue before it enters the
-/// kernel to sleep: longer than a commit's fsync on this project's disk (~0.1 ms), so a
-/// commit's batch usually completes within the spin.
+/// kernel to sleep: longer than a commit's fsync on a fast disk, so a commit's batch
+/// usually completes within the spin (docs/DESIGN.md, "SQPOLL is opt-in").
 const SQPOLL_SPIN: std::time::Duration = std::time::Duration::from_micros(500);
 
 /// Consecutive EINTR/EAGAIN/EBUSY answers from `io_uring_enter` tolerated before the
@@ -244,9 +244,8 @@ pub(crate) fn thread_has_ring() -> bool {
 /// Whether this process can make rings at all, for files whose routing never submits:
 /// found out once, with a throwaway ring (or this thread's, if it has one already), so
 /// that a thread that only opens such files (a thread per request) does not set up and
-/// tear down a ring it never uses (1.40× `unix` for open + read + close on a new thread,
-/// measured with examples/connection_churn.rs). A failure is not
-/// remembered: the next open asks again.
+/// tear down a ring it never uses (docs/DESIGN.md, "No ring for a thread that does not
+/// submit"). A failure is not remembered: the next open asks again.
 fn ensure_process_can_make_rings() -> Result<(), String> {
     static CAN_MAKE_RINGS: std::sync::atomic::AtomicBool =
         std::sync::atomic::AtomicBool::new(false);

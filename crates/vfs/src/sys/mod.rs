@@ -242,10 +242,10 @@ impl AlignedBuffer {
     }
 
     /// Why `mmap` and not the allocator: `alloc_zeroed` with a page alignment cannot use
-    /// calloc's fresh zero pages, so it `memset` the whole buffer. For a 2 MiB buffer
-    /// of which a use typically touches a few pages, that was ~0.9 ms of page faults and
-    /// zeroing (callgrind: 2.1 M instructions in `memset`). Anonymous pages are zero and page-aligned,
-    /// and untouched ones cost nothing.
+    /// calloc's fresh zero pages, so it `memset` the whole buffer, of which a use
+    /// typically touches a few pages (docs/DESIGN.md, "Aligned buffers are anonymous
+    /// mappings"). Anonymous pages are zero and page-aligned, and untouched ones cost
+    /// nothing.
     pub(crate) fn with_capacity(capacity: usize) -> AlignedBuffer {
         assert!(capacity > 0);
         // SAFETY: an anonymous private mapping of a non-zero length at an address the
