@@ -473,7 +473,7 @@ unsafe fn decode_file_control(op: c_int, arg: *mut c_void) -> Option<FileControl
     if uses_argument && arg.is_null() {
         return None;
     }
-    // SAFETY (whole block): each arm reads `arg`, non-null where it is read, as the type
+    // SAFETY: (whole block) each arm reads `arg`, non-null where it is read, as the type
     // sqlite3.h documents for that opcode; SQLite owns the pointee for the duration of
     // the call.
     unsafe {
@@ -528,7 +528,7 @@ unsafe fn write_reply(
     reply: ControlReply,
     arg: *mut c_void,
 ) -> Result<c_int, Failure> {
-    // SAFETY (whole block): the file control produced a reply of the kind its opcode's
+    // SAFETY: (whole block) the file control produced a reply of the kind its opcode's
     // argument holds (an int, an i64, or a `char*` slot, which for SQLITE_FCNTL_PRAGMA is
     // the array's first element); SQLite frees a string it receives with sqlite3_free.
     unsafe {

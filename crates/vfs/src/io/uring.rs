@@ -740,8 +740,8 @@ impl Ring {
                     continue;
                 }
                 ref op if routing.bypasses(op) => {
-                    // SAFETY: the caller keeps the buffer valid for this call.
                     let mut one = [0i32];
+                    // SAFETY: the caller keeps the buffer valid for this call.
                     unsafe { SyscallEngine.perform(&ops[index..index + 1], &mut one) }?;
                     results[index] = one[0];
                     kernel_entries += 1;
@@ -1049,7 +1049,8 @@ fn placement_of(dir: &std::path::Path, case: PlacementCase) -> Result<RingComple
 /// io-wq worker threads of this process started for the calling thread's rings.
 fn io_wq_workers_of_this_thread() -> usize {
     // SAFETY: gettid has no arguments and cannot fail.
-    let name = format!("iou-wrk-{}", unsafe { libc::gettid() });
+    let tid = unsafe { libc::gettid() };
+    let name = format!("iou-wrk-{tid}");
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return 0;
     };
@@ -1179,7 +1180,7 @@ fn placement_on_this_thread(
                 // every other block, as a commit's pages lie apart.
                 let block = if prepared_bytes > 0 { 2 * i } else { i };
                 let offset = block * PLACEMENT_BLOCK_BYTES;
-                // SAFETY (of the pointer): inside the buffer, which outlives the batch.
+                // SAFETY: the pointer stays inside the buffer, which outlives the batch.
                 let buf = unsafe { buffer.prefix(buffer.capacity()).as_ptr().add(offset) };
                 opcode::Write::new(types::Fd(fd), buf, PLACEMENT_BLOCK_BYTES as u32)
                     .offset(offset as u64)

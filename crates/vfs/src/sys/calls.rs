@@ -305,29 +305,37 @@ unsafe fn function<F: Copy>(index: usize) -> F {
 // Each has its C function's contract; the safety comment of the caller states it.
 
 pub(crate) unsafe fn open(path: *const c_char, flags: c_int, mode: c_int) -> c_int {
+    // SAFETY: `Open` is the entry's C signature; the caller keeps the call's contract.
     unsafe { function::<Open>(OPEN)(path, flags, mode) }
 }
 pub(crate) unsafe fn close(fd: c_int) -> c_int {
+    // SAFETY: `Close` is the entry's C signature; the caller keeps the call's contract.
     unsafe { function::<Close>(CLOSE)(fd) }
 }
 pub(crate) unsafe fn access(path: *const c_char, mode: c_int) -> c_int {
+    // SAFETY: `Access` is the entry's C signature; the caller keeps the call's contract.
     unsafe { function::<Access>(ACCESS)(path, mode) }
 }
 pub(crate) unsafe fn stat(path: *const c_char, out: *mut libc::stat) -> c_int {
+    // SAFETY: `Stat` is the entry's C signature; the caller keeps the call's contract.
     unsafe { function::<Stat>(STAT)(path, out) }
 }
 pub(crate) unsafe fn fstat(fd: c_int, out: *mut libc::stat) -> c_int {
+    // SAFETY: `Fstat` is the entry's C signature; the caller keeps the call's contract.
     unsafe { function::<Fstat>(FSTAT)(fd, out) }
 }
 pub(crate) unsafe fn ftruncate(fd: c_int, len: libc::off_t) -> c_int {
+    // SAFETY: `Ftruncate` is the entry's C signature; the caller keeps the call's contract.
     unsafe { function::<Ftruncate>(FTRUNCATE)(fd, len) }
 }
 /// fcntl with a pointer argument (locks).
 pub(crate) unsafe fn fcntl_ptr(fd: c_int, cmd: c_int, arg: *mut c_void) -> c_int {
+    // SAFETY: `Fcntl` is the entry's C signature; the caller keeps the call's contract.
     unsafe { function::<Fcntl>(FCNTL)(fd, cmd, arg) }
 }
 /// fcntl with an int argument (F_DUPFD_CLOEXEC).
 pub(crate) unsafe fn fcntl_int(fd: c_int, cmd: c_int, arg: c_int) -> c_int {
+    // SAFETY: `Fcntl` is the entry's C signature; the caller keeps the call's contract.
     unsafe { function::<Fcntl>(FCNTL)(fd, cmd, arg) }
 }
 /// Reads at `offset`: `pread`, or `lseek` + `read` when only `read` is replaced.
@@ -343,6 +351,8 @@ pub(crate) unsafe fn pread(
     offset: libc::off_t,
 ) -> libc::ssize_t {
     debug_assert!(len <= i32::MAX as usize);
+    // SAFETY: `Read` and `Pread` are the entries' C signatures; the caller keeps the
+    // call's contract (`buf` writable for `len` bytes); lseek takes no pointer.
     let got = unsafe {
         if !TABLE[READ].current.load(Ordering::Relaxed).is_null()
             && TABLE[PREAD].current.load(Ordering::Relaxed).is_null()
@@ -366,6 +376,8 @@ pub(crate) unsafe fn pwrite(
     offset: libc::off_t,
 ) -> libc::ssize_t {
     debug_assert!(len <= i32::MAX as usize);
+    // SAFETY: `Write` and `Pwrite` are the entries' C signatures; the caller keeps the
+    // call's contract (`buf` readable for `len` bytes); lseek takes no pointer.
     let wrote = unsafe {
         if !TABLE[WRITE].current.load(Ordering::Relaxed).is_null()
             && TABLE[PWRITE].current.load(Ordering::Relaxed).is_null()
@@ -381,21 +393,26 @@ pub(crate) unsafe fn pwrite(
     wrote as c_int as libc::ssize_t
 }
 pub(crate) unsafe fn fchmod(fd: c_int, mode: libc::mode_t) -> c_int {
+    // SAFETY: `Fchmod` is the entry's C signature; the caller keeps the call's contract.
     unsafe { function::<Fchmod>(FCHMOD)(fd, mode) }
 }
 pub(crate) unsafe fn unlink(path: *const c_char) -> c_int {
+    // SAFETY: `Unlink` is the entry's C signature; the caller keeps the call's contract.
     unsafe { function::<Unlink>(UNLINK)(path) }
 }
 /// Opens the directory holding `file` (os_unix.c `openDirectory`): SQLITE_OK and the
 /// descriptor, or SQLITE_CANTOPEN.
 pub(crate) unsafe fn open_directory(file: *const c_char, fd: *mut c_int) -> c_int {
+    // SAFETY: `OpenDirectory` is the entry's C signature; the caller keeps the call's contract.
     unsafe { function::<OpenDirectory>(OPEN_DIRECTORY)(file, fd) }
 }
 pub(crate) unsafe fn fchown(fd: c_int, uid: libc::uid_t, gid: libc::gid_t) -> c_int {
+    // SAFETY: `Fchown` is the entry's C signature; the caller keeps the call's contract.
     unsafe { function::<Fchown>(FCHOWN)(fd, uid, gid) }
 }
 pub(crate) fn geteuid() -> libc::uid_t {
     // SAFETY: geteuid (or a stand-in with its signature) has no preconditions.
+    // SAFETY: `Geteuid` is the entry's C signature; the caller keeps the call's contract.
     unsafe { function::<Geteuid>(GETEUID)() }
 }
 pub(crate) unsafe fn mmap(
@@ -406,23 +423,29 @@ pub(crate) unsafe fn mmap(
     fd: c_int,
     offset: libc::off_t,
 ) -> *mut c_void {
+    // SAFETY: `Mmap` is the entry's C signature; the caller keeps the call's contract.
     unsafe { function::<Mmap>(MMAP)(addr, len, prot, flags, fd, offset) }
 }
 pub(crate) unsafe fn munmap(addr: *mut c_void, len: libc::size_t) -> c_int {
+    // SAFETY: `Munmap` is the entry's C signature; the caller keeps the call's contract.
     unsafe { function::<Munmap>(MUNMAP)(addr, len) }
 }
 /// The page size the WAL index is mapped in (os_unix.c `unixShmRegionPerMap`).
 pub(crate) fn getpagesize() -> c_int {
     // SAFETY: `getpagesize` takes no arguments; a stand-in has the same signature.
+    // SAFETY: `Getpagesize` is the entry's C signature; the caller keeps the call's contract.
     unsafe { function::<Getpagesize>(GETPAGESIZE)() }
 }
 pub(crate) unsafe fn fsync(fd: c_int) -> c_int {
+    // SAFETY: `Fsync` is the entry's C signature; the caller keeps the call's contract.
     unsafe { function::<Fsync>(FSYNC)(fd) }
 }
 pub(crate) unsafe fn fdatasync(fd: c_int) -> c_int {
+    // SAFETY: `Fsync` is the entry's C signature; the caller keeps the call's contract.
     unsafe { function::<Fsync>(FDATASYNC)(fd) }
 }
 pub(crate) unsafe fn fstatfs(fd: c_int, out: *mut libc::statfs) -> c_int {
+    // SAFETY: `Fstatfs` is the entry's C signature; the caller keeps the call's contract.
     unsafe { function::<Fstatfs>(FSTATFS)(fd, out) }
 }
 pub(crate) unsafe fn statx(
@@ -432,6 +455,7 @@ pub(crate) unsafe fn statx(
     mask: libc::c_uint,
     out: *mut libc::statx,
 ) -> c_int {
+    // SAFETY: `Statx` is the entry's C signature; the caller keeps the call's contract.
     unsafe { function::<Statx>(STATX)(dirfd, path, flags, mask, out) }
 }
 
