@@ -79,10 +79,10 @@ pub struct FilesystemReport {
 /// (docs/FILESYSTEMS.md). Takes a few milliseconds and a few fsyncs; the temporary files
 /// never have a name for longer than their open.
 pub fn probe_filesystem(dir: &std::path::Path) -> Result<FilesystemReport, Error> {
-    use std::os::fd::AsRawFd;
+    use std::os::fd::AsFd;
     let handle = std::fs::File::open(dir)
         .map_err(|error| Error::FilesystemProbe(format!("{}: {error}", dir.display())))?;
-    let filesystem = sys::Filesystem::of_fd(handle.as_raw_fd()).map_err(|errno| {
+    let filesystem = sys::Filesystem::of_fd(handle.as_fd()).map_err(|errno| {
         Error::FilesystemProbe(format!(
             "fstatfs of {}: {}",
             dir.display(),
@@ -145,7 +145,7 @@ pub fn thread_has_ring() -> bool {
 #[cfg(feature = "test-support")]
 #[doc(hidden)]
 pub fn lock_owner_checks() -> u64 {
-    lock::lock_owner_checks()
+    sys::fd::lock_owner_checks()
 }
 
 /// Fsyncs the calling thread's ring issued linked behind queued writes in one submission

@@ -7,7 +7,7 @@ use std::ffi::c_int;
 use crate::error::Failure;
 use crate::ffi::*;
 use crate::shm::Shm;
-use crate::sys::{fstat, stat_path};
+use crate::sys::stat_path;
 use crate::write_behind;
 
 use super::open::temp_file_name;
@@ -114,7 +114,7 @@ impl File {
     fn size_hint(&mut self, size_bytes: i64) -> Result<(), Failure> {
         if self.chunk_size_bytes > 0 {
             let target = round_up(size_bytes, self.chunk_size_bytes);
-            let st = fstat(self.fd).map_err(Failure::Fstat)?;
+            let st = self.fstat().map_err(Failure::Fstat)?;
             if target > st.st_size {
                 // Write one byte at the end of every block of the new region, then at the
                 // new end, like os_unix.c does without posix_fallocate.
@@ -125,7 +125,7 @@ impl File {
                     pieces.push(((at.min(target - 1)) as u64, &[0u8][..]));
                     at += block;
                 }
-                let fd = self.fd;
+                let fd = self.fd();
                 self.submitter()
                     .write_batch(fd, &pieces)
                     .map_err(Failure::from)?;
@@ -136,7 +136,7 @@ impl File {
             if self.chunk_size_bytes <= 0 {
                 // os_unix.c ftruncates to the hint, which shrinks a file longer than it
                 // (but longer than the mapping): the cached size is the hint's.
-                let fd = self.fd;
+                let fd = self.fd();
                 if let Err(errno) = self.submitter().truncate(fd, size_bytes as u64) {
                     self.cached_size_bytes = None;
                     self.log_os_error(SQLITE_IOERR_TRUNCATE, "ftruncate", errno);
@@ -144,7 +144,7 @@ impl File {
                 }
                 self.cached_size_bytes = self.size_cache_valid().then_some(size_bytes);
             }
-            let grown = self.mmap.grow_to(self.fd, size_bytes);
+            let grown = self.mmap.grow_to(self.descriptor.borrowed(), size_bytes);
             self.log_map_failure();
             grown?;
         }
@@ -161,7 +161,7 @@ impl File {
             None => {
                 // A failed fstat says nothing about the path: not moved (os_unix.c
                 // compares with the inode it read at open and never fstats here).
-                let Ok(mine) = fstat(self.fd) else {
+                let Ok(mine) = self.fstat() else {
                     return false;
                 };
                 let identity = (mine.st_dev, mine.st_ino);
@@ -248,7 +248,7 @@ impl File {
             FileControl::MmapSize(requested) => {
                 // Mapped reads would go through the page cache O_DIRECT bypasses.
                 let requested = if self.direct.is_some() { 0 } else { requested };
-                let old = self.mmap.set_limit(self.fd, requested);
+                let old = self.mmap.set_limit(self.descriptor.borrowed(), requested);
                 self.log_map_failure();
                 ControlReply::Int64(old?)
             }
@@ -281,7 +281,7 @@ impl File {
         self.flush_queue(write_behind::Caller::Quiet)?;
         if self.shm.is_none() {
             let path = self.path.clone().ok_or(Failure::ShmOpen(libc::EINVAL))?;
-            let st = fstat(self.fd).map_err(Failure::Fstat)?;
+            let st = self.fstat().map_err(Failure::Fstat)?;
             self.shm = Some(Shm::open(&path, &st, self.readonly_shm, &self.vfs.api)?);
         }
         let mut shm = self.shm.take().expect("opened above");
@@ -346,7 +346,7 @@ impl File {
     pub(crate) fn fetch(&mut self, offset: i64, amount: c_int) -> Result<*mut u8, Failure> {
         // A fetched page is read straight from the page cache: queued writes first.
         self.flush_queue(self.as_reader())?;
-        let page = self.mmap.fetch(self.fd, offset, amount);
+        let page = self.mmap.fetch(self.descriptor.borrowed(), offset, amount);
         self.log_map_failure();
         page
     }

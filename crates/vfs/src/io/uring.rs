@@ -682,8 +682,7 @@ impl Ring {
     }
 
     fn truncate_by_syscall(fd: RawFd, len: u64) -> i32 {
-        // SAFETY: ftruncate takes no pointers.
-        if unsafe { crate::sys::calls::ftruncate(fd, len as i64) } == 0 {
+        if crate::sys::calls::ftruncate(fd, len as i64) == 0 {
             0
         } else {
             -crate::sys::last_errno()
@@ -1048,9 +1047,7 @@ fn placement_of(dir: &std::path::Path, case: PlacementCase) -> Result<RingComple
 
 /// io-wq worker threads of this process started for the calling thread's rings.
 fn io_wq_workers_of_this_thread() -> usize {
-    // SAFETY: gettid has no arguments and cannot fail.
-    let tid = unsafe { libc::gettid() };
-    let name = format!("iou-wrk-{tid}");
+    let name = format!("iou-wrk-{}", crate::sys::thread_id());
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return 0;
     };
