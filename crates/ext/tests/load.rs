@@ -230,6 +230,47 @@ fn extension_links_no_sqlite() {
     );
 }
 
+/// The VFS crate's test machinery (feature `test-support`: the fault-injecting engine and
+/// the power-loss recorder, `io/fault.rs` and `io/power_loss.rs`) is not in the shipped
+/// extension: none of its symbols is in the `.so`'s symbol table.
+#[test]
+fn extension_carries_no_test_machinery() {
+    let so = extension().with_extension("so");
+    let output = Command::new("nm")
+        .arg("--demangle")
+        .arg(&so)
+        .output()
+        .expect("nm (binutils)");
+    assert!(output.status.success(), "nm: {}", text(&output.stderr));
+    let symbols = text(&output.stdout);
+    // The symbol table is there to be read: the VFS's own functions are named in it.
+    assert!(
+        symbols.contains("sqlite_uring::io::submit::"),
+        "no symbol of the VFS crate in {}: stripped?",
+        so.display()
+    );
+    let machinery: Vec<&str> = symbols
+        .lines()
+        .filter(|line| {
+            [
+                "sqlite_uring::io::fault::",
+                "sqlite_uring::io::power_loss::",
+                "register_with_faults",
+                "thread_ring_fixed_writes",
+                "thread_ring_linked_syncs",
+                "lock_owner_checks",
+            ]
+            .iter()
+            .any(|name| line.contains(name))
+        })
+        .collect();
+    assert!(
+        machinery.is_empty(),
+        "test machinery in the extension (feature test-support enabled?):\n{}",
+        machinery.join("\n")
+    );
+}
+
 /// `RUST_LOG=sqlite_uring=trace` read at load: records of every VFS call on stderr by
 /// default, in a file or through the host's `sqlite3_log` callback with
 /// `SQLITE_URING_LOG`; nothing at all without RUST_LOG.

@@ -20,6 +20,48 @@ type LibversionNumber = unsafe extern "C" fn() -> c_int;
 type Sourceid = unsafe extern "C" fn() -> *const c_char;
 type TestControl = unsafe extern "C" fn(c_int, ...) -> c_int;
 
+/// The filename SQLite passed to xOpen, for the length of the call: null for an
+/// anonymous temporary file, otherwise SQLite's filename buffer, from which the URI
+/// parameters are read (a journal's or WAL's carries its database's). Made only where
+/// SQLite hands the pointer over (`entry.rs`), so the code that reads it needs no
+/// `unsafe`.
+#[derive(Clone, Copy)]
+pub(crate) struct OpenName<'a> {
+    pointer: *const c_char,
+    call: std::marker::PhantomData<&'a CStr>,
+}
+
+impl OpenName<'_> {
+    /// # Safety
+    /// `pointer` must be null or the filename pointer SQLite passed to the xOpen call in
+    /// progress, which outlives the value.
+    pub(crate) unsafe fn new(pointer: *const c_char) -> Self {
+        OpenName {
+            pointer,
+            call: std::marker::PhantomData,
+        }
+    }
+
+    pub(crate) fn is_null(&self) -> bool {
+        self.pointer.is_null()
+    }
+
+    /// The filename (its path), or `None` for an anonymous file.
+    pub(crate) fn path(&self) -> Option<String> {
+        let pointer = self.pointer()?;
+        // SAFETY: SQLite's filename is NUL-terminated and alive for the call (`new`).
+        Some(
+            unsafe { CStr::from_ptr(pointer) }
+                .to_string_lossy()
+                .into_owned(),
+        )
+    }
+
+    fn pointer(&self) -> Option<*const c_char> {
+        (!self.pointer.is_null()).then_some(self.pointer)
+    }
+}
+
 #[derive(Clone, Copy)]
 pub(crate) struct SqliteApi {
     vfs_find: VfsFind,
@@ -161,19 +203,11 @@ impl SqliteApi {
 
     /// Value of URI parameter `key` of a filename SQLite passed to xOpen (journal and WAL
     /// names carry the main database's parameters too).
-    ///
-    /// # Safety
-    /// `filename` must be a filename pointer SQLite passed to xOpen (or null).
-    pub(crate) unsafe fn uri_parameter(
-        &self,
-        filename: *const c_char,
-        key: &CStr,
-    ) -> Option<String> {
-        if filename.is_null() {
-            return None;
-        }
-        // SAFETY: forwarded caller contract; the result is null or a NUL-terminated string
-        // inside SQLite's filename buffer, copied out before returning.
+    pub(crate) fn uri_parameter(&self, filename: OpenName<'_>, key: &CStr) -> Option<String> {
+        let filename = filename.pointer()?;
+        // SAFETY: `filename` is a filename SQLite passed to xOpen, alive for the call
+        // (`OpenName`); the result is null or a NUL-terminated string inside SQLite's
+        // filename buffer, copied out before returning.
         unsafe {
             let value = (self.uri_parameter)(filename, key.as_ptr());
             (!value.is_null()).then(|| CStr::from_ptr(value).to_string_lossy().into_owned())
@@ -181,16 +215,13 @@ impl SqliteApi {
     }
 
     /// Every URI parameter key of `filename`.
-    ///
-    /// # Safety
-    /// As [`SqliteApi::uri_parameter`].
-    pub(crate) unsafe fn uri_keys(&self, filename: *const c_char) -> Vec<String> {
+    pub(crate) fn uri_keys(&self, filename: OpenName<'_>) -> Vec<String> {
         let mut keys = Vec::new();
-        if filename.is_null() {
+        let Some(filename) = filename.pointer() else {
             return keys;
-        }
+        };
         for index in 0.. {
-            // SAFETY: forwarded caller contract; sqlite3_uri_key returns null past the end.
+            // SAFETY: as in `uri_parameter`; sqlite3_uri_key returns null past the end.
             let key = unsafe { (self.uri_key)(filename, index) };
             if key.is_null() {
                 break;

@@ -71,11 +71,11 @@ impl SyncMode {
 /// [`Options::sync_submission`]). Unless all three are `Ring`, a batch left with a single
 /// ring operation runs it as a syscall: alone it cannot overlap with anything.
 ///
-/// Measured on this project's machine (ext4 on virtio, and tmpfs; `bench io`,
-/// `bench speed`): a lone buffered read or write through the ring costs one
-/// `io_uring_enter` like the syscall, plus a hand-off to an io-wq worker thread whenever
-/// the filesystem cannot complete it without blocking — every buffered write on ext4,
-/// reads on tmpfs — which makes it up to several times slower than `pread`/`pwrite`.
+/// A lone buffered read or write through the ring costs one `io_uring_enter` like the
+/// syscall, plus a hand-off to an io-wq worker thread whenever the filesystem cannot
+/// complete it without blocking — every buffered write on ext4, reads on tmpfs — which
+/// makes it slower than `pread`/`pwrite` (the measurements: docs/DESIGN.md, "Buffered
+/// files use system calls by default").
 /// `Syscall` (the default for reads and writes) keeps write-behind and coalescing, so a
 /// commit still makes a fraction of `unix`'s kernel entries. `Ring` is for ring I/O the
 /// kernel completes inline: O_DIRECT overwrites on ext4. Buffered ring writes of a commit
@@ -139,11 +139,11 @@ pub struct Options {
     /// `Ring` submits a new journal's fsync together with its directory's, so the two
     /// overlap, and links queued ring writes to their fsync; a lone sync still runs as a
     /// syscall. The ring runs every fsync on an io-wq worker thread, and the first one
-    /// stays for the life of the calling thread: measured here, one such thread in a
-    /// process that was single-threaded makes its WAL commits 20–40 % slower and every
-    /// file-descriptor system call ~35 ns dearer, which costs more than the overlap gains
-    /// (ARCHITECTURE.md, "Threads the ring adds"). `Ring` is for processes that already
-    /// run threads on several CPUs.
+    /// stays for the life of the calling thread: in a process that was single-threaded,
+    /// that thread makes its WAL commits and every file-descriptor system call slower,
+    /// which costs more than the overlap gains (ARCHITECTURE.md, "Threads the ring
+    /// adds"; the measurements: DESIGN.md, "Buffered files use system calls by
+    /// default"). `Ring` is for processes that already run threads on several CPUs.
     pub sync_submission: Submission,
     /// Open main databases with an additional O_DIRECT descriptor for their aligned page
     /// I/O, and submit its queued writes through the ring (URI `uring_direct` overrides

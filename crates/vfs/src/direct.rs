@@ -6,8 +6,8 @@
 //! # What goes direct
 //! * **Writes queued by write-behind** whose offset and length are multiples of the
 //!   file's direct-I/O alignment: they are copied into the queue's aligned arena and
-//!   reach the device as one batch on the ring (the one place `bench io` shows io_uring
-//!   several times faster than `pwrite`: many O_DIRECT writes in flight at once).
+//!   reach the device as one batch on the ring: many O_DIRECT writes in flight at once,
+//!   what io_uring is made for (docs/DESIGN.md, "O_DIRECT writes go through the ring").
 //! * **Aligned reads**, into an aligned buffer owned by the file, then copied out. Two or
 //!   more reads in a row at consecutive offsets start a read-ahead window (doubling up to
 //!   [`MAX_READAHEAD_BYTES`]), so a table scan is not one device round trip per page.
@@ -31,10 +31,10 @@
 //! is exactly the span the buffer lives in.
 
 use std::ffi::CStr;
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 
 use crate::io::Submitter;
-use crate::sys::{AlignedBuffer, BUFFER_ALIGN_BYTES};
+use crate::sys::{AlignedBuffer, DbFd, Fd, BUFFER_ALIGN_BYTES};
 
 /// Largest read-ahead window.
 pub(crate) const MAX_READAHEAD_BYTES: usize = 256 << 10;
@@ -78,51 +78,34 @@ impl DirectOpenError {
     }
 }
 
-/// Direct-I/O alignment of an open file: `statx(STATX_DIOALIGN)` (Linux 6.1+), the larger
-/// of the memory and offset requirements; the logical block size of a page (4096) when
-/// the kernel does not say.
-fn direct_io_alignment(fd: RawFd) -> usize {
-    // SAFETY: zeroed statx is a valid value of this plain C struct.
-    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
-    // SAFETY: the empty path with AT_EMPTY_PATH refers to `fd`; `stx` is writable.
-    let rc = unsafe {
-        crate::sys::calls::statx(
-            fd,
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH,
-            libc::STATX_DIOALIGN,
-            &mut stx,
-        )
-    };
-    if rc != 0 || stx.stx_mask & libc::STATX_DIOALIGN == 0 || stx.stx_dio_offset_align == 0 {
-        return BUFFER_ALIGN_BYTES;
-    }
-    (stx.stx_dio_mem_align.max(stx.stx_dio_offset_align)) as usize
-}
-
-/// Opens `path` again with O_DIRECT (never creating it: the buffered descriptor did), and
-/// finds its alignment.
-fn open_direct(path: &CStr, readwrite: bool) -> Result<(RawFd, usize), DirectOpenError> {
+/// Opens `path` again with O_DIRECT (never creating it: the buffered descriptor did).
+fn open_direct(path: &CStr, readwrite: bool) -> Result<Fd, DirectOpenError> {
     let access = if readwrite {
         libc::O_RDWR
     } else {
         libc::O_RDONLY
     };
     // The file exists (the buffered descriptor opened it first): no mode is needed.
-    let fd = crate::sys::open_above_stdio(path, access | libc::O_DIRECT | libc::O_CLOEXEC, 0)
-        .map_err(DirectOpenError::Open)?;
-    let align_bytes = direct_io_alignment(fd);
+    crate::sys::open_above_stdio(path, access | libc::O_DIRECT | libc::O_CLOEXEC, 0)
+        .map_err(DirectOpenError::Open)
+}
+
+/// Direct-I/O alignment of an open file: `statx(STATX_DIOALIGN)` (Linux 6.1+), the larger
+/// of the memory and offset requirements; the logical block size of a page (4096) when
+/// the kernel does not say. An error when this VFS cannot align to it.
+fn direct_io_alignment(fd: &impl AsFd) -> Result<usize, DirectOpenError> {
+    let align_bytes = crate::sys::direct_io_alignment(fd.as_fd()).unwrap_or(BUFFER_ALIGN_BYTES);
     if align_bytes > BUFFER_ALIGN_BYTES || !align_bytes.is_power_of_two() {
-        // We own the fd and nothing has locked through it.
-        crate::sys::close(fd);
         return Err(DirectOpenError::Alignment(align_bytes));
     }
-    Ok((fd, align_bytes))
+    Ok(align_bytes)
 }
 
 /// The O_DIRECT descriptor of a main database file, and its read-ahead buffer.
 pub(crate) struct DirectFile {
-    pub(crate) fd: RawFd,
+    /// A second descriptor of the database: it closes only without dropping this
+    /// process's POSIX locks on the file.
+    pub(crate) fd: DbFd,
     /// Offsets and lengths of direct I/O must be multiples of this (a power of two).
     pub(crate) align_bytes: usize,
     readahead: ReadAhead,
@@ -150,7 +133,9 @@ pub(crate) struct DirectRead {
 impl DirectFile {
     /// Opens `path` again with O_DIRECT (never creating it: the buffered descriptor did).
     pub(crate) fn open(path: &CStr, readwrite: bool) -> Result<DirectFile, DirectOpenError> {
-        let (fd, align_bytes) = open_direct(path, readwrite)?;
+        // Dropped on an error below: closed like any descriptor of the database.
+        let fd = DbFd::from(open_direct(path, readwrite)?);
+        let align_bytes = direct_io_alignment(&fd)?;
         Ok(DirectFile {
             fd,
             align_bytes,
@@ -220,7 +205,7 @@ impl DirectFile {
         }
         ra.valid_bytes = 0;
         let target = &mut ra.buffer.full_mut()[..read_bytes];
-        let got = io.read_at(self.fd, target, offset)?;
+        let got = io.read_at(self.fd.as_raw_fd(), target, offset)?;
         ra.start = offset;
         ra.valid_bytes = got;
         let bytes = got.min(buf.len());
@@ -284,7 +269,8 @@ fn frame_checksum(header: &[u8]) -> [u32; 2] {
 /// bookkeeping calls; never held across another lock but the queue's, which is taken
 /// first.
 pub(crate) struct WalDirect {
-    fd: RawFd,
+    /// No lock is ever taken through a WAL descriptor: it closes plainly, when dropped.
+    fd: Fd,
     align_bytes: usize,
     /// One block-aligned write: `WAL_STAGING_BYTES` plus a block for the head.
     staging: AlignedBuffer,
@@ -325,7 +311,8 @@ struct TailBlock {
 impl WalDirect {
     /// Opens the WAL at `path` again with O_DIRECT.
     pub(crate) fn open(path: &CStr) -> Result<WalDirect, DirectOpenError> {
-        let (fd, align_bytes) = open_direct(path, true)?;
+        let fd = open_direct(path, true)?;
+        let align_bytes = direct_io_alignment(&fd)?;
         Ok(WalDirect {
             fd,
             align_bytes,
@@ -493,7 +480,7 @@ impl WalDirect {
                 }
             }
             let staged = self.staging.prefix(len);
-            io.write_at(self.fd, staged, block_start)
+            io.write_at(self.fd.as_raw_fd(), staged, block_start)
                 .map_err(FlushFailure::Write)?;
             io.count(crate::stats::IoStats {
                 wal_direct_writes: 1,
@@ -520,13 +507,6 @@ impl WalDirect {
             at = chunk_end;
         }
         Ok(())
-    }
-}
-
-impl Drop for WalDirect {
-    fn drop(&mut self) {
-        // No lock is ever taken through a WAL descriptor: a plain close.
-        crate::sys::close(self.fd);
     }
 }
 

@@ -37,6 +37,7 @@
 use std::ffi::{c_char, c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use crate::api::OpenName;
 use crate::error::Failure;
 use crate::ffi::*;
 use crate::file::control::{ControlReply, FileControl, ShmLockRequest};
@@ -473,7 +474,7 @@ unsafe fn decode_file_control(op: c_int, arg: *mut c_void) -> Option<FileControl
     if uses_argument && arg.is_null() {
         return None;
     }
-    // SAFETY (whole block): each arm reads `arg`, non-null where it is read, as the type
+    // SAFETY: (whole block) each arm reads `arg`, non-null where it is read, as the type
     // sqlite3.h documents for that opcode; SQLite owns the pointee for the duration of
     // the call.
     unsafe {
@@ -528,7 +529,7 @@ unsafe fn write_reply(
     reply: ControlReply,
     arg: *mut c_void,
 ) -> Result<c_int, Failure> {
-    // SAFETY (whole block): the file control produced a reply of the kind its opcode's
+    // SAFETY: (whole block) the file control produced a reply of the kind its opcode's
     // argument holds (an int, an i64, or a `char*` slot, which for SQLITE_FCNTL_PRAGMA is
     // the array's first element); SQLite frees a string it receives with sqlite3_free.
     unsafe {
@@ -746,7 +747,8 @@ pub(crate) unsafe extern "C" fn x_open(
     flags: c_int,
     out_flags: *mut c_int,
 ) -> c_int {
-    // SAFETY: SQLite passes our VFS and `szOsFile` writable bytes at `raw`.
+    // SAFETY: SQLite passes our VFS, `szOsFile` writable bytes at `raw`, and a filename
+    // that is null or lives for the call.
     unsafe {
         let state = state_of(vfs);
         let raw = raw as *mut RawFile;
@@ -762,7 +764,7 @@ pub(crate) unsafe extern "C" fn x_open(
             flags
         };
         let code = guard(Some(state), "xOpen", || {
-            let (file, flags_out) = File::open(state, name, open_flags)?;
+            let (file, flags_out) = File::open(state, OpenName::new(name), open_flags)?;
             let flags_out =
                 (flags_out & !SQLITE_OPEN_DELETEONCLOSE) | (flags & SQLITE_OPEN_DELETEONCLOSE);
             let methods = if file.uses_nolock() {
@@ -835,7 +837,9 @@ pub(crate) unsafe extern "C" fn x_set_system_call(
     name: *const c_char,
     function: sqlite3_syscall_ptr,
 ) -> c_int {
-    // SAFETY: SQLite passes our VFS and a NUL-terminated name or null.
+    // SAFETY: SQLite passes our VFS, a NUL-terminated name or null, and a function of the
+    // named call's C signature and contract (xSetSystemCall's, which `calls::set`
+    // requires).
     unsafe {
         let state = state_of(vfs);
         guard(Some(state), "xSetSystemCall", || {

@@ -1,7 +1,8 @@
 //! `sqlite-uring`: a SQLite VFS for Linux built on io_uring — a drop-in for SQLite's `unix`
 //! VFS that batches writes (write-behind, coalescing) and submits through the ring what can
 //! overlap there, while lone operations stay plain syscalls where the ring cannot win
-//! (the routing, and the measurements behind it, are in `docs/ARCHITECTURE.md`).
+//! (the routing is in `docs/ARCHITECTURE.md`, the measurements behind it in
+//! `docs/DESIGN.md`).
 //!
 //! Two shapes share this crate:
 //! * the loadable extension (`crates/ext`, `libsqlite_uring.so`) calls
@@ -47,8 +48,8 @@ pub use config::{Backend, Options, Submission, SyncMode, SyncPlan};
 pub use error::Error;
 pub use io::diagnose::{ProbeReport, RingCompletion, RingPlacement};
 pub use register::{
-    alloc_error_message, register, register_with_api_routines, register_with_faults,
-    reset_vfs_stats, sqlite_version, vfs_stats, Registration,
+    alloc_error_message, register, register_with_api_routines, reset_vfs_stats, sqlite_version,
+    vfs_stats, Registration,
 };
 pub use stats::IoStats;
 
@@ -78,10 +79,10 @@ pub struct FilesystemReport {
 /// (docs/FILESYSTEMS.md). Takes a few milliseconds and a few fsyncs; the temporary files
 /// never have a name for longer than their open.
 pub fn probe_filesystem(dir: &std::path::Path) -> Result<FilesystemReport, Error> {
-    use std::os::fd::AsRawFd;
+    use std::os::fd::AsFd;
     let handle = std::fs::File::open(dir)
         .map_err(|error| Error::FilesystemProbe(format!("{}: {error}", dir.display())))?;
-    let filesystem = sys::Filesystem::of_fd(handle.as_raw_fd()).map_err(|errno| {
+    let filesystem = sys::Filesystem::of_fd(handle.as_fd()).map_err(|errno| {
         Error::FilesystemProbe(format!(
             "fstatfs of {}: {}",
             dir.display(),
@@ -99,14 +100,21 @@ pub fn probe_filesystem(dir: &std::path::Path) -> Result<FilesystemReport, Error
     })
 }
 
+// ─── Test machinery (feature `test-support`, off in every shipped build) ──────────────
+
 /// Fault injection for tests of error paths (hidden: not a stable API).
+#[cfg(feature = "test-support")]
 #[doc(hidden)]
 pub use io::{
     fault::{FaultKind, FaultPlan, FaultRule, RecordedOp},
     op::OpKind,
 };
+#[cfg(feature = "test-support")]
+#[doc(hidden)]
+pub use register::register_with_faults;
 
 /// Power-loss crash states for tests (hidden: not a stable API; `io/power_loss.rs`).
+#[cfg(feature = "test-support")]
 #[doc(hidden)]
 pub mod power_loss {
     pub use crate::io::power_loss::{
@@ -117,6 +125,7 @@ pub mod power_loss {
 
 /// Writes the calling thread's ring issued as IORING_OP_WRITE_FIXED from the registered
 /// write-behind arena (hidden: for tests).
+#[cfg(feature = "test-support")]
 #[doc(hidden)]
 pub fn thread_ring_fixed_writes() -> u64 {
     io::uring::thread_ring_fixed_writes()
@@ -124,6 +133,7 @@ pub fn thread_ring_fixed_writes() -> u64 {
 
 /// Whether the calling thread owns a ring (hidden: for tests; files whose reads, writes
 /// and syncs all go by syscall do not make their thread set one up).
+#[cfg(feature = "test-support")]
 #[doc(hidden)]
 pub fn thread_has_ring() -> bool {
     io::uring::thread_has_ring()
@@ -132,13 +142,15 @@ pub fn thread_has_ring() -> bool {
 /// Descriptor closes of a database or -shm, process-wide, that found a lock held on the
 /// file (or a descriptor parked beside a `unix` connection's lock) and so checked whose
 /// locks they are before closing (hidden: for tests).
+#[cfg(feature = "test-support")]
 #[doc(hidden)]
 pub fn lock_owner_checks() -> u64 {
-    lock::lock_owner_checks()
+    sys::fd::lock_owner_checks()
 }
 
 /// Fsyncs the calling thread's ring issued linked behind queued writes in one submission
 /// (`uring_sync_plan=linked` on the ring; hidden: for tests).
+#[cfg(feature = "test-support")]
 #[doc(hidden)]
 pub fn thread_ring_linked_syncs() -> u64 {
     io::uring::thread_ring_linked_syncs()

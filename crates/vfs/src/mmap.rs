@@ -8,7 +8,7 @@
 //! engine, as os_unix.c does ("assume that all subsequent mmap() calls will probably
 //! fail too").
 
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, BorrowedFd};
 
 use crate::error::Failure;
 
@@ -96,9 +96,10 @@ impl MemoryMap {
     }
 
     /// xFetch: a pointer to `amount` bytes at `offset`, or null (SQLite then reads).
+    /// `fd` is the file's descriptor (`None` once it is closed).
     pub(crate) fn fetch(
         &mut self,
-        fd: RawFd,
+        fd: Option<BorrowedFd<'_>>,
         offset: i64,
         amount: i32,
     ) -> Result<*mut u8, Failure> {
@@ -137,7 +138,11 @@ impl MemoryMap {
     }
 
     /// SQLITE_FCNTL_MMAP_SIZE: sets a new limit (negative: query only) and returns the old.
-    pub(crate) fn set_limit(&mut self, fd: RawFd, requested_bytes: i64) -> Result<i64, Failure> {
+    pub(crate) fn set_limit(
+        &mut self,
+        fd: Option<BorrowedFd<'_>>,
+        requested_bytes: i64,
+    ) -> Result<i64, Failure> {
         let old = self.limit_bytes;
         let new = requested_bytes.min(MAX_MMAP_SIZE_BYTES);
         if new >= 0 && new != self.limit_bytes && self.fetch_count == 0 {
@@ -151,7 +156,11 @@ impl MemoryMap {
     }
 
     /// SQLITE_FCNTL_SIZE_HINT growth: map `size_bytes` (the file has been extended).
-    pub(crate) fn grow_to(&mut self, fd: RawFd, size_bytes: i64) -> Result<(), Failure> {
+    pub(crate) fn grow_to(
+        &mut self,
+        fd: Option<BorrowedFd<'_>>,
+        size_bytes: i64,
+    ) -> Result<(), Failure> {
         self.map(fd, Some(size_bytes))
     }
 
@@ -160,13 +169,14 @@ impl MemoryMap {
     }
 
     /// Maps `min(size, limit)` bytes, `size` defaulting to the file's current size.
-    fn map(&mut self, fd: RawFd, size_bytes: Option<i64>) -> Result<(), Failure> {
+    fn map(&mut self, fd: Option<BorrowedFd<'_>>, size_bytes: Option<i64>) -> Result<(), Failure> {
         if self.fetch_count > 0 {
             return Ok(());
         }
         let file_size = match size_bytes {
             Some(size) => size,
-            None => crate::sys::fstat(fd)
+            None => fd
+                .map_or(Err(libc::EBADF), crate::sys::fstat)
                 .map(|st| st.st_size)
                 .map_err(Failure::Fstat)?,
         };
@@ -178,17 +188,15 @@ impl MemoryMap {
         if want <= 0 {
             return Ok(());
         }
-        // SAFETY: a fresh read-only shared mapping of our own fd; we keep `base` until unmap.
-        let base = unsafe {
-            crate::sys::calls::mmap(
-                std::ptr::null_mut(),
-                want as usize,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
-        };
+        // A new read-only shared mapping; `base` is kept until `unmap`. A closed file's
+        // descriptor is -1: the kernel answers EBADF.
+        let base = crate::sys::calls::mmap(
+            want as usize,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            fd.map_or(-1, |fd| fd.as_raw_fd()),
+            0,
+        );
         if base == libc::MAP_FAILED {
             self.failed_errno = Some(crate::sys::last_errno());
             self.limit_bytes = 0;

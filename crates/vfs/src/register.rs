@@ -2,13 +2,14 @@
 //! SQLite; the registry of what was registered, and the public functions that read it.
 
 use std::ffi::{c_int, CString};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use crate::api::SqliteApi;
 use crate::config::{Backend, Options};
 use crate::entry;
 use crate::error::Error;
 use crate::ffi::*;
+#[cfg(feature = "test-support")]
 use crate::io::fault::FaultPlan;
 use crate::io::{EngineKind, Routing};
 use crate::stats::{IoStats, SharedStats};
@@ -68,16 +69,22 @@ pub unsafe fn register_with_api_routines(
 
 /// Registers a VFS whose I/O passes through `plan` (tests drive error paths with it).
 /// The plan's engine decides how ops are issued ([`FaultPlan::with_submissions`]); the
-/// `*_submission` fields of `options` are not used.
-#[doc(hidden)]
-pub fn register_with_faults(options: Options, plan: Arc<FaultPlan>) -> Result<Registration, Error> {
-    register_impl(SqliteApi::linked(), options, Some(plan))
+/// `*_submission` fields of `options` are not used. Test machinery (feature
+/// `test-support`).
+#[cfg(feature = "test-support")]
+pub fn register_with_faults(
+    options: Options,
+    plan: std::sync::Arc<FaultPlan>,
+) -> Result<Registration, Error> {
+    register_impl(SqliteApi::linked(), options, Some(EngineKind::Fault(plan)))
 }
 
+/// Registers a VFS; `test_engine`: the engine a test imposes on every file instead of
+/// the one `options` choose.
 fn register_impl(
     api: SqliteApi,
     options: Options,
-    faults: Option<Arc<FaultPlan>>,
+    test_engine: Option<EngineKind>,
 ) -> Result<Registration, Error> {
     if options.vfs_name.is_empty() || options.vfs_name.contains('\0') {
         return Err(Error::InvalidOption(format!(
@@ -94,8 +101,8 @@ fn register_impl(
             && existing.state.sync_submission == options.sync_submission
             && existing.state.direct_io == options.direct_io
             && existing.state.sqpoll == options.sqpoll
-            && faults.is_none()
-            && !matches!(existing.state.engine, EngineKind::Fault(_));
+            && test_engine.is_none()
+            && !existing.state.engine.injects_faults();
         if !same {
             return Err(Error::InvalidOption(format!(
                 "a VFS named {:?} is already registered with different options",
@@ -143,8 +150,8 @@ fn register_impl(
         }
     }
     let routing = Routing::from_options(&options);
-    let engine = match (faults, backend) {
-        (Some(plan), _) => EngineKind::Fault(plan),
+    let engine = match (test_engine, backend) {
+        (Some(engine), _) => engine,
         (None, Backend::IoUring) => EngineKind::IoUring(routing),
         (None, Backend::Syscall) => EngineKind::Syscall,
     };

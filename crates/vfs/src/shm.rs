@@ -40,7 +40,7 @@
 //! points"). The callers in `file/` flush before calling in here.
 
 use std::ffi::CString;
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::{Arc, Mutex};
 
 use crate::api::SqliteApi;
@@ -53,7 +53,7 @@ use crate::ffi::{
 use crate::io::fork::ProcessRegistry;
 use crate::io::Submitter;
 use crate::lock::{conflicting_lock, lock_ignoring_poison, set_lock, LockType};
-use crate::sys::calls;
+use crate::sys::{calls, DbFd};
 
 /// Offset of the first lock slot in the `-shm` file (os_unix.c UNIX_SHM_BASE:
 /// `(22 + SQLITE_SHM_NLOCK) * 4`, just past the two copies of the WAL-index header and
@@ -120,7 +120,9 @@ struct Node {
 }
 
 struct NodeState {
-    fd: RawFd,
+    /// The `-shm` descriptor every OS lock of the process on the file is taken through;
+    /// `None` once closed.
+    fd: Option<DbFd>,
     path: CString,
     readonly: bool,
     /// A read-only node found no one holding the DMS: SQLite must build a private heap
@@ -143,20 +145,27 @@ struct NodeState {
 unsafe impl Send for NodeState {}
 
 impl NodeState {
+    /// The node's descriptor, while it is open.
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.fd
+            .as_ref()
+            .expect("an attached node has its descriptor")
+            .as_fd()
+    }
+
     /// os_unix.c unixLockSharedMemory: the first user in truncates the index; later users
     /// join with a shared DMS lock; a user mid-initialisation makes us return BUSY.
     fn join_dead_man_switch(&mut self, log: &impl ErrorLog) -> Result<(), Failure> {
-        match conflicting_lock(self.fd, LockType::Write, SHM_DMS, 1).map_err(Failure::Lock)? {
+        match conflicting_lock(self.fd(), LockType::Write, SHM_DMS, 1).map_err(Failure::Lock)? {
             None if self.readonly => {
                 self.dms_unlocked = true;
                 return Err(Failure::ReadonlyCantInit);
             }
             None => {
-                set_lock(self.fd, LockType::Write, SHM_DMS, 1).map_err(|_| Failure::Busy)?;
+                set_lock(self.fd(), LockType::Write, SHM_DMS, 1).map_err(|_| Failure::Busy)?;
                 // Truncate to 3 bytes rather than 0, as os_unix.c does, so a legitimate
                 // truncation is recognisable when debugging.
-                // SAFETY: plain syscall on the node's own fd.
-                if unsafe { calls::ftruncate(self.fd, 3) } != 0 {
+                if calls::ftruncate(self.fd().as_raw_fd(), 3) != 0 {
                     let errno = crate::sys::last_errno();
                     self.log(log, SQLITE_IOERR_SHMOPEN, "ftruncate", errno);
                     return Err(Failure::ShmOpen(errno));
@@ -165,7 +174,7 @@ impl NodeState {
             Some(LockType::Write) => return Err(Failure::Busy),
             Some(_) => {}
         }
-        set_lock(self.fd, LockType::Read, SHM_DMS, 1).map_err(|_| Failure::Busy)?;
+        set_lock(self.fd(), LockType::Read, SHM_DMS, 1).map_err(|_| Failure::Busy)?;
         self.dms_unlocked = false;
         Ok(())
     }
@@ -203,7 +212,7 @@ impl NodeState {
             let per_map = self.regions_per_map;
             let wanted_regions = (region + per_map) / per_map * per_map;
             let needed_bytes = (wanted_regions * region_size_bytes) as i64;
-            let size_bytes = crate::sys::fstat(self.fd)
+            let size_bytes = crate::sys::fstat(self.fd())
                 .map_err(Failure::ShmSize)?
                 .st_size;
             if size_bytes < needed_bytes {
@@ -223,26 +232,23 @@ impl NodeState {
             let map_bytes = per_map * region_size_bytes;
             while self.regions.len() < wanted_regions {
                 let offset = (self.regions.len() * region_size_bytes) as i64;
-                // SAFETY: a new shared mapping of the node's fd; kept until `unmap_all`.
-                let base = unsafe {
-                    calls::mmap(
-                        std::ptr::null_mut(),
-                        map_bytes,
-                        protection,
-                        libc::MAP_SHARED,
-                        self.fd,
-                        offset,
-                    )
-                };
+                // A new shared mapping of the node's descriptor, kept until `unmap_all`.
+                let base = calls::mmap(
+                    map_bytes,
+                    protection,
+                    libc::MAP_SHARED,
+                    self.fd().as_raw_fd(),
+                    offset,
+                );
                 if base == libc::MAP_FAILED {
                     let errno = crate::sys::last_errno();
                     self.log(log, SQLITE_IOERR_SHMMAP, "mmap", errno);
                     return Err(Failure::ShmMap(errno));
                 }
                 for index in 0..per_map {
-                    // SAFETY: inside the mapping of `map_bytes` just made.
+                    // Inside the mapping of `map_bytes` just made.
                     self.regions
-                        .push(unsafe { base.cast::<u8>().add(index * region_size_bytes) });
+                        .push(base.cast::<u8>().wrapping_add(index * region_size_bytes));
                 }
             }
         }
@@ -268,7 +274,7 @@ impl NodeState {
                 )
             })
             .collect();
-        io.write_batch(self.fd, &pieces)
+        io.write_batch(self.fd().as_raw_fd(), &pieces)
             .map_err(|failure| match failure {
                 crate::io::WriteFailure::Errno(errno) => errno,
                 crate::io::WriteFailure::NoProgress => libc::ENOSPC,
@@ -305,7 +311,7 @@ impl NodeState {
                 slot += 1;
             }
             let unlocked = set_lock(
-                self.fd,
+                self.fd(),
                 LockType::Unlock,
                 SHM_LOCK_BASE + start as i64,
                 (slot - start) as i64,
@@ -322,13 +328,10 @@ impl NodeState {
     /// the -shm file). Idempotent. A failed close is logged under `db_path`.
     fn close(&mut self, log: &impl ErrorLog, db_path: &str) {
         self.unmap_all();
-        if self.fd >= 0 {
+        if let Some(fd) = self.fd.take() {
             // The DMS lock and any slot still held: a parked descriptor must block nobody.
-            let _ = set_lock(self.fd, LockType::Unlock, 0, 0);
-            crate::lock::close_preserving_process_locks(self.fd, |errno| {
-                log.os_error(SQLITE_IOERR_CLOSE, "close", db_path, errno)
-            });
-            self.fd = -1;
+            let _ = set_lock(fd.as_fd(), LockType::Unlock, 0, 0);
+            fd.close(|errno| log.os_error(SQLITE_IOERR_CLOSE, "close", db_path, errno));
         }
     }
 
@@ -453,7 +456,7 @@ impl Shm {
                 EXCLUSIVE => return Err(Failure::Busy),
                 0 => {
                     // os_unix.c unixShmSystemLock: any failure to lock is SQLITE_BUSY.
-                    set_lock(state.fd, LockType::Read, SHM_LOCK_BASE + offset as i64, 1)
+                    set_lock(state.fd(), LockType::Read, SHM_LOCK_BASE + offset as i64, 1)
                         .map_err(|_| Failure::Busy)?;
                 }
                 _ => {}
@@ -470,7 +473,7 @@ impl Shm {
             return Err(Failure::Busy);
         }
         set_lock(
-            state.fd,
+            state.fd(),
             LockType::Write,
             SHM_LOCK_BASE + offset as i64,
             count as i64,
@@ -488,7 +491,7 @@ impl Shm {
     pub(crate) fn has_external_reader(&self) -> Result<bool, Failure> {
         let state = lock_ignoring_poison(&self.node.state);
         conflicting_lock(
-            state.fd,
+            state.fd(),
             LockType::Write,
             SHM_LOCK_BASE + FIRST_READ_SLOT,
             SQLITE_SHM_NLOCK as i64 - FIRST_READ_SLOT,
@@ -525,8 +528,7 @@ impl Shm {
         }
         nodes.retain(|listed| !Arc::ptr_eq(listed, &node));
         if delete {
-            // SAFETY: `path` is NUL-terminated.
-            unsafe { calls::unlink(state.path.as_ptr()) };
+            calls::unlink(&state.path);
         }
         // Under the registry lock: a new node for the file never meets this one's fd.
         state.close(log, db_path);
@@ -562,26 +564,25 @@ fn open_node_state(
         open(libc::O_RDWR | libc::O_CREAT)
     };
     let fd = match read_write {
-        Ok(fd) => fd,
+        // A descriptor of the -shm file, on which a `unix` connection of this process may
+        // hold POSIX locks.
+        Ok(fd) => DbFd::from(fd),
         Err(_) => {
             readonly = true;
-            open(libc::O_RDONLY).map_err(|errno| {
+            DbFd::from(open(libc::O_RDONLY).map_err(|errno| {
                 log.os_error(SQLITE_CANTOPEN, "open", &path.to_string_lossy(), errno);
                 Failure::CantOpen(errno)
-            })?
+            })?)
         }
     };
     // Running as root must not leave a -shm file other users of the database cannot open
     // (os_unix.c robustFchown).
-    // SAFETY: plain syscalls on our own fd.
-    unsafe {
-        if calls::geteuid() == 0 {
-            let _ = calls::fchown(fd, db_stat.st_uid, db_stat.st_gid);
-        }
+    if calls::geteuid() == 0 {
+        let _ = calls::fchown(fd.as_raw_fd(), db_stat.st_uid, db_stat.st_gid);
     }
     // From here on, dropping `state` closes the fd.
     let mut state = NodeState {
-        fd,
+        fd: Some(fd),
         path,
         readonly,
         dms_unlocked: false,
@@ -606,7 +607,7 @@ mod tests {
 
     fn stat_of(path: &std::path::Path) -> libc::stat {
         let file = std::fs::File::create(path).unwrap();
-        crate::sys::fstat(std::os::fd::AsRawFd::as_raw_fd(&file)).unwrap()
+        crate::sys::fstat(file.as_fd()).unwrap()
     }
 
     #[test]
@@ -625,14 +626,19 @@ mod tests {
         forget_registry_after_fork();
         let in_child = Shm::open(path, &st, false, &NoLog).unwrap();
         assert!(!Arc::ptr_eq(&first.node, &in_child.node));
-        let parent_fd = lock_ignoring_poison(&first.node.state).fd;
-        assert_ne!(lock_ignoring_poison(&in_child.node.state).fd, parent_fd);
+        let raw_fd = |shm: &Shm| {
+            lock_ignoring_poison(&shm.node.state)
+                .fd
+                .as_ref()
+                .map(AsRawFd::as_raw_fd)
+        };
+        assert_ne!(raw_fd(&in_child), raw_fd(&first));
         drop(in_child);
         drop(second);
         let node = Arc::clone(&first.node);
         first.close(true, &NoLog, "");
         // The last connection closed the descriptor and deleted the file.
-        assert_eq!(lock_ignoring_poison(&node.state).fd, -1);
+        assert!(lock_ignoring_poison(&node.state).fd.is_none());
         assert!(!dir.path().join("node.db-shm").exists());
     }
 

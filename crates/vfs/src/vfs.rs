@@ -3,6 +3,7 @@
 //! defaults, its counters), and the VFS-level I/O method, xDelete.
 
 use std::ffi::CString;
+use std::os::fd::AsRawFd;
 
 use crate::api::SqliteApi;
 use crate::config::{Backend, Submission, SyncMode};
@@ -59,8 +60,7 @@ impl VfsState {
         // the database. Other databases' queues are not touched.
         write_behind::flush_for_delete(path)?;
         let c_path = CString::new(path).map_err(|_| Failure::Delete(libc::EINVAL))?;
-        // SAFETY: `c_path` is NUL-terminated.
-        if unsafe { calls::unlink(c_path.as_ptr()) } != 0 {
+        if calls::unlink(&c_path) != 0 {
             let errno = crate::sys::last_errno();
             if errno == libc::ENOENT {
                 return Err(Failure::DeleteNoent);
@@ -93,15 +93,14 @@ impl VfsState {
                     return Ok(());
                 }
             };
-            let synced = io.sync(dir_fd, self.sync_mode == SyncMode::Fdatasync);
+            let synced = io.sync(dir_fd.as_raw_fd(), self.sync_mode == SyncMode::Fdatasync);
             if let Err(errno) = synced {
                 self.api
                     .log_os_error(SQLITE_IOERR_DIR_FSYNC, "fsync", path, errno);
             }
-            // SAFETY: the directory descriptor is ours and closed once, here.
-            if unsafe { calls::close(dir_fd) } != 0 {
+            if let Err(errno) = dir_fd.close() {
                 self.api
-                    .log_os_error(SQLITE_IOERR_CLOSE, "close", "", crate::sys::last_errno());
+                    .log_os_error(SQLITE_IOERR_CLOSE, "close", "", errno);
             }
             synced.map_err(Failure::DirFsync)?;
         }

@@ -120,21 +120,11 @@ const _: () = assert!(ARENA_SLOTS == u64::BITS as usize);
 /// Maps the region once and publishes it to the rings.
 fn region_start() -> Option<usize> {
     REGION.call_once(|| {
-        // SAFETY: an anonymous private mapping at an address the kernel chooses; no
-        // existing memory is touched. MAP_NORESERVE: pages cost nothing until written.
-        let start = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                ARENA_SLOTS * ARENA_BYTES,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if start == libc::MAP_FAILED {
+        // Pages cost nothing until written.
+        let Some(start) = crate::sys::reserve_anonymous_memory(ARENA_SLOTS * ARENA_BYTES) else {
             return;
-        }
+        };
+        let start = start.as_ptr();
         // SAFETY: the mapping is never unmapped, remapped or madvised away: nothing in
         // the crate names REGION_START's memory but the slots below, which only copy
         // into it (a fork keeps it; the child's rings register its copy).
@@ -219,6 +209,8 @@ fn fatal(what: &str) -> ! {
 /// The file whose writes are queued.
 struct Owner {
     file_id: u64,
+    /// By number (`sys/fd.rs`): the file flushes its queued writes before it closes the
+    /// descriptor (`Queue::flush_before_close`).
     fd: RawFd,
     align_bytes: usize,
     engine: EngineKind,
@@ -855,10 +847,10 @@ const EXIT_LOCK_ATTEMPTS: u32 = 1000;
 fn register_exit_flush() {
     static REGISTERED: std::sync::Once = std::sync::Once::new();
     REGISTERED.call_once(|| {
-        // SAFETY: an `extern "C"` function that never unwinds (it catches panics) and
-        // lives as long as the program text (in the extension, glibc ties it to the
-        // library's handle through __cxa_atexit).
-        unsafe { libc::atexit(flush_at_exit) };
+        // An `extern "C"` function that never unwinds (it catches panics) and lives as
+        // long as the program text (in the extension, glibc ties it to the library's
+        // handle through __cxa_atexit).
+        crate::sys::at_exit(flush_at_exit);
     });
 }
 
@@ -1293,7 +1285,7 @@ mod tests {
         let queue = queue_for_database(path.to_str().unwrap());
         let aligned = Writer {
             file_id: next_test_id(),
-            fd: direct.fd,
+            fd: direct.fd.as_raw_fd(),
             align_bytes: direct.align_bytes,
             fallback_fd: buffered.as_raw_fd(),
             engine: &engine,
@@ -1330,7 +1322,6 @@ mod tests {
             "file content differs"
         );
         release(queue);
-        // SAFETY: the test owns the descriptor.
-        unsafe { libc::close(direct.fd) };
+        drop(direct);
     }
 }

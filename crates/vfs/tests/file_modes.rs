@@ -97,10 +97,8 @@ fn install_shim(base: &str) -> String {
         .unwrap()
         .push((shim as *mut _ as usize, base_vfs as usize));
     // SAFETY: the struct is leaked, so it outlives its registration.
-    assert_eq!(
-        unsafe { ffi::sqlite3_vfs_register(shim, 0) },
-        ffi::SQLITE_OK
-    );
+    let registered = unsafe { ffi::sqlite3_vfs_register(shim, 0) };
+    assert_eq!(registered, ffi::SQLITE_OK);
     shim_name
 }
 

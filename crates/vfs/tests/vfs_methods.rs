@@ -763,7 +763,7 @@ impl World {
         self.calls += 1;
         let file = handle.file;
         let methods = self.methods(slot);
-        // SAFETY (whole block): a live file; buffers and out-pointers are this
+        // SAFETY: (whole block) a live file; buffers and out-pointers are this
         // function's own, of the sizes the call claims, or null on purpose (the hostile
         // value, made only where `classify` says it is safe for the VFS it goes to).
         unsafe {

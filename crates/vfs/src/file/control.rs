@@ -7,7 +7,7 @@ use std::ffi::c_int;
 use crate::error::Failure;
 use crate::ffi::*;
 use crate::shm::Shm;
-use crate::sys::{fstat, stat_path};
+use crate::sys::stat_path;
 use crate::write_behind;
 
 use super::open::temp_file_name;
@@ -98,7 +98,8 @@ impl File {
     ///
     /// SUBPAGE_READ (SQLite ≥ 3.48) is what lets the pager read a blob's overflow pages
     /// straight into the caller's buffer (sqlite3PagerDirectReadOk) instead of through
-    /// its page cache; without it large-blob reads were 10–30 % slower than `unix`.
+    /// its page cache (what that costs: docs/DESIGN.md, "Parity with `unix` comes
+    /// first").
     /// `read` serves any offset and length: it flushes pending writes first, and an O_DIRECT
     /// file sends a read its alignment does not allow to the buffered descriptor.
     pub(crate) fn device_characteristics(&self) -> c_int {
@@ -115,7 +116,7 @@ impl File {
     fn size_hint(&mut self, size_bytes: i64) -> Result<(), Failure> {
         if self.chunk_size_bytes > 0 {
             let target = round_up(size_bytes, self.chunk_size_bytes);
-            let st = fstat(self.fd).map_err(Failure::Fstat)?;
+            let st = self.fstat().map_err(Failure::Fstat)?;
             if target > st.st_size {
                 // Write one byte at the end of every block of the new region, then at the
                 // new end, like os_unix.c does without posix_fallocate, a batch of blocks
@@ -125,7 +126,7 @@ impl File {
                 let mut pieces = [(0u64, &zero[..]); SIZE_HINT_BATCH_BLOCKS];
                 let mut at = (st.st_size / block) * block + block - 1;
                 let end = target.saturating_add(block - 1);
-                let fd = self.fd;
+                let fd = self.fd();
                 while at < end {
                     let mut count = 0;
                     while count < SIZE_HINT_BATCH_BLOCKS && at < end {
@@ -144,7 +145,7 @@ impl File {
             if self.chunk_size_bytes <= 0 {
                 // os_unix.c ftruncates to the hint, which shrinks a file longer than it
                 // (but longer than the mapping): the cached size is the hint's.
-                let fd = self.fd;
+                let fd = self.fd();
                 if let Err(errno) = self.submitter().truncate(fd, size_bytes as u64) {
                     self.cached_size_bytes = None;
                     self.log_os_error(SQLITE_IOERR_TRUNCATE, "ftruncate", errno);
@@ -152,7 +153,7 @@ impl File {
                 }
                 self.cached_size_bytes = self.size_cache_valid().then_some(size_bytes);
             }
-            let grown = self.mmap.grow_to(self.fd, size_bytes);
+            let grown = self.mmap.grow_to(self.descriptor.borrowed(), size_bytes);
             self.log_map_failure();
             grown?;
         }
@@ -169,7 +170,7 @@ impl File {
             None => {
                 // A failed fstat says nothing about the path: not moved (os_unix.c
                 // compares with the inode it read at open and never fstats here).
-                let Ok(mine) = fstat(self.fd) else {
+                let Ok(mine) = self.fstat() else {
                     return false;
                 };
                 let identity = (mine.st_dev, mine.st_ino);
@@ -256,7 +257,7 @@ impl File {
             FileControl::MmapSize(requested) => {
                 // Mapped reads would go through the page cache O_DIRECT bypasses.
                 let requested = if self.direct.is_some() { 0 } else { requested };
-                let old = self.mmap.set_limit(self.fd, requested);
+                let old = self.mmap.set_limit(self.descriptor.borrowed(), requested);
                 self.log_map_failure();
                 ControlReply::Int64(old?)
             }
@@ -289,7 +290,7 @@ impl File {
         self.flush_queue(write_behind::Caller::Quiet)?;
         if self.shm.is_none() {
             let path = self.path.clone().ok_or(Failure::ShmOpen(libc::EINVAL))?;
-            let st = fstat(self.fd).map_err(Failure::Fstat)?;
+            let st = self.fstat().map_err(Failure::Fstat)?;
             self.shm = Some(Shm::open(&path, &st, self.readonly_shm, &self.vfs.api)?);
         }
         let mut shm = self.shm.take().expect("opened above");
@@ -354,7 +355,7 @@ impl File {
     pub(crate) fn fetch(&mut self, offset: i64, amount: c_int) -> Result<*mut u8, Failure> {
         // A fetched page is read straight from the page cache: queued writes first.
         self.flush_queue(self.as_reader())?;
-        let page = self.mmap.fetch(self.fd, offset, amount);
+        let page = self.mmap.fetch(self.descriptor.borrowed(), offset, amount);
         self.log_map_failure();
         page
     }

@@ -16,7 +16,8 @@ pub(crate) mod control;
 mod open;
 mod rw;
 
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::sync::Arc;
 
 use crate::config::{SyncMode, SyncPlan};
 use crate::direct::{DirectFile, WalDirect};
@@ -28,6 +29,7 @@ use crate::mmap::MemoryMap;
 use crate::readahead::ReadAhead;
 use crate::shm::Shm;
 use crate::stats::{IoStats, SharedStats};
+use crate::sys::{DbFd, Fd};
 use crate::trace::FileLabel;
 use crate::vfs::VfsState;
 use crate::write_behind;
@@ -55,7 +57,8 @@ static NEXT_FILE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64
 pub(crate) struct File {
     pub(crate) vfs: &'static VfsState,
     id: u64,
-    fd: RawFd,
+    /// The buffered descriptor (I/O names it by number: [`File::fd`]).
+    descriptor: Descriptor,
     is_wal: bool,
     /// A rollback journal (main or temp): queued writes never span a journal record.
     is_journal: bool,
@@ -121,16 +124,53 @@ pub(crate) struct File {
     prefetch_fd: PrefetchFd,
 }
 
+/// A file's buffered descriptor, owned as its kind of file requires (`sys/fd.rs`).
+enum Descriptor {
+    /// A main database's: shared with the process's lock state of the file, which keeps
+    /// it open after this file closes while other connections lock through it
+    /// (`lock.rs`), and closed without dropping the process's POSIX locks.
+    Database(Arc<DbFd>),
+    /// Any other file's (a journal, a WAL, a temporary file): nobody locks it.
+    Other(Fd),
+    /// Closed (at close, or by SQLITE_FCNTL_NULL_IO): every call that needs it fails
+    /// with EBADF, as on a descriptor closed under `unix`.
+    Closed,
+}
+
 /// Read-ahead's own descriptor of a database file, opened at its first prefetch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) enum PrefetchFd {
     NotYet,
-    Open(RawFd),
+    Open(DbFd),
     /// Could not be opened: read-ahead uses the file's descriptor.
     Unavailable,
 }
 
+impl Descriptor {
+    /// The descriptor, while it is open.
+    fn borrowed(&self) -> Option<BorrowedFd<'_>> {
+        match self {
+            Descriptor::Database(fd) => Some(fd.as_fd()),
+            Descriptor::Other(fd) => Some(fd.as_fd()),
+            Descriptor::Closed => None,
+        }
+    }
+}
+
 impl File {
+    /// The buffered descriptor's number, for I/O (-1 once it is closed: the kernel then
+    /// answers EBADF).
+    fn fd(&self) -> RawFd {
+        self.descriptor.borrowed().map_or(-1, |fd| fd.as_raw_fd())
+    }
+
+    /// fstat(2) of the buffered descriptor (EBADF once it is closed).
+    fn fstat(&self) -> Result<libc::stat, i32> {
+        self.descriptor
+            .borrowed()
+            .map_or(Err(libc::EBADF), crate::sys::fstat)
+    }
+
     /// The write-behind flush point at the start of every method but xWrite and xSync:
     /// flushes this file's database's queue (one load when it is empty).
     #[inline]
@@ -223,7 +263,7 @@ impl File {
     pub(crate) fn trace_label(&self) -> FileLabel<'_> {
         FileLabel {
             id: self.id,
-            fd: self.fd,
+            fd: self.fd(),
             path: self.path.as_deref(),
         }
     }
@@ -249,7 +289,7 @@ impl File {
 
     /// The write-behind view of this file, through its buffered descriptor.
     fn writer(&self) -> write_behind::Writer<'_> {
-        self.writer_through(self.fd, 1)
+        self.writer_through(self.fd(), 1)
     }
 
     /// The write-behind view of this file through `fd`, whose queued pieces must start
@@ -259,7 +299,7 @@ impl File {
             file_id: self.id,
             fd,
             align_bytes,
-            fallback_fd: self.fd,
+            fallback_fd: self.fd(),
             engine: &self.engine,
             file_stats: &self.stats,
             vfs_stats: &self.vfs.stats,
@@ -291,36 +331,35 @@ impl File {
         self.wal_direct = None;
         let direct = self.direct.take();
         let prefetch_fd = std::mem::replace(&mut self.prefetch_fd, PrefetchFd::Unavailable);
-        let fd = std::mem::replace(&mut self.fd, -1);
-        // The process's lock state may keep `fd` (other connections lock through it) or
-        // hand back one it kept from a connection closed earlier.
-        let detached = self.lock.detach(fd);
+        let descriptor = std::mem::replace(&mut self.descriptor, Descriptor::Closed);
+        // The process's lock state of a database ends with its last connection and hands
+        // back its share of the descriptor it locked through; otherwise it keeps it (and
+        // with it this file's own descriptor, when that is the one) for the others.
+        let lock_fd = self.lock.detach();
         let failed_close = |errno| {
             self.log_os_error(crate::ffi::SQLITE_IOERR_CLOSE, "close", errno);
         };
-        if let Some(kept) = detached.close_kept {
-            crate::lock::close_preserving_process_locks(kept, failed_close);
+        if let Some(lock_fd) = lock_fd {
+            crate::lock::release(lock_fd, failed_close);
         }
         if let Some(direct) = direct {
-            // Same inode as `fd`: closing it would drop this process's POSIX locks too.
-            crate::lock::close_preserving_process_locks(direct.fd, failed_close);
+            // Same inode as the database's descriptor.
+            direct.fd.close(failed_close);
         }
         if let PrefetchFd::Open(prefetch_fd) = prefetch_fd {
             self.engine.before_prefetch_descriptor_closes();
             // The same inode again.
-            crate::lock::close_preserving_process_locks(prefetch_fd, failed_close);
+            prefetch_fd.close(failed_close);
         }
-        if fd < 0 || !detached.close_own {
-            return;
-        }
-        if self.carries_locks {
-            crate::lock::close_preserving_process_locks(fd, failed_close);
-        } else {
+        match descriptor {
+            Descriptor::Database(fd) => crate::lock::release(fd, failed_close),
             // Nobody locks journals, WALs or temp files.
-            // SAFETY: the descriptor is ours and closed once, here.
-            if unsafe { crate::sys::calls::close(fd) } != 0 {
-                failed_close(crate::sys::last_errno());
+            Descriptor::Other(fd) => {
+                if let Err(errno) = fd.close() {
+                    failed_close(errno);
+                }
             }
+            Descriptor::Closed => {}
         }
     }
 }

@@ -1,8 +1,11 @@
 //! xOpen: the file's options from its URI, its engine, the mode and owner of a file it
 //! creates, and temporary files, as os_unix.c unixOpen does them.
 
-use std::ffi::{c_char, c_int, CStr, CString};
+use std::ffi::{c_int, CString};
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::Arc;
 
+use crate::api::OpenName;
 use crate::config::UriOptions;
 use crate::direct::{DirectFile, WalDirect};
 use crate::error::Failure;
@@ -12,12 +15,12 @@ use crate::lock::DbLock;
 use crate::mmap::MemoryMap;
 use crate::stats::SharedStats;
 use crate::sys::{
-    calls, give_created_mode, open_above_stdio, stat_path, Filesystem, DEFAULT_FILE_MODE,
+    calls, give_created_mode, open_above_stdio, stat_path, DbFd, Filesystem, DEFAULT_FILE_MODE,
 };
 use crate::vfs::VfsState;
 use crate::write_behind;
 
-use super::{File, NEXT_FILE_ID};
+use super::{Descriptor, File, NEXT_FILE_ID};
 
 /// A file's options: the VFS's defaults as its URI parameters change them.
 struct FileOptions {
@@ -33,19 +36,14 @@ impl FileOptions {
     /// Reads this file's options from the URI parameters of `name` (a journal or WAL
     /// file sees its database's parameters); `file_type` is xOpen's SQLITE_OPEN_* type
     /// bits (`uring_direct` routes a main database and its rollback journal differently).
-    ///
-    /// # Safety
-    /// `name` must be null or a filename pointer SQLite passed to xOpen.
-    unsafe fn read(
+    fn read(
         vfs: &'static VfsState,
-        name: *const c_char,
+        name: OpenName<'_>,
         file_type: c_int,
     ) -> Result<FileOptions, String> {
         let api = &vfs.api;
-        // SAFETY: forwarded caller contract.
-        let keys = unsafe { api.uri_keys(name) };
-        // SAFETY: forwarded caller contract.
-        let uri = UriOptions::parse(&keys, |key| unsafe { api.uri_parameter(name, key) })?;
+        let keys = api.uri_keys(name);
+        let uri = UriOptions::parse(&keys, |key| api.uri_parameter(name, key))?;
         let direct = uri.direct.unwrap_or(vfs.direct_io);
         let role = if file_type & (SQLITE_OPEN_MAIN_DB | SQLITE_OPEN_MAIN_JOURNAL) != 0 {
             FileRole::DatabaseOrJournal
@@ -92,17 +90,14 @@ fn temp_directory() -> String {
             };
             let is_dir =
                 stat_path(dir).is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
-            // SAFETY: `c_dir` is NUL-terminated.
-            is_dir && unsafe { calls::access(c_dir.as_ptr(), libc::W_OK | libc::X_OK) } == 0
+            is_dir && calls::access(&c_dir, libc::W_OK | libc::X_OK) == 0
         })
         .unwrap_or_else(|| ".".to_string())
 }
 
 fn temp_file_name_in(directory: &str) -> String {
     let mut random = [0u8; 8];
-    // SAFETY: getrandom writes at most random.len() bytes into the buffer.
-    let got = unsafe { libc::getrandom(random.as_mut_ptr().cast(), random.len(), 0) };
-    if got != random.len() as isize {
+    if !crate::sys::random_bytes(&mut random) {
         // Uniqueness, not secrecy, is what matters; O_EXCL catches a collision.
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -120,13 +115,10 @@ impl File {
     /// that cannot be stat()ed fails the open with SQLITE_IOERR_FSTAT, as there
     /// (getFileMode); a journal or WAL name with no `-` before its last `.` has no
     /// database to copy from (mode 0: the default).
-    ///
-    /// # Safety
-    /// `name` as in [`FileOptions::read`].
-    unsafe fn create_mode(
+    fn create_mode(
         vfs: &VfsState,
         path: &str,
-        name: *const c_char,
+        name: OpenName<'_>,
         flags: c_int,
     ) -> Result<(libc::mode_t, Option<(u32, u32)>), Failure> {
         let mode_of = |file: &str| match stat_path(file) {
@@ -149,8 +141,7 @@ impl File {
         if flags & SQLITE_OPEN_DELETEONCLOSE != 0 {
             return Ok((PRIVATE_FILE_MODE, None));
         }
-        // SAFETY: forwarded caller contract.
-        match unsafe { vfs.api.uri_parameter(name, c"modeof") } {
+        match vfs.api.uri_parameter(name, c"modeof") {
             Some(model) => mode_of(&model),
             None => Ok((0, None)),
         }
@@ -158,12 +149,9 @@ impl File {
 
     /// xOpen. Returns the file and the flags SQLite should see (read-only when a
     /// read-write open fell back to read-only, as os_unix.c does).
-    ///
-    /// # Safety
-    /// `name` must be null or the filename pointer SQLite passed to xOpen.
-    pub(crate) unsafe fn open(
+    pub(crate) fn open(
         vfs: &'static VfsState,
-        name: *const c_char,
+        name: OpenName<'_>,
         flags: c_int,
     ) -> Result<(File, c_int), Failure> {
         let file_type = flags & 0x0FFF_FF00;
@@ -182,7 +170,9 @@ impl File {
         // that never has a name, so no other process can open it and nothing is left to
         // unlink; a named file, unlinked at once, only where the filesystem refuses that.
         let mut unnamed_fd = None;
-        let path = if name.is_null() {
+        let path = if let Some(path) = name.path() {
+            path
+        } else {
             // SQLite only opens anonymous files as temporary, delete-on-close files.
             assert!(is_delete, "xOpen with a NULL name must be DELETEONCLOSE");
             let directory = temp_directory();
@@ -190,20 +180,14 @@ impl File {
                 let os_flags = libc::O_RDWR | libc::O_EXCL | libc::O_TMPFILE | libc::O_CLOEXEC;
                 unnamed_fd = open_above_stdio(&c_directory, os_flags, PRIVATE_FILE_MODE).ok();
             }
-            match unnamed_fd {
+            match &unnamed_fd {
                 // Only for messages: the inode has no name.
                 Some(_) => format!("{directory}/(O_TMPFILE)"),
                 None => temp_file_name_in(&directory),
             }
-        } else {
-            // SAFETY: SQLite passes a NUL-terminated filename.
-            unsafe { CStr::from_ptr(name) }
-                .to_string_lossy()
-                .into_owned()
         };
 
-        // SAFETY: forwarded caller contract.
-        let options = match unsafe { FileOptions::read(vfs, name, file_type) } {
+        let options = match FileOptions::read(vfs, name, file_type) {
             Ok(options) => options,
             Err(message) => {
                 vfs.api.log(
@@ -246,12 +230,12 @@ impl File {
         // says: the main database's name has had its symlinks resolved by xFullPathname
         // already, so a symlink here is one planted at a journal, WAL or temp-file name.
         os_flags |= libc::O_NOFOLLOW;
-        // SAFETY: forwarded caller contract.
-        let (mode, owner) = unsafe { File::create_mode(vfs, &path, name, flags) }?;
+        let (mode, owner) = File::create_mode(vfs, &path, name, flags)?;
         let c_path = cstring(&path)?;
         let mut out_flags = flags;
         let effective_mode = if mode == 0 { DEFAULT_FILE_MODE } else { mode };
         let open = |os_flags: c_int| open_above_stdio(&c_path, os_flags, effective_mode);
+        let is_unnamed = unnamed_fd.is_some();
         let fd = match unnamed_fd.map_or_else(|| open(os_flags), Ok) {
             Ok(fd) => fd,
             Err(errno) => {
@@ -259,12 +243,12 @@ impl File {
                 // name, and the errno left by the last call made (for a journal in a
                 // directory we may not write, that of the access(2) that found no file).
                 let log_open = |errno| vfs.api.log_os_error(SQLITE_CANTOPEN, "open", &path, errno);
-                if is_new_journal && errno == libc::EACCES {
-                    // SAFETY: `c_path` is NUL-terminated.
-                    if unsafe { calls::access(c_path.as_ptr(), libc::F_OK) } != 0 {
-                        log_open(crate::sys::last_errno());
-                        return Err(Failure::ReadonlyDirectory(errno));
-                    }
+                if is_new_journal
+                    && errno == libc::EACCES
+                    && calls::access(&c_path, libc::F_OK) != 0
+                {
+                    log_open(crate::sys::last_errno());
+                    return Err(Failure::ReadonlyDirectory(errno));
                 }
                 if errno != libc::EISDIR && is_readwrite {
                     // os_unix.c: a database we may not write is opened read-only.
@@ -281,22 +265,17 @@ impl File {
                 }
             }
         };
-        give_created_mode(fd, mode);
+        give_created_mode(fd.as_fd(), mode);
         if let Some((uid, gid)) = owner {
             // As root, a new journal or WAL must stay usable by the database's owner.
-            // SAFETY: plain syscalls on our fd.
-            unsafe {
-                if calls::geteuid() == 0
-                    && flags & (SQLITE_OPEN_WAL | SQLITE_OPEN_MAIN_JOURNAL) != 0
-                {
-                    let _ = calls::fchown(fd, uid, gid);
-                }
+            if calls::geteuid() == 0 && flags & (SQLITE_OPEN_WAL | SQLITE_OPEN_MAIN_JOURNAL) != 0 {
+                let _ = calls::fchown(fd.as_raw_fd(), uid, gid);
             }
         }
         // With everything routed to syscalls already (the default) there is nothing to
         // decide, and a rollback transaction opens its journal anew each time: the
         // fstatfs is only made when the answer matters.
-        let engine = engine.for_filesystem(|| Filesystem::of_fd(fd).ok());
+        let engine = engine.for_filesystem(|| Filesystem::of_fd(fd.as_fd()).ok());
         let direct = if options.direct && file_type & SQLITE_OPEN_MAIN_DB != 0 {
             match DirectFile::open(&c_path, out_flags & SQLITE_OPEN_READWRITE != 0) {
                 Ok(direct) => Some(direct),
@@ -308,7 +287,8 @@ impl File {
                             why.describe("uring_direct")
                         ),
                     );
-                    crate::lock::close_preserving_process_locks(fd, |errno| {
+                    // A main database's descriptor.
+                    DbFd::from(fd).close(|errno| {
                         vfs.api
                             .log_os_error(SQLITE_IOERR_CLOSE, "close", &path, errno)
                     });
@@ -336,14 +316,9 @@ impl File {
                         ),
                     );
                     // A WAL descriptor carries no lock of the process.
-                    // SAFETY: we own `fd` and nothing else uses it.
-                    if unsafe { calls::close(fd) } != 0 {
-                        vfs.api.log_os_error(
-                            SQLITE_IOERR_CLOSE,
-                            "close",
-                            &path,
-                            crate::sys::last_errno(),
-                        );
+                    if let Err(errno) = fd.close() {
+                        vfs.api
+                            .log_os_error(SQLITE_IOERR_CLOSE, "close", &path, errno);
                     }
                     return Err(Failure::CantOpen(why.errno()));
                 }
@@ -357,9 +332,13 @@ impl File {
         // with. Its failure fails the open with a plain SQLITE_IOERR (findInodeInfo's
         // code), not SQLITE_CANTOPEN, and the descriptor is closed.
         let is_main_db = file_type & SQLITE_OPEN_MAIN_DB != 0;
-        let (lock, identity) = if is_main_db {
-            match crate::sys::fstat(fd) {
+        let (descriptor, lock, identity) = if is_main_db {
+            // A database's descriptor closes only without dropping the process's POSIX
+            // locks on the file.
+            let fd = DbFd::from(fd);
+            match crate::sys::fstat(fd.as_fd()) {
                 Ok(st) => {
+                    let fd = Arc::new(fd);
                     // Only a main database is locked; SQLite's tests move the pending
                     // byte before opening any (moving it with a database open is
                     // undefined behaviour).
@@ -367,13 +346,13 @@ impl File {
                         DbLock::new(vfs.api.pending_byte())
                     } else {
                         DbLock::attach(
-                            fd,
+                            &fd,
                             &st,
                             out_flags & SQLITE_OPEN_READWRITE != 0,
                             vfs.api.pending_byte(),
                         )
                     };
-                    (lock, Some((st.st_dev, st.st_ino)))
+                    (Descriptor::Database(fd), lock, Some((st.st_dev, st.st_ino)))
                 }
                 Err(errno) => {
                     let failed_close = |errno| {
@@ -381,19 +360,22 @@ impl File {
                             .log_os_error(SQLITE_IOERR_CLOSE, "close", &path, errno)
                     };
                     if let Some(direct) = direct {
-                        crate::lock::close_preserving_process_locks(direct.fd, failed_close);
+                        direct.fd.close(failed_close);
                     }
-                    crate::lock::close_preserving_process_locks(fd, failed_close);
+                    fd.close(failed_close);
                     return Err(Failure::Inode(errno));
                 }
             }
         } else {
-            (DbLock::new(crate::api::DEFAULT_PENDING_BYTE), None)
+            (
+                Descriptor::Other(fd),
+                DbLock::new(crate::api::DEFAULT_PENDING_BYTE),
+                None,
+            )
         };
-        if is_delete && unnamed_fd.is_none() {
+        if is_delete && !is_unnamed {
             // Unlinking now means even a crash cannot leave the file behind.
-            // SAFETY: `c_path` is NUL-terminated.
-            unsafe { calls::unlink(c_path.as_ptr()) };
+            calls::unlink(&c_path);
         }
         let id = NEXT_FILE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // A main database, its journal and its WAL share a queue (SQLite orders writes
@@ -424,7 +406,7 @@ impl File {
             vfs,
             id,
             queue: Some(queue),
-            fd,
+            descriptor,
             is_wal: file_type & SQLITE_OPEN_WAL != 0,
             carries_locks: file_type & SQLITE_OPEN_MAIN_DB != 0,
 
@@ -476,7 +458,7 @@ impl File {
         }
         let path = self.path.as_deref().unwrap_or("");
         let warn = |what: &str| self.vfs.api.log(SQLITE_WARNING, &format!("{what} {path}"));
-        let Ok(st) = crate::sys::fstat(self.fd) else {
+        let Ok(st) = self.fstat() else {
             return warn("cannot fstat db file");
         };
         if st.st_nlink == 0 {

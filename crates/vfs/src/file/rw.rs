@@ -5,6 +5,7 @@
 //! `write_behind.rs`.
 
 use std::ffi::c_int;
+use std::os::fd::{AsRawFd, RawFd};
 
 use crate::config::SyncMode;
 use crate::error::Failure;
@@ -12,7 +13,7 @@ use crate::ffi::{SQLITE_CANTOPEN, SQLITE_IOERR_CLOSE, SQLITE_IOERR_FSYNC, SQLITE
 use crate::io::{Submitter, SyncRequest};
 use crate::readahead::PageSource;
 use crate::stats::IoStats;
-use crate::sys::{calls, fstat, open_directory_of};
+use crate::sys::{calls, open_directory_of, DbFd};
 
 use super::{round_up, File, PrefetchFd};
 
@@ -35,7 +36,7 @@ impl File {
         assert!(offset >= 0);
         self.flush_queue(self.as_reader())?;
         let from_map = self.mmap.read_prefix(buf, offset);
-        let fd = self.fd;
+        let fd = self.fd();
         let rest = &mut buf[from_map..];
         let mut direct_read = None;
         // Kernel entries of the pread fast path, counted below with the read itself (the
@@ -224,7 +225,7 @@ impl File {
                 .as_ref()
                 .filter(|d| !flush_now && d.is_aligned(offset as u64, buf.len()))
             {
-                Some(direct) => self.writer_through(direct.fd, direct.align_bytes),
+                Some(direct) => self.writer_through(direct.fd.as_raw_fd(), direct.align_bytes),
                 None => self.writer(),
             };
             let result = self
@@ -238,7 +239,7 @@ impl File {
             result
         } else {
             self.flush_queue(self.as_writer()).and_then(|()| {
-                let fd = self.fd;
+                let fd = self.fd();
                 self.submitter()
                     .write_at(fd, buf, offset as u64)
                     .map_err(Failure::from)
@@ -279,7 +280,7 @@ impl File {
         if let Some(wal) = &self.wal_direct {
             crate::lock::lock_ignoring_poison(wal).truncated(size_bytes as u64);
         }
-        let fd = self.fd;
+        let fd = self.fd();
         if let Err(errno) = self.submitter().truncate(fd, size_bytes as u64) {
             self.cached_size_bytes = None;
             self.log_os_error(SQLITE_IOERR_TRUNCATE, "ftruncate", errno);
@@ -303,21 +304,22 @@ impl File {
         let data_only = self.sync_mode == SyncMode::Fdatasync;
         // The directory sync is independent of the file's: both are submitted together
         // and both complete before xSync returns, as os_unix.c's two sequential calls do.
-        let directory = match (&self.path, self.dir_sync_pending) {
-            (Some(path), true) => Some(open_directory_of(path)),
-            _ => None,
+        let (directory, directory_errno) = match (&self.path, self.dir_sync_pending) {
+            (Some(path), true) => match open_directory_of(path) {
+                Ok(fd) => (Some(fd), None),
+                Err(errno) => (None, Some(errno)),
+            },
+            _ => (None, None),
         };
-        let directory_fd = directory.and_then(Result::ok);
         let request = SyncRequest {
             data_only,
-            directory_fd,
+            directory_fd: directory.as_ref().map(AsRawFd::as_raw_fd),
             plan: self.sync_plan,
         };
         let result = self.queue().sync(&self.writer(), request);
-        if let Some(dir_fd) = directory_fd {
-            // SAFETY: the directory descriptor is ours and closed once, here.
-            if unsafe { calls::close(dir_fd) } != 0 {
-                self.log_os_error(SQLITE_IOERR_CLOSE, "close", crate::sys::last_errno());
+        if let Some(directory) = directory {
+            if let Err(errno) = directory.close() {
+                self.log_os_error(SQLITE_IOERR_CLOSE, "close", errno);
             }
         }
         // Logged as os_unix.c unixSync logs: a failed fsync of the file; otherwise a
@@ -331,8 +333,8 @@ impl File {
             Err(failure) => return Err(failure),
             Ok(()) => {}
         }
-        if let (Some(Err(errno)), Some(path), false) = (
-            directory,
+        if let (Some(errno), Some(path), false) = (
+            directory_errno,
             self.path.as_deref(),
             calls::is_replaced(c"openDirectory"),
         ) {
@@ -355,7 +357,7 @@ impl File {
                 return Ok(size);
             }
         }
-        let mut size = fstat(self.fd).map_err(Failure::Fstat)?.st_size;
+        let mut size = self.fstat().map_err(Failure::Fstat)?.st_size;
         // os_unix.c: a 1-byte file is reported as empty (a workaround some filesystems
         // need when a zero-size database is opened); kept for identical behaviour.
         if size == 1 {
@@ -371,7 +373,7 @@ impl File {
 /// (one ring submission per batch on the io_uring backend, `posix_fadvise` calls on the
 /// syscall backend), counted with the file's I/O.
 struct DatabasePages<'a> {
-    fd: std::os::fd::RawFd,
+    fd: RawFd,
     /// The file's read-ahead descriptor (`sys::page_cache::open_for_prefetch`), opened at
     /// the first prefetch; -1 until then, or for good when it could not be had.
     prefetch_fd: &'a mut PrefetchFd,
@@ -384,15 +386,16 @@ impl DatabasePages<'_> {
     }
 
     /// The descriptor read-ahead reads through: its own, or the file's when it has none.
-    fn reader(&mut self) -> std::os::fd::RawFd {
+    fn reader(&mut self) -> RawFd {
         if let PrefetchFd::NotYet = self.prefetch_fd {
             *self.prefetch_fd = match crate::sys::page_cache::open_for_prefetch(self.fd) {
-                Some(fd) => PrefetchFd::Open(fd),
+                // Another descriptor of the database.
+                Some(fd) => PrefetchFd::Open(DbFd::from(fd)),
                 None => PrefetchFd::Unavailable,
             };
         }
-        match *self.prefetch_fd {
-            PrefetchFd::Open(fd) => fd,
+        match &*self.prefetch_fd {
+            PrefetchFd::Open(fd) => fd.as_raw_fd(),
             PrefetchFd::NotYet | PrefetchFd::Unavailable => self.fd,
         }
     }

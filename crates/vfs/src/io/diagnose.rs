@@ -116,16 +116,7 @@ pub(crate) fn explain_setup_failure(errno: i32) -> String {
 }
 
 pub(crate) fn kernel_release() -> String {
-    // SAFETY: utsname is plain data; uname fills it and NUL-terminates each field.
-    unsafe {
-        let mut name: libc::utsname = std::mem::zeroed();
-        if libc::uname(&mut name) != 0 {
-            return "unknown".to_string();
-        }
-        std::ffi::CStr::from_ptr(name.release.as_ptr())
-            .to_string_lossy()
-            .into_owned()
-    }
+    crate::sys::kernel_release()
 }
 
 /// Why `io_uring_setup` was refused with EPERM although `kernel.io_uring_disabled` (as

@@ -6,11 +6,10 @@
 //! [`EngineKind::for_file`] and [`EngineKind::for_filesystem`] are where a file's routing
 //! is decided, at open, and nowhere else.
 
-use std::sync::Arc;
-
 use crate::config::{Backend, Options, Submission, UriOptions};
 use crate::sys::Filesystem;
 
+#[cfg(feature = "test-support")]
 use super::fault::FaultPlan;
 use super::op::{Engine, Op};
 use super::routing::Routing;
@@ -22,7 +21,9 @@ pub(crate) enum EngineKind {
     /// The ring, with reads, writes and/or syncs issued by syscall (see [`Submission`]).
     IoUring(Routing),
     Syscall,
-    Fault(Arc<FaultPlan>),
+    /// The fault-injecting engine of the tests (feature `test-support`).
+    #[cfg(feature = "test-support")]
+    Fault(std::sync::Arc<FaultPlan>),
 }
 
 impl std::fmt::Debug for EngineKind {
@@ -51,11 +52,11 @@ impl EngineKind {
     ///   VFS's routing.
     /// * With O_DIRECT (`direct`), the database and its rollback journal put writes and
     ///   syncs on the ring unless told otherwise: O_DIRECT page writes run inline there
-    ///   and overlap on the device (docs/BENCH_IO.md), a direct rollback commit has io-wq
-    ///   workers anyway, and ring syncs (the journal's header rewrite linked to its fsync)
-    ///   made multi-page rollback commits 8–9 % faster than syscalls, tied elsewhere
-    ///   (docs/DESIGN.md). A WAL keeps the VFS's routing: WAL commits touch no direct
-    ///   file, and a ring fsync would add the io-wq thread that slows every later commit.
+    ///   and overlap on the device, a direct rollback commit has io-wq workers anyway,
+    ///   and ring syncs link the journal's header rewrite to its fsync (the measurements:
+    ///   docs/DESIGN.md, "O_DIRECT writes go through the ring"). A WAL keeps the VFS's
+    ///   routing: WAL commits touch no direct file, and a ring fsync would add the io-wq
+    ///   thread that slows every later commit.
     pub(crate) fn for_file(
         vfs_engine: &EngineKind,
         vfs_routing: Routing,
@@ -64,7 +65,9 @@ impl EngineKind {
         role: FileRole,
     ) -> EngineKind {
         let mut engine = match (vfs_engine, uri.backend) {
-            (EngineKind::Fault(_), _) | (_, None) => vfs_engine.clone(),
+            #[cfg(feature = "test-support")]
+            (EngineKind::Fault(_), _) => vfs_engine.clone(),
+            (_, None) => vfs_engine.clone(),
             (_, Some(Backend::IoUring)) => EngineKind::IoUring(vfs_routing),
             (_, Some(Backend::Syscall)) => EngineKind::Syscall,
         };
@@ -89,9 +92,10 @@ impl EngineKind {
     /// place where a file's routing follows its filesystem:
     ///
     /// * tmpfs/ramfs: fsync does nothing, so not even the journal/directory sync pair has
-    ///   anything to overlap and the ring would only add worker hand-offs (measured: 2.2×
-    ///   `unix` on speed test 1): a routing that sends only some kinds of op to the ring
-    ///   becomes plain syscalls. Explicitly routing everything to the ring keeps it.
+    ///   anything to overlap and the ring would only add worker hand-offs (docs/DESIGN.md,
+    ///   "The default does not depend on the filesystem"): a routing that sends only some
+    ///   kinds of op to the ring becomes plain syscalls. Explicitly routing everything to
+    ///   the ring keeps it.
     /// * ext4, XFS, btrfs keep the routing they were given. None of them completes a
     ///   commit's buffered ring writes inline on Linux 6.18 (XFS only while the file's
     ///   mtime needs no update, which a commit's first write never finds), and
@@ -143,7 +147,17 @@ impl EngineKind {
         match self {
             EngineKind::IoUring(_) => "io_uring",
             EngineKind::Syscall => "syscall",
+            #[cfg(feature = "test-support")]
             EngineKind::Fault(_) => "fault-injection",
+        }
+    }
+
+    /// Whether this is the fault-injecting engine of the tests.
+    pub(crate) fn injects_faults(&self) -> bool {
+        match self {
+            EngineKind::IoUring(_) | EngineKind::Syscall => false,
+            #[cfg(feature = "test-support")]
+            EngineKind::Fault(_) => true,
         }
     }
 
@@ -152,7 +166,9 @@ impl EngineKind {
     fn routing(&self) -> Routing {
         match self {
             EngineKind::IoUring(routing) => *routing,
-            EngineKind::Syscall | EngineKind::Fault(_) => Routing::ALL_SYSCALL,
+            EngineKind::Syscall => Routing::ALL_SYSCALL,
+            #[cfg(feature = "test-support")]
+            EngineKind::Fault(_) => Routing::ALL_SYSCALL,
         }
     }
 
@@ -167,6 +183,7 @@ impl EngineKind {
         match self {
             EngineKind::Syscall => true,
             EngineKind::IoUring(routing) => routing.syscall_reads || routing.lone_op_by_syscall,
+            #[cfg(feature = "test-support")]
             EngineKind::Fault(_) => false,
         }
     }
@@ -177,6 +194,7 @@ impl EngineKind {
         match self {
             EngineKind::Syscall => true,
             EngineKind::IoUring(routing) => routing.syscall_syncs,
+            #[cfg(feature = "test-support")]
             EngineKind::Fault(plan) => plan.inner_routing().is_none_or(|r| r.syscall_syncs),
         }
     }
@@ -186,6 +204,7 @@ impl EngineKind {
         match self {
             EngineKind::IoUring(routing) => uring::ensure_available(*routing),
             EngineKind::Syscall => Ok(()),
+            #[cfg(feature = "test-support")]
             EngineKind::Fault(plan) => match plan.inner_routing() {
                 Some(routing) => uring::ensure_available(routing),
                 None => Ok(()),
@@ -195,8 +214,9 @@ impl EngineKind {
 
     /// Asks the kernel to bring `ops` (all `Op::Prefetch`) into the page cache, without
     /// waiting for the data; returns the kernel entries made. By default, on either
-    /// backend, one `posix_fadvise(WILLNEED)` per op from the calling thread: measured
-    /// faster than the ring's buffered reads (docs/DESIGN.md, "Read-ahead"). A file whose
+    /// backend, one `posix_fadvise(WILLNEED)` per op from the calling thread, which beat
+    /// the ring's buffered reads (docs/DESIGN.md, "Read-ahead follows the B-tree, through
+    /// `posix_fadvise`"). A file whose
     /// reads are routed to the ring (`uring_reads=ring`) submits them as one batch of
     /// buffered reads on the thread's ring, none of which a later call waits for
     /// (`uring::prefetch_on_thread_ring`); while a test has replaced a read or write
@@ -217,6 +237,7 @@ impl EngineKind {
                 syscall::SyscallEngine.perform(&ops[..results.len()], results)
             },
             // SAFETY: prefetches name no buffer.
+            #[cfg(feature = "test-support")]
             EngineKind::Fault(plan) => unsafe { plan.perform(&ops[..results.len()], results) },
         }
     }
@@ -238,6 +259,7 @@ impl EngineKind {
             match self {
                 EngineKind::IoUring(routing) => uring::perform_routed(*routing, ops, results),
                 EngineKind::Syscall => syscall::SyscallEngine.perform(ops, results),
+                #[cfg(feature = "test-support")]
                 EngineKind::Fault(plan) => plan.perform(ops, results),
             }
         }
@@ -246,9 +268,11 @@ impl EngineKind {
 
 #[cfg(test)]
 mod tests {
+    #[cfg(feature = "test-support")]
     use std::os::fd::AsRawFd;
 
     use super::*;
+    #[cfg(feature = "test-support")]
     use crate::io::power_loss::Event;
 
     fn after_open(engine: &EngineKind, filesystem: Filesystem) -> String {
@@ -297,6 +321,7 @@ mod tests {
 
     // The power-loss recorder seen through the engine a file uses (a fault engine with a
     // recorder attached).
+    #[cfg(feature = "test-support")]
     #[test]
     fn the_recorder_sees_entries_writes_linked_syncs_and_the_misorder_knob() {
         let dir = tempfile::tempdir().unwrap();

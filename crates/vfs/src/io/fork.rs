@@ -34,10 +34,9 @@ extern "C" fn after_fork_in_child() {
 
 fn install_handler() {
     FORK_HANDLER.call_once(|| {
-        // SAFETY: registers a child handler that only touches atomics and runs the
-        // registered hooks, each of which must be safe in the single-threaded child
-        // (they only `try_lock`).
-        unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+        // A child handler that only touches atomics and runs the registered hooks, each
+        // of which must be safe in the single-threaded child (they only `try_lock`).
+        crate::sys::at_fork_in_child(after_fork_in_child);
     });
 }
 

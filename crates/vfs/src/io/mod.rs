@@ -11,6 +11,9 @@
 //!            uring.rs   syscall.rs     fault.rs (wraps either; tests)
 //! ```
 //!
+//! `fault.rs` and `power_loss.rs` are test machinery, compiled only with the
+//! `test-support` feature (this crate's own tests turn it on; no shipped build does).
+//!
 //! Inside `io/`, files import downward too: `op` (the [`Op`] type, the `Engine` trait,
 //! retry rules) and the leaves `fixed`, `fork`, `diagnose`, `routing`, `record` → the
 //! engines `syscall`, `uring` → `fault` → `engine` → `submit`. This file only declares
@@ -22,10 +25,12 @@
 
 pub(crate) mod diagnose;
 pub(crate) mod engine;
+#[cfg(feature = "test-support")]
 pub(crate) mod fault;
 pub(crate) mod fixed;
 pub(crate) mod fork;
 pub(crate) mod op;
+#[cfg(feature = "test-support")]
 pub(crate) mod power_loss;
 pub(crate) mod record;
 pub(crate) mod routing;

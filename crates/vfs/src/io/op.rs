@@ -7,6 +7,10 @@
 //! VFS method calls; that is what lets a file move between threads (SQLite's
 //! multi-thread mode) while each thread owns its own ring. Building an `Op` is safe;
 //! `unsafe` starts at `perform`, whose caller vouches for the buffers.
+//!
+//! An op names its descriptor by number, as an SQE does: the file that owns it
+//! (`sys/fd.rs`) keeps it open until the op has completed, and a file's queued writes
+//! are flushed before it closes.
 
 use std::os::fd::RawFd;
 

@@ -27,8 +27,8 @@ pub(crate) struct SyncRequest {
 /// — and returns how many. The directory comes after the file, as in os_unix.c
 /// `unixSync`: by syscall they run in that order (on ext4 the file's fsync commits the
 /// new directory entry with it and the directory's fsync then finds little to do; the
-/// other order made a rollback commit ~8 % slower); on the ring the directory's is not
-/// linked, so the two overlap.
+/// other order is slower: docs/DESIGN.md, "Parity with `unix` comes first"); on the ring
+/// the directory's is not linked, so the two overlap.
 fn push_syncs(ops: &mut [Op], fd: RawFd, request: SyncRequest, after_writes: bool) -> usize {
     let data_only = request.data_only;
     ops[0] = if after_writes {

@@ -27,70 +27,86 @@ impl Engine for SyscallEngine {
             let op = &ops[index];
             if let Op::SyncAfterWrites { fd, data_only } = *op {
                 results[index] = if chain_completed(ops, &results[..index], index, fd) {
-                    // SAFETY: plain syscalls without pointers.
-                    result_of(unsafe {
-                        if data_only {
-                            calls::fdatasync(fd)
-                        } else {
-                            calls::fsync(fd)
-                        }
+                    result_of(if data_only {
+                        calls::fdatasync(fd)
+                    } else {
+                        calls::fsync(fd)
                     } as isize)
                 } else {
                     -libc::ECANCELED
                 };
                 continue;
             }
-            let result = &mut results[index];
-            // SAFETY: the caller guarantees each buffer is valid for `len` bytes for the
-            // duration of this call; the syscalls do not retain the pointers.
-            *result = unsafe {
-                match *op {
-                    Op::Read {
-                        fd,
-                        buf,
-                        len,
-                        offset,
-                    } => result_of(calls::pread(fd, buf.cast(), len as usize, offset as i64)),
-                    Op::Write {
-                        fd,
-                        buf,
-                        len,
-                        offset,
-                    } => result_of(calls::pwrite(fd, buf.cast(), len as usize, offset as i64)),
-                    Op::Sync {
-                        fd,
-                        data_only: true,
-                    } => result_of(calls::fdatasync(fd) as isize),
-                    Op::Sync {
-                        fd,
-                        data_only: false,
-                    } => result_of(calls::fsync(fd) as isize),
-                    Op::Truncate { fd, len } => {
-                        result_of(calls::ftruncate(fd, len as i64) as isize)
-                    }
-                    Op::Prefetch { fd, offset, len } => prefetch_by_syscall(fd, offset, len),
-                    Op::SyncAfterWrites { .. } => unreachable!("handled above"),
+            results[index] = match *op {
+                Op::Read {
+                    fd,
+                    buf,
+                    len,
+                    offset,
+                } => {
+                    // SAFETY: the caller guarantees the buffer is valid and not otherwise
+                    // in use for `len` bytes for the duration of this call.
+                    let buf = unsafe { op_buffer_mut(buf, len) };
+                    result_of(calls::pread(fd, buf, offset as i64))
                 }
+                Op::Write {
+                    fd,
+                    buf,
+                    len,
+                    offset,
+                } => {
+                    // SAFETY: the caller guarantees the buffer is valid for `len` bytes
+                    // for the duration of this call.
+                    let buf = unsafe { op_buffer(buf, len) };
+                    result_of(calls::pwrite(fd, buf, offset as i64))
+                }
+                Op::Sync {
+                    fd,
+                    data_only: true,
+                } => result_of(calls::fdatasync(fd) as isize),
+                Op::Sync {
+                    fd,
+                    data_only: false,
+                } => result_of(calls::fsync(fd) as isize),
+                Op::Truncate { fd, len } => result_of(calls::ftruncate(fd, len as i64) as isize),
+                Op::Prefetch { fd, offset, len } => prefetch_by_syscall(fd, offset, len),
+                Op::SyncAfterWrites { .. } => unreachable!("handled above"),
             };
         }
         Ok(ops.len() as u64)
     }
 }
 
+/// The bytes a write op names.
+///
+/// # Safety
+/// `buf` must be valid for reads of `len` bytes while the slice is used.
+unsafe fn op_buffer<'a>(buf: *const u8, len: u32) -> &'a [u8] {
+    if len == 0 {
+        return &[];
+    }
+    // SAFETY: forwarded caller contract; `len` > 0, so `buf` points at real bytes.
+    unsafe { std::slice::from_raw_parts(buf, len as usize) }
+}
+
+/// The bytes a read op fills.
+///
+/// # Safety
+/// `buf` must be valid for writes of `len` bytes, and used by nothing else, while the
+/// slice is used.
+unsafe fn op_buffer_mut<'a>(buf: *mut u8, len: u32) -> &'a mut [u8] {
+    if len == 0 {
+        return &mut [];
+    }
+    // SAFETY: forwarded caller contract; `len` > 0, so `buf` points at real bytes.
+    unsafe { std::slice::from_raw_parts_mut(buf, len as usize) }
+}
+
 /// `posix_fadvise(POSIX_FADV_WILLNEED)`: starts reading the range into the page cache and
 /// returns. Not a call of os_unix.c, so not in the system-call table (SQLite's tests
 /// enumerate the table's names); a failure only forgoes the read-ahead.
 pub(crate) fn prefetch_by_syscall(fd: RawFd, offset: u64, len: u32) -> i32 {
-    // SAFETY: posix_fadvise takes no pointers.
-    let errno = unsafe {
-        libc::posix_fadvise(
-            fd,
-            offset as libc::off_t,
-            len as libc::off_t,
-            libc::POSIX_FADV_WILLNEED,
-        )
-    };
-    -errno
+    -crate::sys::page_cache::prefetch(fd, offset, len)
 }
 
 /// Whether every `Write` of `fd` directly before `ops[sync_index]` completed in full, the
@@ -107,15 +123,13 @@ pub(crate) fn chain_completed(ops: &[Op], results: &[i32], sync_index: usize, fd
 /// Reads into `buf` from `offset` by `pread` until it is full or the file ends, retrying
 /// EINTR/EAGAIN and continuing short reads, uncounted; returns the outcome (bytes read, or
 /// errno) and the `pread` calls made. The path for reads that go by syscall anyway: SQLite's
-/// reads are mostly single pages from the page cache, where the generic batch path cost
-/// ~250 instructions per read more than `unix`, 10–15 % of a large-blob read (callgrind;
-/// docs/DESIGN.md, "A lone read is one `pread`").
+/// reads are mostly single pages from the page cache, where the generic batch path's
+/// extra instructions per read showed in large-blob reads (docs/DESIGN.md, "A lone read
+/// is one `pread`").
 #[inline]
 pub(crate) fn pread_fully(fd: RawFd, buf: &mut [u8], offset: u64) -> (Result<usize, i32>, u64) {
     if buf.len() <= i32::MAX as usize {
-        // SAFETY: `buf` is an exclusive borrow of `buf.len()` bytes for the whole call;
-        // pread does not retain the pointer.
-        let n = unsafe { calls::pread(fd, buf.as_mut_ptr().cast(), buf.len(), offset as i64) };
+        let n = calls::pread(fd, buf, offset as i64);
         if n >= 0 && n as usize == buf.len() {
             return (Ok(buf.len()), 1);
         }
@@ -149,18 +163,12 @@ fn pread_loop(fd: RawFd, buf: &mut [u8], offset: u64, done: usize) -> (Result<us
         if done == buf.len() {
             break Ok(done);
         }
-        let rest = &mut buf[done..];
-        let len = rest.len().min(i32::MAX as usize);
-        // SAFETY: `rest` is an exclusive borrow of `len` or more bytes for the whole
-        // call; pread does not retain the pointer.
-        let n = unsafe {
-            calls::pread(
-                fd,
-                rest.as_mut_ptr().cast(),
-                len,
-                (offset + done as u64) as i64,
-            )
-        };
+        let len = (buf.len() - done).min(i32::MAX as usize);
+        let n = calls::pread(
+            fd,
+            &mut buf[done..done + len],
+            (offset + done as u64) as i64,
+        );
         calls += 1;
         match n {
             0 => break Ok(done),

@@ -42,8 +42,8 @@ const RING_ENTRIES: u32 = 128;
 /// How long an SQPOLL ring's poller thread keeps polling without work before it sleeps.
 const SQPOLL_IDLE_MS: u32 = 50;
 /// How long a waiter on an SQPOLL ring spins on the completion queue before it enters the
-/// kernel to sleep: longer than a commit's fsync on this project's disk (~0.1 ms), so a
-/// commit's batch usually completes within the spin.
+/// kernel to sleep: longer than a commit's fsync on a fast disk, so a commit's batch
+/// usually completes within the spin (docs/DESIGN.md, "SQPOLL is opt-in").
 const SQPOLL_SPIN: std::time::Duration = std::time::Duration::from_micros(500);
 
 /// Consecutive EINTR/EAGAIN/EBUSY answers from `io_uring_enter` tolerated before the
@@ -64,9 +64,11 @@ pub(crate) struct Ring {
     sqpoll: bool,
     fixed_buffers: FixedBuffers,
     /// Writes this ring issued as IORING_OP_WRITE_FIXED (tests read it).
+    #[cfg(feature = "test-support")]
     fixed_writes: u64,
     /// Fsyncs this ring issued linked behind writes in the same submission (tests read
     /// it).
+    #[cfg(feature = "test-support")]
     linked_syncs: u64,
     /// Prefetch reads submitted and not yet reaped ([`Ring::submit_prefetch`]).
     prefetches_in_flight: u32,
@@ -222,6 +224,7 @@ pub(crate) unsafe fn perform_routed(
 ///
 /// # Safety
 /// As [`Engine::perform`].
+#[cfg(feature = "test-support")]
 pub(crate) unsafe fn perform_on_ring_and_panic_in_flight(
     sqpoll: bool,
     ops: &[Op],
@@ -233,7 +236,7 @@ pub(crate) unsafe fn perform_on_ring_and_panic_in_flight(
     })
 }
 
-/// Whether the calling thread has set up its ordinary ring (for tests).
+/// Whether the calling thread has set up its ordinary ring.
 pub(crate) fn thread_has_ring() -> bool {
     THREAD_RINGS.with(|slots| matches!(&*slots[0].borrow(), Slot::Ready(_)))
 }
@@ -241,9 +244,8 @@ pub(crate) fn thread_has_ring() -> bool {
 /// Whether this process can make rings at all, for files whose routing never submits:
 /// found out once, with a throwaway ring (or this thread's, if it has one already), so
 /// that a thread that only opens such files (a thread per request) does not set up and
-/// tear down a ring it never uses (1.40× `unix` for open + read + close on a new thread,
-/// measured with examples/connection_churn.rs). A failure is not
-/// remembered: the next open asks again.
+/// tear down a ring it never uses (docs/DESIGN.md, "No ring for a thread that does not
+/// submit"). A failure is not remembered: the next open asks again.
 fn ensure_process_can_make_rings() -> Result<(), String> {
     static CAN_MAKE_RINGS: std::sync::atomic::AtomicBool =
         std::sync::atomic::AtomicBool::new(false);
@@ -305,6 +307,7 @@ fn with_thread_ring<T>(
 }
 
 /// A counter summed over this thread's rings.
+#[cfg(feature = "test-support")]
 fn thread_rings_sum(counter: fn(&Ring) -> u64) -> u64 {
     THREAD_RINGS.with(|slots| {
         slots
@@ -318,11 +321,13 @@ fn thread_rings_sum(counter: fn(&Ring) -> u64) -> u64 {
 }
 
 /// Writes this thread's rings issued from their registered buffer.
+#[cfg(feature = "test-support")]
 pub(crate) fn thread_ring_fixed_writes() -> u64 {
     thread_rings_sum(|ring| ring.fixed_writes)
 }
 
 /// Fsyncs this thread's rings issued linked behind their writes.
+#[cfg(feature = "test-support")]
 pub(crate) fn thread_ring_linked_syncs() -> u64 {
     thread_rings_sum(|ring| ring.linked_syncs)
 }
@@ -412,7 +417,9 @@ impl Ring {
             generation: fork_generation(),
             sqpoll,
             fixed_buffers: FixedBuffers::NotYet,
+            #[cfg(feature = "test-support")]
             fixed_writes: 0,
+            #[cfg(feature = "test-support")]
             linked_syncs: 0,
             prefetches_in_flight: 0,
         };
@@ -498,7 +505,10 @@ impl Ring {
                 len,
                 offset,
             } if self.fixed_buffers.buffer_of(buf, len).is_some() => {
-                self.fixed_writes += 1;
+                #[cfg(feature = "test-support")]
+                {
+                    self.fixed_writes += 1;
+                }
                 let index = self.fixed_buffers.buffer_of(buf, len).unwrap_or_default();
                 opcode::WriteFixed::new(types::Fd(fd), buf, len, index)
                     .offset(offset)
@@ -672,8 +682,7 @@ impl Ring {
     }
 
     fn truncate_by_syscall(fd: RawFd, len: u64) -> i32 {
-        // SAFETY: ftruncate takes no pointers.
-        if unsafe { crate::sys::calls::ftruncate(fd, len as i64) } == 0 {
+        if crate::sys::calls::ftruncate(fd, len as i64) == 0 {
             0
         } else {
             -crate::sys::last_errno()
@@ -730,8 +739,8 @@ impl Ring {
                     continue;
                 }
                 ref op if routing.bypasses(op) => {
-                    // SAFETY: the caller keeps the buffer valid for this call.
                     let mut one = [0i32];
+                    // SAFETY: the caller keeps the buffer valid for this call.
                     unsafe { SyscallEngine.perform(&ops[index..index + 1], &mut one) }?;
                     results[index] = one[0];
                     kernel_entries += 1;
@@ -838,6 +847,7 @@ impl Ring {
                         if has_chain && linked[next] {
                             entry = entry.flags(io_uring::squeue::Flags::IO_LINK);
                         }
+                        #[cfg(feature = "test-support")]
                         if has_chain
                             && next > 0
                             && linked[next - 1]
@@ -1037,8 +1047,7 @@ fn placement_of(dir: &std::path::Path, case: PlacementCase) -> Result<RingComple
 
 /// io-wq worker threads of this process started for the calling thread's rings.
 fn io_wq_workers_of_this_thread() -> usize {
-    // SAFETY: gettid has no arguments and cannot fail.
-    let name = format!("iou-wrk-{}", unsafe { libc::gettid() });
+    let name = format!("iou-wrk-{}", crate::sys::thread_id());
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return 0;
     };
@@ -1168,7 +1177,7 @@ fn placement_on_this_thread(
                 // every other block, as a commit's pages lie apart.
                 let block = if prepared_bytes > 0 { 2 * i } else { i };
                 let offset = block * PLACEMENT_BLOCK_BYTES;
-                // SAFETY (of the pointer): inside the buffer, which outlives the batch.
+                // SAFETY: the pointer stays inside the buffer, which outlives the batch.
                 let buf = unsafe { buffer.prefix(buffer.capacity()).as_ptr().add(offset) };
                 opcode::Write::new(types::Fd(fd), buf, PLACEMENT_BLOCK_BYTES as u32)
                     .offset(offset as u64)

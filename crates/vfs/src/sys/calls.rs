@@ -35,7 +35,25 @@
 //!   emulated `read`/`write`, `getrandom` for a temporary file's name.
 
 use std::ffi::{c_char, c_int, c_void, CStr};
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+
+/// The calling thread's errno (EIO if, impossibly, there is none).
+///
+/// A failed call that set no errno (only a replaced system call does that: SQLite's
+/// `test_syscall` fails `read` and `write` with errno 0 by default) is reported as
+/// [`UNKNOWN_ERRNO`], never as 0, which callers would read as success or as a write that
+/// made no progress (SQLITE_FULL); os_unix.c reads it as the call's I/O error.
+pub(crate) fn last_errno() -> i32 {
+    match std::io::Error::last_os_error().raw_os_error() {
+        Some(0) | None => UNKNOWN_ERRNO,
+        Some(errno) => errno,
+    }
+}
+
+/// The errno of a failure that set none: a value no errno has (Linux errnos stay below
+/// 4095, `MAX_ERRNO`), which the SQLite-code mapping treats as a plain I/O error.
+pub(crate) const UNKNOWN_ERRNO: i32 = 4095;
 
 /// A function pointer of no particular type: what `sqlite3_syscall_ptr` holds.
 pub type SyscallPtr = unsafe extern "C" fn();
@@ -98,7 +116,7 @@ unsafe extern "C" fn default_open_directory(file: *const c_char, fd: *mut c_int)
             return crate::ffi::SQLITE_CANTOPEN;
         };
         loop {
-            let opened = open(directory.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC, 0);
+            let opened = open(&directory, libc::O_RDONLY | libc::O_CLOEXEC, 0);
             if opened >= 0 {
                 *fd = opened;
                 return crate::ffi::SQLITE_OK;
@@ -244,7 +262,16 @@ pub struct UnknownSystemCall;
 
 /// xSetSystemCall: replaces `name` with `function` (`None`: back to its default); with
 /// no name, restores every default.
-pub fn set(name: Option<&CStr>, function: Option<SyscallPtr>) -> Result<(), UnknownSystemCall> {
+///
+/// # Safety
+/// `function` must have the named call's C signature (os_unix.c's, or this table's for
+/// its own four names) and keep that call's contract: read and write no more than the
+/// pointers it is given allow, keep none of them. Every call through the table relies
+/// on it.
+pub unsafe fn set(
+    name: Option<&CStr>,
+    function: Option<SyscallPtr>,
+) -> Result<(), UnknownSystemCall> {
     match name {
         None => {
             for entry in &TABLE {
@@ -302,137 +329,191 @@ unsafe fn function<F: Copy>(index: usize) -> F {
 }
 
 // ─── Typed calls ───────────────────────────────────────────────────────────────────────
-// Each has its C function's contract; the safety comment of the caller states it.
+// Safe wrappers: each passes references where the C call takes pointers, so nothing it
+// hands the call can dangle, and calls the entry as its C signature, which `set`'s
+// contract keeps (a stand-in honours the call's contract). Descriptors are passed by
+// number: the kernel checks them, and which descriptor may be used or closed when is
+// what the owning types of `sys/fd.rs` decide (`close` is theirs alone). What stays
+// `unsafe` is memory: `munmap` unmaps pages others may still point into.
 
-pub(crate) unsafe fn open(path: *const c_char, flags: c_int, mode: c_int) -> c_int {
-    unsafe { function::<Open>(OPEN)(path, flags, mode) }
+/// open(2) with a plain `int` mode (os_unix.c `posixOpen`): the new descriptor, or -1.
+/// Only `sys` opens descriptors, each into an owning [`super::fd::Fd`].
+pub(super) fn open(path: &CStr, flags: c_int, mode: c_int) -> c_int {
+    // SAFETY: `Open` is the entry's C signature; `path` is NUL-terminated and outlives
+    // the call, which does not keep it.
+    unsafe { function::<Open>(OPEN)(path.as_ptr(), flags, mode) }
 }
-pub(crate) unsafe fn close(fd: c_int) -> c_int {
+/// close(2). Only [`super::fd::Fd`] closes, once, when it is consumed or dropped.
+pub(super) fn close(fd: RawFd) -> c_int {
+    // SAFETY: `Close` is the entry's C signature; it takes no pointer.
     unsafe { function::<Close>(CLOSE)(fd) }
 }
-pub(crate) unsafe fn access(path: *const c_char, mode: c_int) -> c_int {
-    unsafe { function::<Access>(ACCESS)(path, mode) }
+pub(crate) fn access(path: &CStr, mode: c_int) -> c_int {
+    // SAFETY: `Access` is the entry's C signature; `path` is NUL-terminated and outlives
+    // the call.
+    unsafe { function::<Access>(ACCESS)(path.as_ptr(), mode) }
 }
-pub(crate) unsafe fn stat(path: *const c_char, out: *mut libc::stat) -> c_int {
-    unsafe { function::<Stat>(STAT)(path, out) }
+pub(crate) fn stat(path: &CStr, out: &mut libc::stat) -> c_int {
+    // SAFETY: `Stat` is the entry's C signature; `path` is NUL-terminated and `out`
+    // writable, both for the whole call.
+    unsafe { function::<Stat>(STAT)(path.as_ptr(), out) }
 }
-pub(crate) unsafe fn fstat(fd: c_int, out: *mut libc::stat) -> c_int {
+pub(crate) fn fstat(fd: RawFd, out: &mut libc::stat) -> c_int {
+    // SAFETY: `Fstat` is the entry's C signature; `out` is writable for the call.
     unsafe { function::<Fstat>(FSTAT)(fd, out) }
 }
-pub(crate) unsafe fn ftruncate(fd: c_int, len: libc::off_t) -> c_int {
+pub(crate) fn ftruncate(fd: RawFd, len: libc::off_t) -> c_int {
+    // SAFETY: `Ftruncate` is the entry's C signature; it takes no pointer.
     unsafe { function::<Ftruncate>(FTRUNCATE)(fd, len) }
 }
-/// fcntl with a pointer argument (locks).
-pub(crate) unsafe fn fcntl_ptr(fd: c_int, cmd: c_int, arg: *mut c_void) -> c_int {
-    unsafe { function::<Fcntl>(FCNTL)(fd, cmd, arg) }
+/// fcntl(F_OFD_SETLK): sets or releases an open-file-description lock without waiting.
+pub(crate) fn fcntl_ofd_setlk(fd: RawFd, lock: &libc::flock) -> c_int {
+    // SAFETY: `Fcntl` is the entry's C signature; F_OFD_SETLK reads a `flock`, which
+    // `lock` is for the whole call.
+    unsafe { function::<Fcntl>(FCNTL)(fd, libc::F_OFD_SETLK, lock as *const libc::flock) }
 }
-/// fcntl with an int argument (F_DUPFD_CLOEXEC).
-pub(crate) unsafe fn fcntl_int(fd: c_int, cmd: c_int, arg: c_int) -> c_int {
-    unsafe { function::<Fcntl>(FCNTL)(fd, cmd, arg) }
+/// fcntl(F_OFD_GETLK): the first lock that conflicts with `lock`, written into it.
+pub(crate) fn fcntl_ofd_getlk(fd: RawFd, lock: &mut libc::flock) -> c_int {
+    // SAFETY: `Fcntl` is the entry's C signature; F_OFD_GETLK reads and writes a
+    // `flock`, which `lock` is, writable, for the whole call.
+    unsafe { function::<Fcntl>(FCNTL)(fd, libc::F_OFD_GETLK, lock as *mut libc::flock) }
 }
-/// Reads at `offset`: `pread`, or `lseek` + `read` when only `read` is replaced.
+/// fcntl(F_DUPFD_CLOEXEC): a duplicate of `fd` at `min_fd` or above, or -1. Only `sys`
+/// makes descriptors.
+pub(super) fn fcntl_dupfd_cloexec(fd: RawFd, min_fd: c_int) -> c_int {
+    // SAFETY: `Fcntl` is the entry's C signature; F_DUPFD_CLOEXEC takes an int.
+    unsafe { function::<Fcntl>(FCNTL)(fd, libc::F_DUPFD_CLOEXEC, min_fd) }
+}
+/// Reads at `offset` into `buf`: `pread`, or `lseek` + `read` when only `read` is
+/// replaced.
 ///
 /// The result is kept as a C `int`, as os_unix.c keeps it (`got` in `seekAndRead`): a
 /// stand-in written for `unix` may return `int`, whose -1 leaves the upper half of the
 /// return register undefined. Every caller asks for at most `i32::MAX` bytes, so a real
 /// `pread` loses nothing.
-pub(crate) unsafe fn pread(
-    fd: c_int,
-    buf: *mut c_void,
-    len: libc::size_t,
-    offset: libc::off_t,
-) -> libc::ssize_t {
+pub(crate) fn pread(fd: RawFd, buf: &mut [u8], offset: libc::off_t) -> libc::ssize_t {
+    let len = buf.len();
     debug_assert!(len <= i32::MAX as usize);
-    let got = unsafe {
-        if !TABLE[READ].current.load(Ordering::Relaxed).is_null()
-            && TABLE[PREAD].current.load(Ordering::Relaxed).is_null()
-        {
-            if libc::lseek(fd, offset, libc::SEEK_SET) != offset {
-                return -1;
-            }
-            function::<Read>(READ)(fd, buf, len)
-        } else {
-            function::<Pread>(PREAD)(fd, buf, len, offset)
+    let buf = buf.as_mut_ptr().cast::<c_void>();
+    let emulated = !TABLE[READ].current.load(Ordering::Relaxed).is_null()
+        && TABLE[PREAD].current.load(Ordering::Relaxed).is_null();
+    let got = if emulated {
+        // SAFETY: lseek takes no pointer.
+        if unsafe { libc::lseek(fd, offset, libc::SEEK_SET) } != offset {
+            return -1;
         }
+        // SAFETY: `Read` is the entry's C signature; `buf` is writable for `len` bytes
+        // (an exclusive borrow) for the whole call, which does not keep it.
+        unsafe { function::<Read>(READ)(fd, buf, len) }
+    } else {
+        // SAFETY: `Pread` is the entry's C signature; `buf` as above.
+        unsafe { function::<Pread>(PREAD)(fd, buf, len, offset) }
     };
     got as c_int as libc::ssize_t
 }
-/// Writes at `offset`: `pwrite`, or `lseek` + `write` when only `write` is replaced. The
-/// result is kept as a C `int`, as in [`pread`] (os_unix.c `seekAndWriteFd`).
-pub(crate) unsafe fn pwrite(
-    fd: c_int,
-    buf: *const c_void,
-    len: libc::size_t,
-    offset: libc::off_t,
-) -> libc::ssize_t {
+/// Writes `buf` at `offset`: `pwrite`, or `lseek` + `write` when only `write` is
+/// replaced. The result is kept as a C `int`, as in [`pread`] (os_unix.c
+/// `seekAndWriteFd`).
+pub(crate) fn pwrite(fd: RawFd, buf: &[u8], offset: libc::off_t) -> libc::ssize_t {
+    let len = buf.len();
     debug_assert!(len <= i32::MAX as usize);
-    let wrote = unsafe {
-        if !TABLE[WRITE].current.load(Ordering::Relaxed).is_null()
-            && TABLE[PWRITE].current.load(Ordering::Relaxed).is_null()
-        {
-            if libc::lseek(fd, offset, libc::SEEK_SET) != offset {
-                return -1;
-            }
-            function::<Write>(WRITE)(fd, buf, len)
-        } else {
-            function::<Pwrite>(PWRITE)(fd, buf, len, offset)
+    let buf = buf.as_ptr().cast::<c_void>();
+    let emulated = !TABLE[WRITE].current.load(Ordering::Relaxed).is_null()
+        && TABLE[PWRITE].current.load(Ordering::Relaxed).is_null();
+    let wrote = if emulated {
+        // SAFETY: lseek takes no pointer.
+        if unsafe { libc::lseek(fd, offset, libc::SEEK_SET) } != offset {
+            return -1;
         }
+        // SAFETY: `Write` is the entry's C signature; `buf` is readable for `len` bytes
+        // for the whole call, which does not keep it.
+        unsafe { function::<Write>(WRITE)(fd, buf, len) }
+    } else {
+        // SAFETY: `Pwrite` is the entry's C signature; `buf` as above.
+        unsafe { function::<Pwrite>(PWRITE)(fd, buf, len, offset) }
     };
     wrote as c_int as libc::ssize_t
 }
-pub(crate) unsafe fn fchmod(fd: c_int, mode: libc::mode_t) -> c_int {
+pub(crate) fn fchmod(fd: RawFd, mode: libc::mode_t) -> c_int {
+    // SAFETY: `Fchmod` is the entry's C signature; it takes no pointer.
     unsafe { function::<Fchmod>(FCHMOD)(fd, mode) }
 }
-pub(crate) unsafe fn unlink(path: *const c_char) -> c_int {
-    unsafe { function::<Unlink>(UNLINK)(path) }
+pub(crate) fn unlink(path: &CStr) -> c_int {
+    // SAFETY: `Unlink` is the entry's C signature; `path` is NUL-terminated and outlives
+    // the call.
+    unsafe { function::<Unlink>(UNLINK)(path.as_ptr()) }
 }
 /// Opens the directory holding `file` (os_unix.c `openDirectory`): SQLITE_OK and the
-/// descriptor, or SQLITE_CANTOPEN.
-pub(crate) unsafe fn open_directory(file: *const c_char, fd: *mut c_int) -> c_int {
-    unsafe { function::<OpenDirectory>(OPEN_DIRECTORY)(file, fd) }
+/// descriptor in `fd`, or SQLITE_CANTOPEN. Only `sys` makes descriptors.
+pub(super) fn open_directory(file: &CStr, fd: &mut c_int) -> c_int {
+    // SAFETY: `OpenDirectory` is the entry's C signature; `file` is NUL-terminated and
+    // `fd` writable for the whole call.
+    unsafe { function::<OpenDirectory>(OPEN_DIRECTORY)(file.as_ptr(), fd) }
 }
-pub(crate) unsafe fn fchown(fd: c_int, uid: libc::uid_t, gid: libc::gid_t) -> c_int {
+pub(crate) fn fchown(fd: RawFd, uid: libc::uid_t, gid: libc::gid_t) -> c_int {
+    // SAFETY: `Fchown` is the entry's C signature; it takes no pointer.
     unsafe { function::<Fchown>(FCHOWN)(fd, uid, gid) }
 }
 pub(crate) fn geteuid() -> libc::uid_t {
-    // SAFETY: geteuid (or a stand-in with its signature) has no preconditions.
+    // SAFETY: `Geteuid` is the entry's C signature; it takes no argument.
     unsafe { function::<Geteuid>(GETEUID)() }
 }
-pub(crate) unsafe fn mmap(
-    addr: *mut c_void,
+/// mmap(2) of `len` bytes of `fd` at `offset`, at an address the kernel chooses: a new
+/// mapping, which overlaps no memory in use (so `flags` must not hold MAP_FIXED). The
+/// caller unmaps it with [`munmap`] once nothing points into it; `MAP_FAILED` on failure.
+pub(crate) fn mmap(
     len: libc::size_t,
     prot: c_int,
     flags: c_int,
-    fd: c_int,
+    fd: RawFd,
     offset: libc::off_t,
 ) -> *mut c_void {
-    unsafe { function::<Mmap>(MMAP)(addr, len, prot, flags, fd, offset) }
+    assert_eq!(
+        flags & (libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE),
+        0,
+        "mmap at a fixed address"
+    );
+    // SAFETY: `Mmap` is the entry's C signature; with a null address and no MAP_FIXED
+    // the kernel places the mapping where nothing is mapped, so no memory changes under
+    // anyone.
+    unsafe { function::<Mmap>(MMAP)(std::ptr::null_mut(), len, prot, flags, fd, offset) }
 }
+/// munmap(2).
+///
+/// # Safety
+/// `addr` and `len` must be a mapping made by [`mmap`] (or a whole part of one), and no
+/// reference or pointer into it may be used afterwards.
 pub(crate) unsafe fn munmap(addr: *mut c_void, len: libc::size_t) -> c_int {
+    // SAFETY: `Munmap` is the entry's C signature; the caller keeps the contract above.
     unsafe { function::<Munmap>(MUNMAP)(addr, len) }
 }
 /// The page size the WAL index is mapped in (os_unix.c `unixShmRegionPerMap`).
 pub(crate) fn getpagesize() -> c_int {
-    // SAFETY: `getpagesize` takes no arguments; a stand-in has the same signature.
+    // SAFETY: `Getpagesize` is the entry's C signature; it takes no argument.
     unsafe { function::<Getpagesize>(GETPAGESIZE)() }
 }
-pub(crate) unsafe fn fsync(fd: c_int) -> c_int {
+pub(crate) fn fsync(fd: RawFd) -> c_int {
+    // SAFETY: `Fsync` is the entry's C signature; it takes no pointer.
     unsafe { function::<Fsync>(FSYNC)(fd) }
 }
-pub(crate) unsafe fn fdatasync(fd: c_int) -> c_int {
+pub(crate) fn fdatasync(fd: RawFd) -> c_int {
+    // SAFETY: `Fsync` is the entry's C signature (fdatasync has fsync's); no pointer.
     unsafe { function::<Fsync>(FDATASYNC)(fd) }
 }
-pub(crate) unsafe fn fstatfs(fd: c_int, out: *mut libc::statfs) -> c_int {
+pub(crate) fn fstatfs(fd: RawFd, out: &mut libc::statfs) -> c_int {
+    // SAFETY: `Fstatfs` is the entry's C signature; `out` is writable for the call.
     unsafe { function::<Fstatfs>(FSTATFS)(fd, out) }
 }
-pub(crate) unsafe fn statx(
-    dirfd: c_int,
-    path: *const c_char,
+pub(crate) fn statx(
+    dirfd: RawFd,
+    path: &CStr,
     flags: c_int,
     mask: libc::c_uint,
-    out: *mut libc::statx,
+    out: &mut libc::statx,
 ) -> c_int {
-    unsafe { function::<Statx>(STATX)(dirfd, path, flags, mask, out) }
+    // SAFETY: `Statx` is the entry's C signature; `path` is NUL-terminated and `out`
+    // writable for the whole call.
+    unsafe { function::<Statx>(STATX)(dirfd, path.as_ptr(), flags, mask, out) }
 }
 
 #[cfg(test)]
@@ -475,26 +556,32 @@ mod tests {
         assert_eq!(listed.first(), Some(&"open"));
         assert!(listed.contains(&"openDirectory") && listed.contains(&"fsync"));
         assert_eq!(next(Some(c"nosuchcall")), None);
-        assert_eq!(set(Some(c"nosuchcall"), None), Err(UnknownSystemCall));
+        // SAFETY: no function is installed.
+        let unknown = unsafe { set(Some(c"nosuchcall"), None) };
+        assert_eq!(unknown, Err(UnknownSystemCall));
     }
 
     #[test]
     fn a_replacement_is_returned_and_reset() {
         unsafe extern "C" fn stand_in() {}
         assert!(get(c"mkdir").is_none());
-        set(Some(c"mkdir"), Some(stand_in)).unwrap();
+        // SAFETY: `mkdir` is never called, so the stand-in's signature does not matter.
+        unsafe { set(Some(c"mkdir"), Some(stand_in)) }.unwrap();
         assert_eq!(
             get(c"mkdir").map(|f| f as *const ()),
             Some(stand_in as *const ())
         );
         assert!(!io_replaced(), "mkdir is not an I/O call");
-        set(Some(c"mkdir"), None).unwrap();
+        // SAFETY: back to no function.
+        unsafe { set(Some(c"mkdir"), None) }.unwrap();
         assert!(get(c"mkdir").is_none());
         // A call with a default: replaced, then back to the default.
         let default = get(c"ioctl");
         assert!(default.is_none());
-        set(Some(c"ioctl"), Some(stand_in)).unwrap();
-        set(None, None).unwrap();
+        // SAFETY: `ioctl` is never called, so the stand-in's signature does not matter.
+        unsafe { set(Some(c"ioctl"), Some(stand_in)) }.unwrap();
+        // SAFETY: back to every default.
+        unsafe { set(None, None) }.unwrap();
         assert!(get(c"ioctl").is_none());
     }
 }

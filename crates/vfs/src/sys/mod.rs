@@ -1,35 +1,27 @@
 //! System-call helpers every layer uses: descriptors opened the way os_unix.c opens
-//! them, `stat` wrappers, the filesystem a descriptor lives on (`Filesystem`), directory names, and the
-//! page-aligned buffer of O_DIRECT I/O and the write-behind arena. Every system call on a
+//! them, owned and closed by the types of [`fd`], `stat` wrappers, the filesystem a
+//! descriptor lives on (`Filesystem`), directory names, the page-aligned buffer of
+//! O_DIRECT I/O, and the few process-wide calls (anonymous memory, `atexit`,
+//! `pthread_atfork`, `uname`, `gettid`) the layers above make. Every system call on a
 //! file goes through [`calls`], the table tests can replace calls in. A leaf: it names no
 //! other module of the crate but `ffi`.
+//!
+//! Every function here is safe to call: the `unsafe` that system calls need lives in
+//! `sys/`, each block with the reason it is sound.
 
 pub mod calls;
+pub(crate) mod fd;
 pub(crate) mod page_cache;
 
 use std::ffi::{c_int, CStr, CString};
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+
+pub(crate) use calls::{last_errno, UNKNOWN_ERRNO};
+pub(crate) use fd::{flock, DbFd, Fd};
 
 /// os_unix.c SQLITE_MINIMUM_FILE_DESCRIPTOR: never put a database on fd 0, 1 or 2, where
 /// a stray `printf` could overwrite it.
 const MINIMUM_FILE_DESCRIPTOR: RawFd = 3;
-
-/// The calling thread's errno (EIO if, impossibly, there is none).
-///
-/// A failed call that set no errno (only a replaced system call does that: SQLite's
-/// `test_syscall` fails `read` and `write` with errno 0 by default) is reported as
-/// [`UNKNOWN_ERRNO`], never as 0, which callers would read as success or as a write that
-/// made no progress (SQLITE_FULL); os_unix.c reads it as the call's I/O error.
-pub(crate) fn last_errno() -> i32 {
-    match std::io::Error::last_os_error().raw_os_error() {
-        Some(0) | None => UNKNOWN_ERRNO,
-        Some(errno) => errno,
-    }
-}
-
-/// The errno of a failure that set none: a value no errno has (Linux errnos stay below
-/// 4095, `MAX_ERRNO`), which the SQLite-code mapping treats as a plain I/O error.
-pub(crate) const UNKNOWN_ERRNO: i32 = 4095;
 
 /// open(2), retried on EINTR, with the descriptor moved to [`MINIMUM_FILE_DESCRIPTOR`] or
 /// above, and the low slot it was handed plugged with `/dev/null`, so later opens do not
@@ -39,10 +31,9 @@ pub(crate) fn open_above_stdio(
     path: &CStr,
     os_flags: c_int,
     mode: libc::mode_t,
-) -> Result<RawFd, i32> {
+) -> Result<Fd, i32> {
     let fd = loop {
-        // SAFETY: `path` is NUL-terminated; open does not retain it.
-        let fd = unsafe { calls::open(path.as_ptr(), os_flags, mode as c_int) };
+        let fd = calls::open(path, os_flags, mode as c_int);
         if fd >= 0 {
             break fd;
         }
@@ -51,21 +42,23 @@ pub(crate) fn open_above_stdio(
             return Err(errno);
         }
     };
-    if fd >= MINIMUM_FILE_DESCRIPTOR {
+    // SAFETY: open just returned `fd`, and nothing else has it.
+    let fd = unsafe { Fd::from_raw(fd) };
+    if fd.as_raw_fd() >= MINIMUM_FILE_DESCRIPTOR {
         return Ok(fd);
     }
-    // SAFETY: plain fcntl/close/open on the descriptor we just opened and own; the plug
-    // is deliberately left open for the life of the process, as os_unix.c leaves it.
-    unsafe {
-        let moved = calls::fcntl_int(fd, libc::F_DUPFD_CLOEXEC, MINIMUM_FILE_DESCRIPTOR);
-        let errno = last_errno();
-        calls::close(fd);
-        calls::open(c"/dev/null".as_ptr(), libc::O_RDONLY, 0);
-        if moved < 0 {
-            return Err(errno);
-        }
-        Ok(moved)
+    let moved = calls::fcntl_dupfd_cloexec(fd.as_raw_fd(), MINIMUM_FILE_DESCRIPTOR);
+    let errno = last_errno();
+    // As os_unix.c robust_open: the low slot is closed plainly, then plugged with
+    // /dev/null, which is deliberately never closed (owned by no one, for the life of
+    // the process), so later opens do not land there again.
+    let _ = fd.close();
+    calls::open(c"/dev/null", libc::O_RDONLY, 0);
+    if moved < 0 {
+        return Err(errno);
     }
+    // SAFETY: F_DUPFD_CLOEXEC just returned `moved`, and nothing else has it.
+    Ok(unsafe { Fd::from_raw(moved) })
 }
 
 /// os_unix.c SQLITE_DEFAULT_FILE_PERMISSIONS.
@@ -75,15 +68,14 @@ pub(crate) const DEFAULT_FILE_MODE: libc::mode_t = 0o644;
 /// gets its database's bits, a delete-on-close file 0600) is given exactly `mode` if it is
 /// still empty, whatever the umask took away when it was created. `mode` 0 (the default
 /// permissions) leaves the umask's result.
-pub(crate) fn give_created_mode(fd: RawFd, mode: libc::mode_t) {
+pub(crate) fn give_created_mode(fd: BorrowedFd<'_>, mode: libc::mode_t) {
     if mode == 0 {
         return;
     }
     if let Ok(st) = fstat(fd) {
         if st.st_size == 0 && st.st_mode & 0o777 != mode {
-            // SAFETY: plain syscall on our fd. Failure (not the owner) is ignored, as
-            // os_unix.c ignores it.
-            unsafe { calls::fchmod(fd, mode) };
+            // Failure (not the owner) is ignored, as os_unix.c ignores it.
+            calls::fchmod(fd.as_raw_fd(), mode);
         }
     }
 }
@@ -95,34 +87,52 @@ pub(crate) fn open_with_created_mode(
     path: &CStr,
     os_flags: c_int,
     mode: libc::mode_t,
-) -> Result<RawFd, i32> {
+) -> Result<Fd, i32> {
     let create_mode = if mode == 0 { DEFAULT_FILE_MODE } else { mode };
     let fd = open_above_stdio(path, os_flags | libc::O_CLOEXEC, create_mode)?;
-    give_created_mode(fd, mode);
+    give_created_mode(fd.as_fd(), mode);
     Ok(fd)
 }
 
 /// stat(2) of `path`; `None` if it cannot be stat()ed.
 pub(crate) fn stat_path(path: &str) -> Option<libc::stat> {
     let path = CString::new(path).ok()?;
-    // SAFETY: stat is plain data written by stat(2); `path` is NUL-terminated.
-    unsafe {
-        let mut stat: libc::stat = std::mem::zeroed();
-        (calls::stat(path.as_ptr(), &mut stat) == 0).then_some(stat)
-    }
+    let mut stat = zeroed_stat();
+    (calls::stat(&path, &mut stat) == 0).then_some(stat)
 }
 
 /// fstat(2); `Err(errno)` on failure.
-pub(crate) fn fstat(fd: RawFd) -> Result<libc::stat, i32> {
-    // SAFETY: stat is plain data written by fstat(2).
-    unsafe {
-        let mut stat: libc::stat = std::mem::zeroed();
-        if calls::fstat(fd, &mut stat) == 0 {
-            Ok(stat)
-        } else {
-            Err(last_errno())
-        }
+pub(crate) fn fstat(fd: BorrowedFd<'_>) -> Result<libc::stat, i32> {
+    let mut stat = zeroed_stat();
+    if calls::fstat(fd.as_raw_fd(), &mut stat) == 0 {
+        Ok(stat)
+    } else {
+        Err(last_errno())
     }
+}
+
+fn zeroed_stat() -> libc::stat {
+    // SAFETY: `stat` is plain C data, for which all-zero bytes are a valid value.
+    unsafe { std::mem::zeroed() }
+}
+
+/// The direct-I/O alignment `statx(STATX_DIOALIGN)` reports for `fd` (Linux 6.1+): the
+/// larger of the memory and offset requirements; `None` when the kernel does not say.
+pub(crate) fn direct_io_alignment(fd: BorrowedFd<'_>) -> Option<usize> {
+    // SAFETY: `statx` is plain C data, for which all-zero bytes are a valid value.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // The empty path with AT_EMPTY_PATH names `fd` itself.
+    let rc = calls::statx(
+        fd.as_raw_fd(),
+        c"",
+        libc::AT_EMPTY_PATH,
+        libc::STATX_DIOALIGN,
+        &mut stx,
+    );
+    if rc != 0 || stx.stx_mask & libc::STATX_DIOALIGN == 0 || stx.stx_dio_offset_align == 0 {
+        return None;
+    }
+    Some(stx.stx_dio_mem_align.max(stx.stx_dio_offset_align) as usize)
 }
 
 /// The filesystem a descriptor lives on, from its `statfs(2)` magic number: what decides
@@ -158,11 +168,10 @@ impl Filesystem {
     }
 
     /// The filesystem of `fd` (one fstatfs); `Err(errno)` if it cannot be asked.
-    pub(crate) fn of_fd(fd: RawFd) -> Result<Filesystem, i32> {
-        // SAFETY: statfs is plain data written by fstatfs.
+    pub(crate) fn of_fd(fd: BorrowedFd<'_>) -> Result<Filesystem, i32> {
+        // SAFETY: `statfs` is plain C data, for which all-zero bytes are a valid value.
         let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
-        // SAFETY: `fs` is writable for the call.
-        if unsafe { calls::fstatfs(fd, &mut fs) } != 0 {
+        if calls::fstatfs(fd.as_raw_fd(), &mut fs) != 0 {
             return Err(last_errno());
         }
         // f_type is a signed word whose bits are the magic (btrfs's has the top bit set).
@@ -200,23 +209,79 @@ pub(crate) fn directory_of(file: &str) -> String {
 /// Opens the directory that holds `file`, for syncing it (os_unix.c openDirectory, the
 /// `openDirectory` entry of the table); `Err(errno)` if it cannot be opened, which
 /// os_unix.c does not treat as an error of the sync.
-pub(crate) fn open_directory_of(file: &str) -> Result<RawFd, i32> {
+pub(crate) fn open_directory_of(file: &str) -> Result<Fd, i32> {
     let c_file = CString::new(file).map_err(|_| libc::EINVAL)?;
     let mut fd: c_int = -1;
-    // SAFETY: `c_file` is NUL-terminated and `fd` writable for the call.
-    let rc = unsafe { calls::open_directory(c_file.as_ptr(), &mut fd) };
+    let rc = calls::open_directory(&c_file, &mut fd);
     if rc != crate::ffi::SQLITE_OK || fd < 0 {
         return Err(last_errno());
     }
-    Ok(fd)
+    // SAFETY: openDirectory just opened `fd` for us, and nothing else has it.
+    Ok(unsafe { Fd::from_raw(fd) })
 }
 
-/// Closes a descriptor this VFS owns and nobody locks (journals, WAL files, temporary
-/// files, directories). Database and `-shm` descriptors go through
-/// `lock::close_preserving_process_locks` instead.
-pub(crate) fn close(fd: RawFd) {
-    // SAFETY: the caller owns `fd` and drops it here; nothing uses it afterwards.
-    unsafe { calls::close(fd) };
+/// Fills `buf` from the kernel's random source (getrandom(2)); false if it could not.
+pub(crate) fn random_bytes(buf: &mut [u8]) -> bool {
+    // SAFETY: getrandom writes at most `buf.len()` bytes into `buf`, exclusively
+    // borrowed for the call.
+    let got = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
+    got == buf.len() as isize
+}
+
+/// Reserves `len_bytes` of anonymous, private, zero-filled memory that costs nothing
+/// until written (MAP_NORESERVE) and is never unmapped; `None` when the kernel refuses.
+pub(crate) fn reserve_anonymous_memory(len_bytes: usize) -> Option<std::ptr::NonNull<u8>> {
+    // SAFETY: a new private mapping at an address the kernel chooses: it overlaps no
+    // memory in use.
+    let start = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len_bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if start == libc::MAP_FAILED {
+        return None;
+    }
+    std::ptr::NonNull::new(start.cast())
+}
+
+/// Runs `f` at a normal process exit (atexit(3)); false if it could not be registered.
+pub(crate) fn at_exit(f: extern "C" fn()) -> bool {
+    // SAFETY: `f` is a function of the program text, which lives until exit.
+    unsafe { libc::atexit(f) == 0 }
+}
+
+/// Runs `f` in the child after every later `fork()` (pthread_atfork(3)).
+pub(crate) fn at_fork_in_child(f: extern "C" fn()) {
+    // SAFETY: `f` is a function of the program text, which lives as long as the process.
+    unsafe { libc::pthread_atfork(None, None, Some(f)) };
+}
+
+/// The kernel's release (`uname -r`), or "unknown".
+pub(crate) fn kernel_release() -> String {
+    // SAFETY: `utsname` is plain C data, for which all-zero bytes are a valid value.
+    let mut name: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: `name` is writable for the call.
+    if unsafe { libc::uname(&mut name) } != 0 {
+        return "unknown".to_string();
+    }
+    let release: Vec<u8> = name
+        .release
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&release).into_owned()
+}
+
+/// The calling thread's id (gettid(2)).
+pub(crate) fn thread_id() -> libc::pid_t {
+    // SAFETY: gettid takes no argument and cannot fail.
+    unsafe { libc::gettid() }
 }
 
 /// Alignment of every [`AlignedBuffer`]: a page, which satisfies any `stx_dio_mem_align`
@@ -242,10 +307,10 @@ impl AlignedBuffer {
     }
 
     /// Why `mmap` and not the allocator: `alloc_zeroed` with a page alignment cannot use
-    /// calloc's fresh zero pages, so it `memset` the whole buffer. For a 2 MiB buffer
-    /// of which a use typically touches a few pages, that was ~0.9 ms of page faults and
-    /// zeroing (callgrind: 2.1 M instructions in `memset`). Anonymous pages are zero and page-aligned,
-    /// and untouched ones cost nothing.
+    /// calloc's fresh zero pages, so it `memset` the whole buffer, of which a use
+    /// typically touches a few pages (docs/DESIGN.md, "Aligned buffers are anonymous
+    /// mappings"). Anonymous pages are zero and page-aligned, and untouched ones cost
+    /// nothing.
     pub(crate) fn with_capacity(capacity: usize) -> AlignedBuffer {
         assert!(capacity > 0);
         // SAFETY: an anonymous private mapping of a non-zero length at an address the
@@ -366,9 +431,8 @@ mod tests {
         );
         // The project's own directory is on a real filesystem that fstatfs can name.
         let dir = std::fs::File::open(env!("CARGO_MANIFEST_DIR")).unwrap();
-        use std::os::fd::AsRawFd;
-        assert!(Filesystem::of_fd(dir.as_raw_fd()).is_ok());
-        assert_eq!(Filesystem::of_fd(-1), Err(libc::EBADF));
+        use std::os::fd::AsFd;
+        assert!(Filesystem::of_fd(dir.as_fd()).is_ok());
     }
 
     #[test]

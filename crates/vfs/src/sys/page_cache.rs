@@ -7,6 +7,8 @@
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use super::fd::Fd;
+
 /// `cachestat(2)` (Linux 6.5); answered ENOSYS once, it is not tried again.
 const SYS_CACHESTAT: libc::c_long = 451;
 static CACHESTAT_MISSING: AtomicBool = AtomicBool::new(false);
@@ -84,9 +86,9 @@ pub(crate) fn read_if_cached(fd: RawFd, buf: &mut [u8], offset: u64) -> bool {
 /// read-ahead's scattered reads nor lose track of SQLite's. `None` when it cannot be had;
 /// the caller then uses `fd` itself.
 ///
-/// The caller closes it like any descriptor of a database file: closing it drops this
-/// process's POSIX locks on the file (`lock::close_preserving_process_locks`).
-pub(crate) fn open_for_prefetch(fd: RawFd) -> Option<RawFd> {
+/// The caller closes it like any descriptor of a database file (`sys::DbFd`): closing it
+/// drops this process's POSIX locks on the file.
+pub(crate) fn open_for_prefetch(fd: RawFd) -> Option<Fd> {
     let path = std::ffi::CString::new(format!("/proc/self/fd/{fd}")).ok()?;
     // SAFETY: `path` is NUL-terminated and not retained.
     let opened = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
@@ -107,10 +109,34 @@ pub(crate) fn open_for_prefetch(fd: RawFd) -> Option<RawFd> {
             moved
         }
     };
+    // SAFETY: open or F_DUPFD_CLOEXEC just returned `prefetch_fd`, and nothing else has
+    // it.
+    let prefetch_fd = unsafe { Fd::from_raw(prefetch_fd) };
     // SAFETY: posix_fadvise takes no pointers. A failure only leaves the kernel's
     // heuristics on for this descriptor.
-    unsafe { libc::posix_fadvise(prefetch_fd, 0, 0, libc::POSIX_FADV_RANDOM) };
+    unsafe {
+        libc::posix_fadvise(
+            std::os::fd::AsRawFd::as_raw_fd(&prefetch_fd),
+            0,
+            0,
+            libc::POSIX_FADV_RANDOM,
+        )
+    };
     Some(prefetch_fd)
+}
+
+/// `posix_fadvise(POSIX_FADV_WILLNEED)` of `len` bytes at `offset`: starts reading them
+/// into the page cache and returns; 0, or the errno.
+pub(crate) fn prefetch(fd: RawFd, offset: u64, len: u32) -> i32 {
+    // SAFETY: posix_fadvise takes no pointers.
+    unsafe {
+        libc::posix_fadvise(
+            fd,
+            offset as libc::off_t,
+            len as libc::off_t,
+            libc::POSIX_FADV_WILLNEED,
+        )
+    }
 }
 
 /// The file's size, by `fstat(2)` outside the system-call table; 0 when it fails.
@@ -160,11 +186,10 @@ mod tests {
         assert_eq!(size_bytes(-1), 0);
         assert!(!read_if_cached(-1, &mut buf, 0));
         let second = open_for_prefetch(fd).expect("a second descriptor");
-        assert!(second >= 3 && second != fd);
-        assert!(read_if_cached(second, &mut buf, 0));
-        assert_eq!(size_bytes(second), 8192);
-        // SAFETY: ours, closed once.
-        assert_eq!(unsafe { libc::close(second) }, 0);
-        assert_eq!(open_for_prefetch(-1), None);
+        assert!(second.as_raw_fd() >= 3 && second.as_raw_fd() != fd);
+        assert!(read_if_cached(second.as_raw_fd(), &mut buf, 0));
+        assert_eq!(size_bytes(second.as_raw_fd()), 8192);
+        assert_eq!(second.close(), Ok(()));
+        assert!(open_for_prefetch(-1).is_none());
     }
 }

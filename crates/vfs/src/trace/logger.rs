@@ -182,10 +182,7 @@ impl TraceLogger {
 }
 
 thread_local! {
-    static THREAD_ID: libc::pid_t = {
-        // SAFETY: gettid has no preconditions.
-        unsafe { libc::gettid() }
-    };
+    static THREAD_ID: libc::pid_t = crate::sys::thread_id();
 }
 
 fn line_of(record: &Record<'_>) -> String {

@@ -1,0 +1,336 @@
+//! The descriptors this VFS owns, and how each kind is closed.
+//!
+//! * [`Fd`]: a descriptor of a file no SQLite lock lives on — a journal, a WAL, a
+//!   temporary file, a directory opened to be synced. It is closed exactly once, through
+//!   the system-call table: when it is consumed by [`Fd::close`], which reports a failed
+//!   close for the caller to log, or when it is dropped (an error path).
+//! * [`DbFd`]: a descriptor of a database or its `-shm`. A `unix` connection of this
+//!   process may hold POSIX locks on that file, and closing *any* descriptor of it drops
+//!   them all (fcntl(2), "Advisory record locking"), so it never closes plainly: consumed
+//!   by [`DbFd::close`] or dropped, it goes through [`close_preserving_process_locks`],
+//!   which parks it instead while such a lock stands. An `Fd` opened on a database
+//!   becomes one with `DbFd::from`; nothing turns a `DbFd` back into an `Fd`.
+//!
+//! Neither type can be copied, and closing consumes it, so a descriptor cannot be closed
+//! twice or used after it closed; one that is never closed by hand is closed when its
+//! owner drops it. Where a descriptor must outlive its first owner on purpose, the
+//! ownership moves, visibly: a database's descriptor is an `Arc<DbFd>` shared with the
+//! process's lock state of the file (`lock.rs`), which keeps it open for the other
+//! connections that lock through it; a parked descriptor belongs to the parking list.
+//!
+//! Code that uses a descriptor without owning it takes a `BorrowedFd<'_>`, which cannot
+//! outlive its owner. The I/O layer names descriptors by number instead (`io/op.rs`: an
+//! op carries its descriptor to the kernel as an SQE does, and may sit in a write-behind
+//! queue between calls), under the rule that a file's queued and in-flight I/O ends
+//! before its descriptors close (`write_behind::Queue::flush_before_close`).
+
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+
+use super::calls;
+
+/// A descriptor this VFS owns, of a file no SQLite lock lives on (see the module docs).
+#[derive(Debug)]
+pub(crate) struct Fd {
+    /// `None` only while it is being closed.
+    fd: Option<OwnedFd>,
+}
+
+impl Fd {
+    /// Takes ownership of `raw`, a descriptor a system call just returned to `sys`.
+    ///
+    /// # Safety
+    /// `raw` must be open and owned by nothing else.
+    pub(super) unsafe fn from_raw(raw: RawFd) -> Fd {
+        // SAFETY: forwarded caller contract.
+        let owned = unsafe { OwnedFd::from_raw_fd(raw) };
+        Fd { fd: Some(owned) }
+    }
+
+    fn owned(&self) -> &OwnedFd {
+        self.fd.as_ref().expect("an Fd is open until it is closed")
+    }
+
+    /// close(2) through the system-call table; `Err(errno)` when it failed (the
+    /// descriptor is gone either way: Linux frees it whatever close returns).
+    pub(crate) fn close(mut self) -> Result<(), i32> {
+        let fd = self.fd.take().expect("an Fd is closed once");
+        if calls::close(fd.into_raw_fd()) != 0 {
+            return Err(calls::last_errno());
+        }
+        Ok(())
+    }
+}
+
+impl From<OwnedFd> for Fd {
+    fn from(fd: OwnedFd) -> Fd {
+        Fd { fd: Some(fd) }
+    }
+}
+
+impl AsFd for Fd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.owned().as_fd()
+    }
+}
+
+impl AsRawFd for Fd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.owned().as_raw_fd()
+    }
+}
+
+impl Drop for Fd {
+    fn drop(&mut self) {
+        if let Some(fd) = self.fd.take() {
+            // Through the table, as every close; a failure here has no one to tell.
+            calls::close(fd.into_raw_fd());
+        }
+    }
+}
+
+/// A descriptor of a database or `-shm` file, which closes only without dropping this
+/// process's POSIX locks on the file (see the module docs).
+#[derive(Debug)]
+pub(crate) struct DbFd {
+    /// `None` only while it is being closed.
+    fd: Option<Fd>,
+}
+
+impl DbFd {
+    /// Closes it, or parks it while this process holds POSIX locks on its file
+    /// ([`close_preserving_process_locks`]); each failed close(2) goes to `failed_close`.
+    pub(crate) fn close(mut self, failed_close: impl FnMut(i32)) {
+        let fd = self.fd.take().expect("a DbFd is closed once");
+        close_preserving_process_locks(fd, failed_close);
+    }
+}
+
+impl From<Fd> for DbFd {
+    fn from(fd: Fd) -> DbFd {
+        DbFd { fd: Some(fd) }
+    }
+}
+
+impl AsFd for DbFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd
+            .as_ref()
+            .expect("a DbFd is open until it is closed")
+            .as_fd()
+    }
+}
+
+impl AsRawFd for DbFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.as_fd().as_raw_fd()
+    }
+}
+
+impl Drop for DbFd {
+    fn drop(&mut self) {
+        if let Some(fd) = self.fd.take() {
+            close_preserving_process_locks(fd, |_| {});
+        }
+    }
+}
+
+// ─── Closing descriptors without dropping this process's POSIX locks ─────────────────
+//
+// POSIX record locks belong to the process, and close(2) of *any* descriptor of a file
+// releases all of them (fcntl(2), "Advisory record locking"). If a `unix`-VFS connection
+// in this process holds SQLite locks on a database (or its -shm) that we also have open,
+// closing our descriptor would silently release its locks. As os_unix.c does for its own
+// connections, such a descriptor is parked instead and closed once the process holds no
+// POSIX lock on that file any more. Our own OFD locks are released before parking, so a
+// parked descriptor blocks nobody.
+//
+// Whose locks are on a file is read from /proc/self/fdinfo, not /proc/locks: /proc/locks
+// is rendered a page at a time, one walk of the machine's lock list per read(2), and a
+// walk starts at the line number where the last one stopped. A lock released anywhere
+// earlier in the list between two reads shifts the lines, and one is skipped; with
+// other processes taking and dropping locks, this process's own line goes missing now and
+// then, and the close then dropped a `unix` connection's EXCLUSIVE lock.
+
+/// A file, as fstat(2) names it: its device and inode.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FileKey {
+    dev: libc::dev_t,
+    inode: libc::ino_t,
+}
+
+impl FileKey {
+    pub(crate) fn of(stat: &libc::stat) -> FileKey {
+        FileKey {
+            dev: stat.st_dev,
+            inode: stat.st_ino,
+        }
+    }
+}
+
+/// Parked descriptors, owned by the list alone.
+static PARKED: std::sync::Mutex<Vec<Fd>> = std::sync::Mutex::new(Vec::new());
+
+/// Closes that found a lock on the file (or a parked descriptor) and so had to find out
+/// whose locks they are (for tests: the one-fcntl path must be the usual one).
+#[cfg(feature = "test-support")]
+static LOCK_OWNER_CHECKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+#[cfg(feature = "test-support")]
+pub(crate) fn lock_owner_checks() -> u64 {
+    LOCK_OWNER_CHECKS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The file a descriptor of this process is open on, by number: the walk of
+/// `/proc/self/fd` meets descriptors this VFS does not own, which may even close
+/// meanwhile (then fstat fails, or describes what took the number, which the walk
+/// tolerates).
+fn file_key(fd: RawFd) -> Option<FileKey> {
+    // SAFETY: `stat` is plain C data, for which all-zero bytes are a valid value.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    (calls::fstat(fd, &mut stat) == 0).then(|| FileKey::of(&stat))
+}
+
+/// A `flock` of `l_type` (F_RDLCK, F_WRLCK, F_UNLCK) over `len` bytes at `start`
+/// (`len` 0: to the end of the file), with `l_pid` 0 as OFD locks require.
+pub(crate) fn flock(l_type: libc::c_int, start: i64, len: i64) -> libc::flock {
+    // SAFETY: `flock` is plain C data, for which all-zero bytes are a valid value.
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = l_type as libc::c_short;
+    lock.l_whence = libc::SEEK_SET as libc::c_short;
+    lock.l_start = start;
+    lock.l_len = len;
+    lock
+}
+
+/// What a whole-file `F_OFD_GETLK` from a descriptor holding no lock itself says.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Probe {
+    /// No lock on any byte: an OFD lock conflicts with every other lock, this process's
+    /// POSIX locks included (fcntl(2), "Open file description locks"), so there is
+    /// nothing to preserve.
+    Free,
+    /// The first conflicting lock is a POSIX lock of this process.
+    ThisProcess,
+    /// Another owner's lock (another process's, or an OFD lock), which may hide one of
+    /// this process's on the same bytes; or the probe failed.
+    Unknown,
+}
+
+fn probe(fd: BorrowedFd<'_>) -> Probe {
+    let mut lock = flock(libc::F_WRLCK, 0, 0);
+    if calls::fcntl_ofd_getlk(fd.as_raw_fd(), &mut lock) != 0 {
+        return Probe::Unknown;
+    }
+    if lock.l_type as libc::c_int == libc::F_UNLCK {
+        Probe::Free
+    } else if lock.l_pid > 0 && lock.l_pid as u32 == std::process::id() {
+        // F_OFD_GETLK reports an OFD lock's l_pid as -1, a POSIX lock's as its process.
+        Probe::ThisProcess
+    } else {
+        Probe::Unknown
+    }
+}
+
+/// Of `files`, those on which this process holds a POSIX lock; `None` when that cannot
+/// be found out (no /proc).
+///
+/// A POSIX lock is listed (`lock:` lines, Linux 4.1+) in /proc/self/fdinfo/N of the
+/// descriptor it was taken through, and closing any descriptor of the file drops all of
+/// them, so every one this process still holds shows under a descriptor of that file it
+/// has open. Each fdinfo file is rendered whole in one go, so it cannot skip a line.
+fn files_with_process_posix_locks(files: &[FileKey]) -> Option<Vec<FileKey>> {
+    let mut locked = Vec::new();
+    for entry in std::fs::read_dir("/proc/self/fd").ok()? {
+        let Some(fd) = entry
+            .ok()
+            .and_then(|entry| entry.file_name().to_str()?.parse::<RawFd>().ok())
+        else {
+            continue;
+        };
+        let Some(file) = file_key(fd) else {
+            continue;
+        };
+        if !files.contains(&file) || locked.contains(&file) {
+            continue;
+        }
+        // A descriptor closed since the listing has no fdinfo, and held no lock still
+        // standing: its close dropped them.
+        let Ok(info) = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")) else {
+            continue;
+        };
+        // `lock:\t1: POSIX  ADVISORY  READ 1234 fe:00:10018963 1073741826 1073742335`;
+        // only this process's own POSIX locks are listed.
+        if info.lines().any(|line| {
+            line.strip_prefix("lock:")
+                .is_some_and(|lock| lock.split_whitespace().nth(1) == Some("POSIX"))
+        }) {
+            locked.push(file);
+        }
+    }
+    Some(locked)
+}
+
+/// Closes `fd` (of a database or -shm file, which carry SQLite's locks) unless that would
+/// release POSIX locks this process holds on the same file; then parks it. The caller
+/// has released the OFD locks taken through `fd` first, so a parked descriptor blocks
+/// nobody. Parked descriptors whose file is free again are closed on the way. Each
+/// close(2) that fails is reported to `failed_close` with its errno (os_unix.c's
+/// robust_close logs those of its closeUnixFile, closePendingFds and unixShmPurge); the
+/// descriptor is gone either way, as Linux frees it whatever close(2) returns.
+fn close_preserving_process_locks(fd: Fd, mut failed_close: impl FnMut(i32)) {
+    let mut close = |fd: Fd| {
+        if let Err(errno) = fd.close() {
+            failed_close(errno);
+        }
+    };
+    let mut parked = PARKED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    // The common case in one fcntl: nobody holds any lock on any byte of the file.
+    // Otherwise the process's descriptors of the file tell whose locks they are.
+    let this = probe(fd.as_fd());
+    if parked.is_empty() && this == Probe::Free {
+        close(fd);
+        return;
+    }
+    #[cfg(feature = "test-support")]
+    LOCK_OWNER_CHECKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // Each descriptor with what its probe says, and its file when the probe cannot settle
+    // whether this process holds a lock on it.
+    let mut candidates: Vec<(Fd, Probe, Option<FileKey>)> = Vec::with_capacity(parked.len() + 1);
+    candidates.extend(parked.drain(..).map(|fd| {
+        let probe = probe(fd.as_fd());
+        (fd, probe, None)
+    }));
+    candidates.push((fd, this, None));
+    for (fd, probe, file) in candidates.iter_mut() {
+        if *probe == Probe::Unknown {
+            *file = file_key(fd.as_raw_fd());
+        }
+    }
+    let unsettled: Vec<FileKey> = candidates.iter().filter_map(|c| c.2).collect();
+    // One walk of the descriptor table for the files the probes could not settle.
+    let locked_files = if unsettled.is_empty() {
+        Some(Vec::new())
+    } else {
+        files_with_process_posix_locks(&unsettled)
+    };
+    for (fd, probe, file) in candidates {
+        let keep = match probe {
+            Probe::Free => false,
+            Probe::ThisProcess => true,
+            // Without /proc (or fstat) only the probe can tell, and it saw another
+            // owner's lock first, which may hide ours: closed, as os_unix.c's own
+            // bookkeeping cannot be read from here.
+            Probe::Unknown => match (&locked_files, file) {
+                (Some(files), Some(file)) => files.contains(&file),
+                _ => false,
+            },
+        };
+        if keep {
+            parked.push(fd);
+        } else {
+            close(fd);
+        }
+    }
+}
