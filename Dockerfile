@@ -13,13 +13,15 @@
 # README "Two commands": Rust (1.80+) and a C compiler (both in this image), Debian's sqlite3.
 FROM rust:1-bookworm
 
-# Part of what .ci/run installs for the tests: sqlite3, python3 (with venv and pytest,
-# for the Python package's tests), e2fsprogs, binutils, mount, btrfs-progs. The replication
-# and Node binding tests also need Go (Litestream, by `go install`) and Node with npm
-# (better-sqlite3): .ci/run installs those too.
+# The Debian packages .ci/run installs for the tests: sqlite3, python3 (with venv and
+# pytest, for the Python package's tests), e2fsprogs, binutils, mount, btrfs-progs, make,
+# g++ and gcc, a JDK and Maven (the Java example). The replication, Node and Go tests also
+# need Go (Litestream by `go install`, the Go example) and Node with npm (better-sqlite3),
+# which this image lacks.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       sqlite3 python3 python3-venv python3-pytest e2fsprogs binutils mount btrfs-progs make g++ \
+      gcc default-jdk-headless maven \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /sqlite-uring
