@@ -20,9 +20,10 @@ use anyhow::{anyhow, bail};
 use indicatif::ProgressBar;
 use serde::{Deserialize, Serialize};
 
+use super::case::{self, Measured, Progress};
+use super::plan::{BlobsArgs, Data, StorageCase};
 use super::runner::{Phase, PhaseResult, StopReason};
 use super::store;
-use super::{BlobsArgs, Data, Measured, Progress, StorageCase};
 use crate::bench::{signals, worker};
 
 const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
@@ -112,13 +113,21 @@ impl Job {
     }
 }
 
+impl worker::WorkerJob for Job {
+    const KIND: &'static str = "blobs";
+
+    fn serve(self) -> anyhow::Result<()> {
+        serve(&self)
+    }
+}
+
 /// Runs one run of `case` in a fresh process of `exe`, showing its progress on `bar`.
 pub fn run_in_worker(exe: &Path, job: &Job, bar: &ProgressBar) -> anyhow::Result<Vec<Measured>> {
     let mut show_progress = |kind: &str, rest: &str| -> anyhow::Result<()> {
         match kind {
             "phase" => {
                 let (len, label) = rest.split_once(' ').unwrap_or((rest, ""));
-                super::show_phase(bar, label, len.parse().unwrap_or(0));
+                case::show_phase(bar, label, len.parse().unwrap_or(0));
             }
             "at" => bar.set_position(rest.parse().unwrap_or(0)),
             _ => worker::no_other_lines(kind, rest)?,
@@ -127,7 +136,7 @@ pub fn run_in_worker(exe: &Path, job: &Job, bar: &ProgressBar) -> anyhow::Result
     };
     let phases: Vec<WireMeasured> = worker::run(
         exe,
-        &worker::Job::Blobs(job.clone()),
+        job,
         &format!("case {}", job.case.label()),
         &mut show_progress,
         &signals::supervise_worker,
@@ -164,7 +173,7 @@ impl Progress for ThrottledLines {
 }
 
 /// The worker side: runs the job's case once and reports it on stdout.
-pub fn serve(job: &Job) -> anyhow::Result<()> {
+fn serve(job: &Job) -> anyhow::Result<()> {
     // Before any allocation of the run, as in the parent.
     super::guard::pin_malloc_thresholds();
     if !job.run_dir.is_dir() {
@@ -183,7 +192,7 @@ pub fn serve(job: &Job) -> anyhow::Result<()> {
     store::ensure_registered(job.case.target)?;
     let mut progress = ThrottledLines::default();
     let max = Duration::from_secs_f64(job.max_seconds);
-    let measured = super::run_storage_case(&job.case, &job.data, &job.run_dir, max, &mut progress)?;
+    let measured = case::run_storage_case(&job.case, &job.data, &job.run_dir, max, &mut progress)?;
     let wire: Vec<WireMeasured> = measured.iter().map(WireMeasured::from_measured).collect();
     worker::send_result(&wire)
 }
@@ -191,7 +200,7 @@ pub fn serve(job: &Job) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::blobs::{parse_test_args, Plan};
+    use crate::bench::blobs::plan::{parse_test_args, Plan};
 
     /// A worker's job describes exactly the parent's case and settings, for every
     /// target, journal, compression and an odd size typed in another unit, and crosses
@@ -226,10 +235,7 @@ mod tests {
         let run_dir = Path::new("/var/tmp/some run dir");
         for case in &plan.storage {
             let job = Job::new(case, &parent, run_dir);
-            let worker::Job::Blobs(child) = worker::Job::round_trip(&worker::Job::Blobs(job))
-            else {
-                panic!("a blobs job came back as another kind")
-            };
+            let child = worker::round_trip(&job);
             assert_eq!(&child.case, case);
             assert_eq!(
                 Duration::from_secs_f64(child.max_seconds),

@@ -4,10 +4,11 @@
 use comfy_table::Table;
 use serde::Serialize;
 
+use super::case::Measured;
 use super::codec::Compression;
+use super::plan::{BlobsArgs, Plan};
 use super::runner::{Phase, PhaseResult, StopReason};
 use super::store::Target;
-use super::{BlobsArgs, Measured, Plan};
 use crate::bench::export::ExportManager;
 use crate::report::chart::{BarChart, Series};
 use crate::report::envinfo::EnvInfo;
@@ -640,9 +641,9 @@ pub fn report(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::blobs::plan::{parse_test_args, StorageCase};
     use crate::bench::blobs::store::Journal;
     use crate::bench::blobs::units::ByteSize;
-    use crate::bench::blobs::{parse_test_args, StorageCase};
     use std::time::Duration;
 
     fn write_result(ops: u64, millis: u64) -> Measured {

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
+use super::backend::BlobStore;
 use super::codec::{Codec, Compression};
-use super::store::BlobStore;
 use super::workload::{checksum, read_order, ReadOrder, Workload};
 use crate::bench::signals::check_interrupted;
 

@@ -1,5 +1,5 @@
-//! Where the blobs go: targets, and the small [`BlobStore`] trait every backend implements
-//! (SQLite through a VFS, or DuckDB when built with the `duckdb` feature).
+//! Where the blobs go: targets, SQLite's [`BlobStore`] (through a VFS), and the opening of
+//! a case's store (SQLite, or DuckDB when built with the `duckdb` feature).
 //!
 //! The schema and statements are EZFS's: `files(file TEXT PRIMARY KEY, content BLOB)`,
 //! an upsert to write, a point `SELECT` to read.
@@ -10,6 +10,8 @@ use anyhow::{anyhow, bail, Context};
 use clap::ValueEnum;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use serde::{Deserialize, Serialize};
+
+use super::backend::BlobStore;
 
 /// The backend of a storage target (its name on the command line: [`Target::PLAIN`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -190,23 +192,6 @@ impl Journal {
             Journal::Delete => "delete",
             Journal::Wal => "wal",
         }
-    }
-}
-
-/// The operations a benchmark case needs from a storage backend.
-pub trait BlobStore {
-    fn begin(&mut self) -> anyhow::Result<()>;
-    /// Write (insert or replace) one file; part of the open transaction.
-    fn put(&mut self, key: &str, stored: &[u8]) -> anyhow::Result<()>;
-    fn commit(&mut self) -> anyhow::Result<()>;
-    /// The stored bytes of one file, `None` if it does not exist.
-    fn get(&mut self, key: &str) -> anyhow::Result<Option<Vec<u8>>>;
-    /// Number of files stored.
-    fn count(&mut self) -> anyhow::Result<u64>;
-    /// Between the write and the read phases (not timed): brings the store to one layout
-    /// whatever the write phase's time box left behind. Default: nothing to do.
-    fn settle(&mut self) -> anyhow::Result<()> {
-        Ok(())
     }
 }
 

@@ -20,7 +20,7 @@ pub type Job = RunSpec;
 pub fn run_in_worker(exe: &Path, job: &Job) -> Result<RunOutcome> {
     worker::run(
         exe,
-        &worker::Job::Cold(job.clone()),
+        job,
         &job.describe(),
         &mut worker::no_other_lines,
         &signals::supervise_worker,
@@ -35,8 +35,12 @@ pub fn run_here(job: &Job) -> Result<RunOutcome> {
     run_once(&target, job)
 }
 
-/// The worker side: runs the job and reports its outcome on stdout.
-pub fn serve(job: &Job) -> Result<()> {
-    signals::install_handlers()?;
-    worker::send_result(&run_here(job)?)
+impl worker::WorkerJob for Job {
+    const KIND: &'static str = "cold";
+
+    /// The worker side: runs the job and reports its outcome on stdout.
+    fn serve(self) -> Result<()> {
+        signals::install_handlers()?;
+        worker::send_result(&run_here(&self)?)
+    }
 }

@@ -115,6 +115,9 @@ pub struct ColdArgs {
     pub export: ExportOptions,
 }
 
+/// The kind of job `bench worker` runs for `bench cold`.
+pub const WORKER_JOB: super::worker::JobKind = super::worker::JobKind::of::<isolate::Job>();
+
 /// Each value once, in the order of its first appearance.
 fn once_each<T: Copy + PartialEq>(values: &[T]) -> Vec<T> {
     let mut found: Vec<T> = Vec::new();
@@ -430,7 +433,7 @@ mod tests {
     use std::path::Path;
 
     fn parse(words: &[&str]) -> Result<ColdArgs, clap::Error> {
-        super::super::parse_flags(words.iter().copied())
+        crate::bench::options::parse_flags(words.iter().copied())
     }
 
     #[test]
@@ -572,8 +575,7 @@ mod tests {
                     rows: 123_456,
                     scratch: Path::new("/var/tmp/odd dir/v.db").into(),
                 };
-                let sent = crate::bench::worker::Job::Cold(job.clone());
-                assert_eq!(sent.round_trip(), sent);
+                assert_eq!(crate::bench::worker::round_trip(&job), job);
             }
         }
     }

@@ -8,6 +8,7 @@
 //! round; each run's rates are paired with the baseline's of the same round. How to read
 //! the output: `docs/BENCH_CONCURRENCY.md`.
 
+mod cell;
 pub(crate) mod isolate;
 mod output;
 mod processes;
@@ -24,7 +25,7 @@ use super::options::{ExportOptions, PairingOptions, RunOptions};
 use super::signals;
 use crate::bench::speed::targets::JournalMode;
 use crate::report::envinfo;
-use isolate::RunJob;
+use cell::{Cell, RunJob};
 use workload::{CellOutcome, Pattern, Shape, SCAN_ROWS};
 
 /// Thread counts measured by default: a pool's range, from one reader to many more
@@ -115,25 +116,8 @@ pub struct ConcurrencyArgs {
     pub export: ExportOptions,
 }
 
-/// One line of results: a pattern with its N and journal mode.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Cell {
-    pub pattern: Pattern,
-    pub journal: JournalMode,
-    pub threads: u32,
-}
-
-impl Cell {
-    pub fn title(&self) -> String {
-        format!(
-            "{} ({}), N = {}: {}",
-            self.pattern.name(),
-            self.journal.name(),
-            self.threads,
-            self.pattern.describe(self.threads, self.journal)
-        )
-    }
-}
+/// The kind of job `bench worker` runs for `bench concurrency`.
+pub const WORKER_JOB: super::worker::JobKind = super::worker::JobKind::of::<cell::Job>();
 
 /// Every cell of the run, pattern by pattern, N ascending.
 pub fn cells(args: &ConcurrencyArgs) -> Vec<Cell> {
@@ -363,7 +347,15 @@ pub fn run(args: ConcurrencyArgs) -> Result<()> {
         println!("{line}");
     }
     let report = output::ConcurrencyReport {
-        records: output::records(&results, &args),
+        records: output::records(
+            &results,
+            &output::RecordInfo {
+                synchronous: args.pairing.synchronous.name().to_string(),
+                duration_ms: args.duration_ms,
+                rows: args.rows,
+                baseline: args.pairing.baseline.clone(),
+            },
+        ),
         header,
         results,
         verdict,
@@ -382,7 +374,7 @@ mod tests {
     use std::path::Path;
 
     fn parse(words: &[&str]) -> Result<ConcurrencyArgs, clap::Error> {
-        super::super::parse_flags(words.iter().copied())
+        crate::bench::options::parse_flags(words.iter().copied())
     }
 
     #[test]
@@ -513,9 +505,8 @@ mod tests {
         for cell in cells(&args) {
             for target in &args.targets {
                 let job = args.job(&cell, target, dir);
-                let sent = crate::bench::worker::Job::Concurrency(isolate::Job::Run(job.clone()));
-                let crate::bench::worker::Job::Concurrency(isolate::Job::Run(back)) =
-                    sent.round_trip()
+                let cell::Job::Run(back) =
+                    crate::bench::worker::round_trip(&cell::Job::Run(job.clone()))
                 else {
                     panic!("a concurrency run came back as another job")
                 };
@@ -532,14 +523,13 @@ mod tests {
                 assert_eq!(back.sqlite3, Path::new("/opt/odd dir/sqlite3"));
             }
         }
-        let reader = isolate::Job::Reader(processes::ReaderJob {
+        let reader = cell::Job::Reader(cell::ReaderJob {
             target: "io_uring?uring_syncs=ring".into(),
             database: dir.join("shared.db"),
             shape: args.shape(),
             index: 5,
         });
-        let sent = crate::bench::worker::Job::Concurrency(reader.clone());
-        assert_eq!(sent.round_trip(), sent);
+        assert_eq!(crate::bench::worker::round_trip(&reader), reader);
     }
 
     /// A tiny real run of both in-process patterns (the processes pattern needs this

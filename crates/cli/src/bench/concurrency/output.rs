@@ -7,8 +7,8 @@ use anyhow::{bail, Result};
 use comfy_table::Table;
 use serde::{Deserialize, Serialize};
 
+use super::cell::Cell;
 use super::workload::{resolve_target, CellOutcome, Kind, Pattern};
-use super::{Cell, ConcurrencyArgs};
 use crate::bench::speed::verdict::{chance_limit, first_appearances};
 use crate::report::chart::{Line, LineChart};
 use crate::report::export::markdown_table;
@@ -386,7 +386,15 @@ pub struct ConcurrencyRecord {
     pub warnings: String,
 }
 
-pub fn records(results: &[CellResult], args: &ConcurrencyArgs) -> Vec<ConcurrencyRecord> {
+/// What every record shares: the settings of the run.
+pub struct RecordInfo {
+    pub synchronous: String,
+    pub duration_ms: u64,
+    pub rows: u64,
+    pub baseline: String,
+}
+
+pub fn records(results: &[CellResult], info: &RecordInfo) -> Vec<ConcurrencyRecord> {
     let mut records = Vec::new();
     for result in results {
         for row in &result.rows {
@@ -398,9 +406,9 @@ pub fn records(results: &[CellResult], args: &ConcurrencyArgs) -> Vec<Concurrenc
                 target: row.target.clone(),
                 vfs: row.vfs.clone(),
                 kind: row.kind.name().into(),
-                synchronous: args.pairing.synchronous.name().into(),
-                duration_ms: args.duration_ms,
-                rows: args.rows,
+                synchronous: info.synchronous.clone(),
+                duration_ms: info.duration_ms,
+                rows: info.rows,
                 runs: row.rates.runs,
                 ops_mean: row.ops_mean,
                 rate_mean_per_s: row.rates.mean,
@@ -410,7 +418,7 @@ pub fn records(results: &[CellResult], args: &ConcurrencyArgs) -> Vec<Concurrenc
                 rate_max_per_s: row.rates.max,
                 p50_latency_us: row.p50_s.map(|s| s * 1e6),
                 p99_latency_us: row.p99_s.map(|s| s * 1e6),
-                baseline: args.pairing.baseline.clone(),
+                baseline: info.baseline.clone(),
                 relative: row.relative.map(|r| r.ratio),
                 relative_error: row.relative.and_then(|r| r.error),
                 paired_median: row.paired.map(|p| p.median),
@@ -687,8 +695,13 @@ mod tests {
         // Equal rates make the interval [1, 1], which contains 1.
         let same = &results[2].rows[1];
         assert_eq!(same.paired.unwrap().verdict(), Some(Verdict::Straddles));
-        let args: ConcurrencyArgs = crate::bench::parse_flags(["--runs", "8"]).unwrap();
-        let records = records(&results, &args);
+        let info = RecordInfo {
+            synchronous: "FULL".into(),
+            duration_ms: 250,
+            rows: 10_000,
+            baseline: "unix".into(),
+        };
+        let records = records(&results, &info);
         let verdicts: Vec<Option<&str>> = records.iter().map(|r| r.verdict.as_deref()).collect();
         assert_eq!(
             verdicts,

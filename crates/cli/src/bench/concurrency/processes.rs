@@ -17,9 +17,8 @@ use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
-use serde::{Deserialize, Serialize};
 
-use super::isolate;
+use super::cell::{Job, ReaderJob};
 use super::workload::{
     self, create, lookup, open, reader_processes, resolve_target, run_role, run_threads, Kind,
     Latencies, Role, Shape, ThreadPlan, PAYLOAD_BYTES,
@@ -30,17 +29,6 @@ use crate::bench::worker;
 
 /// Index offset of reader processes' random streams (threads use 0..N).
 const PROCESS_STREAMS: u64 = 1 << 20;
-
-/// One reader process of this program.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ReaderJob {
-    /// The `--targets` name it reads through.
-    pub target: String,
-    pub database: PathBuf,
-    pub shape: Shape,
-    /// Which random stream it uses.
-    pub index: u64,
-}
 
 /// The reader process's side.
 pub fn serve_reader(job: &ReaderJob) -> Result<()> {
@@ -107,7 +95,7 @@ struct OurReader {
 
 impl OurReader {
     fn start(exe: &Path, job: ReaderJob) -> Result<OurReader> {
-        let job = worker::Job::Concurrency(isolate::Job::Reader(job));
+        let job = Job::Reader(job);
         let mut child = worker::command(exe, &job)?
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -1,5 +1,5 @@
 //! io_uring over one file: one ring per thread with `entries` operations in flight,
-//! writing a range (`batch` has twice as many buffers: see [`buffers_per_ring`]) or
+//! writing a range (`batch` has twice as many buffers: see [`Strategy::buffers_per_ring`]) or
 //! reading a list of offsets. The only file of `bench io` that drives a ring for the
 //! file models (the WAL model's one-op commits are in `wal`).
 //!
@@ -51,21 +51,6 @@ pub struct ReadTally {
     /// Blocks read in full.
     pub reads: u64,
     pub bytes: u64,
-}
-
-/// Buffers a ring of `entries` allocates for `strategy` (reads use `refill`).
-///
-/// `batch` keeps a second set: while one batch is in the device, the data of the
-/// next one is generated into the other set, so the time to fill E buffers is not
-/// spent with an idle device. The model is unchanged (E submitted together, all E
-/// awaited before the next E are submitted); fio, which reuses its buffers without
-/// refilling them, has no fill time to hide. `refill` has no free buffer while its
-/// queue is full, so a second set would never be used.
-pub fn buffers_per_ring(entries: u32, strategy: Strategy) -> u32 {
-    match strategy {
-        Strategy::Batch => entries.saturating_mul(2),
-        Strategy::Refill => entries,
-    }
 }
 
 /// Creates a ring; with SQPOLL, `attach_to` is the ring whose poller thread
@@ -154,7 +139,7 @@ pub struct RingFile {
 }
 
 impl RingFile {
-    /// A ring of `entries` with [`buffers_per_ring`] block-sized buffers, optionally
+    /// A ring of `entries` with [`Strategy::buffers_per_ring`] block-sized buffers, optionally
     /// registered with the kernel. `fd` must outlive the ring.
     pub fn new(
         fd: RawFd,
@@ -166,7 +151,7 @@ impl RingFile {
     ) -> anyhow::Result<RingFile> {
         let ring =
             create_ring(entries, flags, attach_to).map_err(|e| explain_ring_error(e, flags))?;
-        let buffers = buffers_per_ring(entries, strategy);
+        let buffers = strategy.buffers_per_ring(entries);
         let mut slots = Vec::with_capacity(buffers as usize);
         for _ in 0..buffers {
             slots.push(Slot {

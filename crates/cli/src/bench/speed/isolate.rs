@@ -22,7 +22,6 @@ use serde::{Deserialize, Serialize};
 use super::runner::{self, Mode, RunOutcome, TestPlan};
 use super::targets::{self, IoCounts, JournalMode, Settings, Synchronous};
 use super::workload::{Checksum, Sizes};
-use super::{Combo, SpeedArgs};
 use crate::bench::pagecache::CacheState;
 use crate::bench::{signals, worker};
 
@@ -74,20 +73,6 @@ pub struct Job {
 }
 
 impl Job {
-    /// The job of test `number` on `combo`, with the parent's settings.
-    pub(super) fn new(args: &SpeedArgs, number: u32, combo: &Combo, database: &Path) -> Job {
-        Job {
-            test: number,
-            target: combo.target.label.clone(),
-            journal: combo.journal.unwrap_or(JournalMode::Delete),
-            synchronous: args.pairing.synchronous,
-            scale: args.scale,
-            prepared: args.prepared,
-            cache: args.cache,
-            database: database.to_path_buf(),
-        }
-    }
-
     fn mode(&self) -> Mode {
         if self.prepared {
             Mode::Prepared
@@ -101,7 +86,7 @@ impl Job {
 pub fn run_in_worker(exe: &Path, job: &Job) -> anyhow::Result<RunOutcome> {
     let wire: WireOutcome = worker::run(
         exe,
-        &worker::Job::Speed(job.clone()),
+        job,
         &format!("test {} on {}", job.test, job.target),
         &mut worker::no_other_lines,
         &signals::supervise_worker,
@@ -109,9 +94,17 @@ pub fn run_in_worker(exe: &Path, job: &Job) -> anyhow::Result<RunOutcome> {
     Ok(wire.into_outcome())
 }
 
+impl worker::WorkerJob for Job {
+    const KIND: &'static str = "speed";
+
+    fn serve(self) -> anyhow::Result<()> {
+        serve(&self)
+    }
+}
+
 /// The worker side: runs the job's test once on its target and reports the outcome on
 /// stdout.
-pub fn serve(job: &Job) -> anyhow::Result<()> {
+fn serve(job: &Job) -> anyhow::Result<()> {
     signals::install_handlers()?;
     let [target] = targets::resolve(std::slice::from_ref(&job.target))?
         .try_into()
@@ -129,64 +122,6 @@ pub fn serve(job: &Job) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::speed::parse_test_args;
-
-    fn parse(words: &[&str]) -> SpeedArgs {
-        parse_test_args(words.iter().copied()).unwrap()
-    }
-
-    /// A worker's job describes exactly one run of the parent's test on one of its
-    /// targets, for every combination, URI parameters and an odd scale included, and
-    /// crosses the command line unchanged.
-    #[test]
-    fn worker_jobs_reproduce_each_run_of_the_parent() {
-        let parent = parse(&[
-            "--targets",
-            "memory,unix,io_uring?uring_syncs=syscall&uring_sync_plan=separate,sync",
-            "--journal",
-            "wal,delete",
-            "--synchronous",
-            "normal",
-            "--scale",
-            "0.0123456789",
-            "--prepared",
-            "--cache",
-            "cold",
-            "--runs",
-            "7",
-            "--warmup",
-            "2",
-            "--dir",
-            "/var/tmp/some dir",
-        ]);
-        let targets = targets::resolve(&parent.targets).unwrap();
-        let combos = super::super::combos(&targets, &parent.journal);
-        assert_eq!(combos.len(), 1 + 3 * 2);
-        let database = Path::new("/var/tmp/some dir/x.db");
-        for combo in &combos {
-            let job = Job::new(&parent, 12, combo, database);
-            let back = worker::Job::round_trip(&worker::Job::Speed(job.clone()));
-            let worker::Job::Speed(child) = back else {
-                panic!("a speed job came back as another kind")
-            };
-            assert_eq!(child, job);
-            assert_eq!(child.test, 12);
-            assert_eq!(child.target, combo.target.label);
-            assert_eq!(child.journal, combo.journal.unwrap_or(JournalMode::Delete));
-            assert_eq!(child.synchronous, parent.pairing.synchronous);
-            assert_eq!(child.scale.to_bits(), parent.scale.to_bits());
-            assert!(child.prepared);
-            assert_eq!(child.cache, CacheState::Cold);
-            assert_eq!(child.database, database);
-            // The worker can resolve the target it is sent.
-            let [resolved] = targets::resolve(std::slice::from_ref(&child.target))
-                .unwrap()
-                .try_into()
-                .ok()
-                .unwrap();
-            assert_eq!(resolved.uri_parameters, combo.target.uri_parameters);
-        }
-    }
 
     #[test]
     fn outcomes_cross_the_pipe_unchanged() {

@@ -15,6 +15,8 @@ pub(crate) mod targets;
 pub(crate) mod verdict;
 pub(crate) mod workload;
 
+use std::path::Path;
+
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -130,6 +132,23 @@ impl Combo {
 
     fn journal_name(&self) -> &'static str {
         self.journal.map_or("memory", JournalMode::name)
+    }
+}
+
+/// The kind of job `bench worker` runs for `bench speed`.
+pub const WORKER_JOB: super::worker::JobKind = super::worker::JobKind::of::<isolate::Job>();
+
+/// The worker's job of test `number` on `combo`, with the parent's settings.
+fn worker_job(args: &SpeedArgs, number: u32, combo: &Combo, database: &Path) -> isolate::Job {
+    isolate::Job {
+        test: number,
+        target: combo.target.label.clone(),
+        journal: combo.journal.unwrap_or(JournalMode::Delete),
+        synchronous: args.pairing.synchronous,
+        scale: args.scale,
+        prepared: args.prepared,
+        cache: args.cache,
+        database: database.to_path_buf(),
     }
 }
 
@@ -262,7 +281,7 @@ pub fn run(args: SpeedArgs) -> Result<()> {
                 let outcome = match &worker_exe {
                     Some(exe) => isolate::run_in_worker(
                         exe,
-                        &isolate::Job::new(&args, number, combo, &database_path),
+                        &worker_job(&args, number, combo, &database_path),
                     )?,
                     None => runner::run_once(
                         &combo.target,
@@ -317,7 +336,8 @@ pub fn run(args: SpeedArgs) -> Result<()> {
         println!("  {label:<24} {mean:.3}  ({count} tests)");
     }
     println!();
-    for line in verdict::summary(&results, &args.pairing.baseline) {
+    let verdict = verdict::summary(&results, &args.pairing.baseline);
+    for line in &verdict {
         println!("{line}");
     }
 
@@ -332,6 +352,7 @@ pub fn run(args: SpeedArgs) -> Result<()> {
         header,
         results,
         baseline: args.pairing.baseline.clone(),
+        verdict,
     };
     for warning in exports.write(&report)? {
         eprintln!("warning: {warning}");
@@ -512,7 +533,7 @@ fn unfair_comparisons(results: &[ComboResult]) -> Vec<String> {
 pub(crate) fn parse_test_args<'a>(
     words: impl IntoIterator<Item = &'a str>,
 ) -> Result<SpeedArgs, clap::Error> {
-    super::parse_flags(words)
+    super::options::parse_flags(words)
 }
 
 #[cfg(test)]
@@ -522,6 +543,57 @@ mod tests {
 
     fn parse(extra: &[&str]) -> Result<SpeedArgs, clap::Error> {
         parse_test_args(extra.iter().copied())
+    }
+
+    /// A worker's job describes exactly one run of the parent's test on one of its
+    /// targets, for every combination, URI parameters and an odd scale included, and
+    /// crosses the command line unchanged.
+    #[test]
+    fn worker_jobs_reproduce_each_run_of_the_parent() {
+        let parent = parse(&[
+            "--targets",
+            "memory,unix,io_uring?uring_syncs=syscall&uring_sync_plan=separate,sync",
+            "--journal",
+            "wal,delete",
+            "--synchronous",
+            "normal",
+            "--scale",
+            "0.0123456789",
+            "--prepared",
+            "--cache",
+            "cold",
+            "--runs",
+            "7",
+            "--warmup",
+            "2",
+            "--dir",
+            "/var/tmp/some dir",
+        ])
+        .unwrap();
+        let targets = targets::resolve(&parent.targets).unwrap();
+        let combos = combos(&targets, &parent.journal);
+        assert_eq!(combos.len(), 1 + 3 * 2);
+        let database = Path::new("/var/tmp/some dir/x.db");
+        for combo in &combos {
+            let job = worker_job(&parent, 12, combo, database);
+            let child = crate::bench::worker::round_trip(&job);
+            assert_eq!(child, job);
+            assert_eq!(child.test, 12);
+            assert_eq!(child.target, combo.target.label);
+            assert_eq!(child.journal, combo.journal.unwrap_or(JournalMode::Delete));
+            assert_eq!(child.synchronous, parent.pairing.synchronous);
+            assert_eq!(child.scale.to_bits(), parent.scale.to_bits());
+            assert!(child.prepared);
+            assert_eq!(child.cache, CacheState::Cold);
+            assert_eq!(child.database, database);
+            // The worker can resolve the target it is sent.
+            let [resolved] = targets::resolve(std::slice::from_ref(&child.target))
+                .unwrap()
+                .try_into()
+                .ok()
+                .unwrap();
+            assert_eq!(resolved.uri_parameters, combo.target.uri_parameters);
+        }
     }
 
     #[test]

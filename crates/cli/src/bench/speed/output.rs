@@ -469,6 +469,8 @@ pub struct SpeedReport {
     pub header: Vec<String>,
     pub results: Vec<TestResult>,
     pub baseline: String,
+    /// The closing verdict's lines.
+    pub verdict: Vec<String>,
 }
 
 impl crate::bench::export::Exportable for SpeedReport {
@@ -487,7 +489,7 @@ impl crate::bench::export::Exportable for SpeedReport {
     fn markdown(&self) -> String {
         let mut out = markdown(&self.header, &self.results);
         out.push_str("\n## Verdict\n\n```text\n");
-        for line in super::verdict::summary(&self.results, &self.baseline) {
+        for line in &self.verdict {
             out.push_str(&format!("{line}\n"));
         }
         out.push_str("```\n");
