@@ -1,20 +1,16 @@
 //! `sqlite-uring bench …`
 
+
 use clap::Subcommand;
+
+use common::worker;
 
 mod blobs;
 mod cold;
-pub(crate) mod concurrency;
-mod export;
+pub(crate) mod common;
+mod concurrency;
 mod io;
-mod options;
-mod pagecache;
-mod process_usage;
-mod rng;
-mod signals;
-pub mod speed;
-pub mod targets;
-mod worker;
+mod speed;
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
@@ -71,7 +67,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::options::parse_flags;
+    use super::common::options::parse_flags;
     use super::*;
 
     #[test]

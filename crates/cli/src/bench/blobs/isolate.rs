@@ -6,12 +6,12 @@
 //! "Position in the process"). Rotating the target order spreads that bias but does not
 //! remove it; a fresh process per run does, as hyperfine runs each command in its own.
 //!
-//! Protocol (bench/worker.rs): the parent re-executes this binary as a worker with one
-//! [`Job`] (the case, its data settings and RUN_DIR). The worker runs that case once in
-//! RUN_DIR (which the parent created and removes) and writes lines to its stdout: `phase LEN LABEL` when
-//! a phase starts, `at N` as it progresses (at most every 100 ms, outside the timed
-//! part), and finally `result JSON` with what
-//! [`run_storage_case`](super::run_storage_case) measured.
+//! Protocol (bench/common/worker.rs): the parent re-executes this binary as a worker with
+//! one [`Job`] (the case, its data settings and RUN_DIR). The worker runs that case once
+//! in RUN_DIR (which the parent created and removes) and writes lines to its stdout:
+//! `phase LEN LABEL` when a phase starts, `at N` as it progresses (at most every 100 ms,
+//! outside the timed part), and finally `result JSON` with what
+//! [`run_storage_case`](super::case::run_storage_case) measured.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -24,7 +24,7 @@ use super::case::{self, Measured, Progress};
 use super::plan::{BlobsArgs, Data, StorageCase};
 use super::runner::{Phase, PhaseResult, StopReason};
 use super::store;
-use crate::bench::{signals, worker};
+use crate::bench::common::{signals, worker};
 
 const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
 

@@ -24,9 +24,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
-use super::export::ExportManager;
-use super::options::Isolation;
-use super::signals;
+use super::common::export::ExportManager;
+use super::common::options::Isolation;
+use super::common::signals;
 use crate::report::envinfo::EnvInfo;
 use crate::report::stats::format_bytes;
 use case::{run_storage_case, Measured};
@@ -36,7 +36,8 @@ use runner::{Budget, PhaseResult};
 use workload::Workload;
 
 /// The kind of job `bench worker` runs for `bench blobs`.
-pub const WORKER_JOB: super::worker::JobKind = super::worker::JobKind::of::<isolate::Job>();
+pub const WORKER_JOB: super::common::worker::JobKind =
+    super::common::worker::JobKind::of::<isolate::Job>();
 
 /// Refuses to start when the largest case cannot fit: on disk (statvfs of `--dir`) for
 /// file targets, in memory (MemAvailable) for in-memory targets.

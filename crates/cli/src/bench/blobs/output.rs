@@ -9,7 +9,7 @@ use super::codec::Compression;
 use super::plan::{BlobsArgs, Plan};
 use super::runner::{Phase, PhaseResult, StopReason};
 use super::store::Target;
-use crate::bench::export::ExportManager;
+use crate::bench::common::export::ExportManager;
 use crate::report::chart::{BarChart, Series};
 use crate::report::envinfo::EnvInfo;
 use crate::report::stats::{self, PairedRatio, Relative, Summary, Verdict, Warning};
@@ -561,7 +561,7 @@ struct BlobsReport<'a> {
     warnings: Vec<String>,
 }
 
-impl crate::bench::export::Exportable for BlobsReport<'_> {
+impl crate::bench::common::export::Exportable for BlobsReport<'_> {
     type CsvRow = BlobRecord;
     type JsonItem = BlobRecord;
     type Chart = BarChart;

@@ -11,7 +11,7 @@ use super::codec::Compression;
 use super::store::{Journal, Target};
 use super::units::ByteSize;
 use super::workload::{self, ContentKind};
-use crate::bench::options::{ExportOptions, RunOptions};
+use crate::bench::common::options::{ExportOptions, RunOptions};
 
 /// Default seed: any fixed value makes runs reproducible.
 const DEFAULT_SEED: u64 = 0x0E2F_5B10_B5EE_D001;
@@ -295,5 +295,5 @@ impl Plan {
 pub(crate) fn parse_test_args<'a>(
     words: impl IntoIterator<Item = &'a str>,
 ) -> Result<BlobsArgs, clap::Error> {
-    crate::bench::options::parse_flags(words)
+    crate::bench::common::options::parse_flags(words)
 }

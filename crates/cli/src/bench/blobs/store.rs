@@ -110,7 +110,7 @@ impl Target {
                  not {base}"
             ));
         }
-        crate::bench::targets::checked_uri_parameters(text, base, parameters)
+        crate::bench::common::targets::checked_uri_parameters(text, base, parameters)
             .map_err(|error| error.to_string())?;
         Ok(Target {
             kind,
@@ -218,7 +218,7 @@ impl SqliteStore {
                 let opened = match target.uri_parameters {
                     None => Connection::open_with_flags_and_vfs(path, flags, vfs),
                     Some(parameters) => Connection::open_with_flags_and_vfs(
-                        crate::bench::targets::uri_filename(path, parameters),
+                        crate::bench::common::targets::uri_filename(path, parameters),
                         flags | OpenFlags::SQLITE_OPEN_URI,
                         vfs,
                     ),
@@ -374,14 +374,14 @@ pub fn database_files(target: Target, path: &Path) -> Vec<PathBuf> {
 /// benchmarks measure identically configured VFSes), and says clearly when it cannot.
 pub fn ensure_registered(target: Target) -> anyhow::Result<()> {
     let vfs = match target.kind {
-        TargetKind::IoUring => crate::bench::targets::IO_URING_VFS,
-        TargetKind::Sync => crate::bench::targets::SYNC_VFS,
+        TargetKind::IoUring => crate::bench::common::targets::IO_URING_VFS,
+        TargetKind::Sync => crate::bench::common::targets::SYNC_VFS,
         TargetKind::Duckdb | TargetKind::DuckdbMemory if !DUCKDB_BUILT => {
             return Err(duckdb_missing(target))
         }
         _ => return Ok(()),
     };
-    match crate::bench::targets::library_vfs(vfs) {
+    match crate::bench::common::targets::library_vfs(vfs) {
         Ok(_) => Ok(()),
         Err(why) => bail!(
             "--targets {}: the VFS cannot be registered here: {why}; run `sqlite-uring probe` \

@@ -1,7 +1,7 @@
 //! Every run of `bench cold` in a fresh process (`--isolation process`, the default), as
 //! `bench speed` runs (see its isolate.rs for why): the parent sends one [`Job`] through
-//! `bench worker` (bench/worker.rs); the worker resolves the target, runs the test once
-//! on the database (workload.rs, [`run_once`]) and answers with the [`RunOutcome`]. A
+//! `bench worker` (bench/common/worker.rs); the worker resolves the target, runs the test
+//! once on the database (workload.rs, [`run_once`]) and answers with the [`RunOutcome`]. A
 //! fresh process also starts every run with SQLite's page cache empty and its
 //! `/proc/self/io` counters counting this run alone.
 
@@ -10,8 +10,8 @@ use std::path::Path;
 use anyhow::{anyhow, Result};
 
 use super::workload::{run_once, RunOutcome, RunSpec};
-use crate::bench::speed::targets;
-use crate::bench::{signals, worker};
+use crate::bench::common::targets;
+use crate::bench::common::{signals, worker};
 
 /// One run, as the parent sends it to a worker.
 pub type Job = RunSpec;

@@ -20,15 +20,18 @@ pub(crate) mod isolate;
 mod output;
 mod workload;
 
+
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::export::ExportManager;
-use super::options::{ExportOptions, PairingOptions, RunOptions};
-use super::pagecache::CacheState;
-use super::{process_usage, signals};
-use crate::bench::speed::targets::{self, JournalMode, Settings};
+use super::common::export::ExportManager;
+use super::common::options::{once_each, ExportOptions, RunOptions, TargetHelp, TargetOptions};
+use super::common::pagecache::CacheState;
+use super::common::{process_usage, signals};
+use crate::bench::common::database::{configure, connect};
+use crate::bench::common::settings::{JournalMode, Settings};
+use crate::bench::common::targets;
 use crate::report::envinfo;
 use database::{Database, DirLock, Spec};
 use output::{Case, Combo};
@@ -44,30 +47,8 @@ pub const DEFAULT_RUNS: u32 = 10;
 /// Options of `bench cold`.
 #[derive(Args, Debug, Clone)]
 pub struct ColdArgs {
-    /// Targets to compare, comma-separated: unix (SQLite's own VFS), io_uring (ours), sync
-    /// (our VFS on plain syscalls), io_uring_ring, io_uring_direct, or any registered VFS;
-    /// ours take URI parameters: `io_uring?uring_readahead=off`. Every target reads the
-    /// same database file.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "unix,io_uring",
-        value_name = "LIST"
-    )]
-    pub targets: Vec<String>,
-
     #[command(flatten)]
-    pub pairing: PairingOptions,
-
-    /// Journal modes, comma-separated; each has its own copy of the database (the same
-    /// pages), checkpointed so that its WAL is empty before each test.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "delete,wal",
-        value_name = "LIST"
-    )]
-    pub journal: Vec<JournalMode>,
+    pub compare: TargetOptions<ColdTargets>,
 
     /// Cache states, comma-separated: cold (the database's pages evicted from the OS page
     /// cache right before the timed part) and hot (read into it first).
@@ -116,17 +97,21 @@ pub struct ColdArgs {
 }
 
 /// The kind of job `bench worker` runs for `bench cold`.
-pub const WORKER_JOB: super::worker::JobKind = super::worker::JobKind::of::<isolate::Job>();
+pub const WORKER_JOB: super::common::worker::JobKind =
+    super::common::worker::JobKind::of::<isolate::Job>();
 
-/// Each value once, in the order of its first appearance.
-fn once_each<T: Copy + PartialEq>(values: &[T]) -> Vec<T> {
-    let mut found: Vec<T> = Vec::new();
-    for value in values {
-        if !found.contains(value) {
-            found.push(*value);
-        }
-    }
-    found
+/// `bench cold`'s `--targets` and `--journal`.
+#[derive(Clone, Debug)]
+pub struct ColdTargets;
+
+impl TargetHelp for ColdTargets {
+    const DEFAULT_TARGETS: &'static str = "unix,io_uring";
+    const TARGETS: &'static str = "Targets to compare, comma-separated: unix (SQLite's own \
+        VFS), io_uring (ours), sync (our VFS on plain syscalls), io_uring_ring, \
+        io_uring_direct, or any registered VFS; ours take URI parameters: \
+        `io_uring?uring_readahead=off`. Every target reads the same database file";
+    const JOURNAL: &'static str = "Journal modes, comma-separated; each has its own copy of \
+        the database (the same pages), checkpointed so that its WAL is empty before each test";
 }
 
 /// What a run of `bench cold` measures, from its options.
@@ -139,7 +124,7 @@ struct Plan {
 impl ColdArgs {
     /// Refuses what would fail or mislead, before anything is built.
     fn plan(&self) -> Result<Plan> {
-        for name in &self.targets {
+        for name in &self.compare.targets {
             let base = name.trim().split('?').next().unwrap_or_default();
             if base == "memory" {
                 bail!(
@@ -149,10 +134,8 @@ impl ColdArgs {
                 );
             }
         }
-        let targets = targets::resolve(&self.targets)?;
-        self.pairing
-            .check_baseline(targets.iter().map(|t| t.label.as_str()), &self.targets)?;
-        let journals = once_each(&self.journal);
+        let targets = self.compare.resolve()?;
+        let journals = self.compare.journals();
         let caches = once_each(&self.cache);
         if journals.is_empty() || caches.is_empty() {
             bail!("--journal and --cache need at least one value each, e.g. --journal wal --cache cold");
@@ -197,10 +180,10 @@ fn check_targets_open(plan: &Plan, databases: &[Database], args: &ColdArgs) -> R
         for database in databases {
             let settings = Settings {
                 journal: database.journal,
-                synchronous: args.pairing.synchronous,
+                synchronous: args.compare.pairing.synchronous,
             };
-            targets::connect(target, vfs, &database.path)
-                .and_then(|connection| targets::configure(&connection, target, settings))
+            connect(target, vfs, &database.path)
+                .and_then(|connection| configure(&connection, target, settings))
                 .with_context(|| {
                     format!(
                         "--targets {}: cannot open the database through it; fix the target \
@@ -264,12 +247,12 @@ pub fn run(args: ColdArgs) -> Result<()> {
     }
     header.push(format!(
         "settings:    synchronous={} · journal {} · cache {} · {} warmup + {} runs · baseline {} · isolation {} · device reads: /proc/self/io read_bytes of the run's process",
-        args.pairing.synchronous.name(),
+        args.compare.pairing.synchronous.name(),
         plan.journals.iter().map(|j| j.name()).collect::<Vec<_>>().join(","),
         caches.iter().map(|c| c.name()).collect::<Vec<_>>().join(","),
-        args.pairing.warmup,
+        args.compare.pairing.warmup,
         args.runs,
-        args.pairing.baseline,
+        args.compare.pairing.baseline,
         isolation.name(),
     ));
     let mut cautions: Vec<String> = debug_warning.into_iter().collect();
@@ -318,6 +301,7 @@ pub fn run(args: ColdArgs) -> Result<()> {
                 target: target.label.clone(),
                 vfs: target.vfs.clone().unwrap_or_default(),
                 journal,
+                engine_counted: target.counter.counts_engine(),
             })
         })
         .collect();
@@ -331,7 +315,7 @@ pub fn run(args: ColdArgs) -> Result<()> {
         "sqlite-uring-cold-vacuum-{}.db",
         std::process::id()
     ));
-    let rounds = args.pairing.warmup + args.runs;
+    let rounds = args.compare.pairing.warmup + args.runs;
     let progress =
         ProgressBar::new(plan.cases.len() as u64 * u64::from(rounds) * combos.len() as u64);
     progress.set_style(
@@ -348,7 +332,7 @@ pub fn run(args: ColdArgs) -> Result<()> {
                 // Rotating the order each round spreads any "goes first" effect over all.
                 let index = (step + round as usize) % combos.len();
                 let combo = &combos[index];
-                let phase = if round < args.pairing.warmup {
+                let phase = if round < args.compare.pairing.warmup {
                     "warmup"
                 } else {
                     "run"
@@ -359,7 +343,7 @@ pub fn run(args: ColdArgs) -> Result<()> {
                     cache: case.cache,
                     target: combo.target.clone(),
                     journal: combo.journal,
-                    synchronous: args.pairing.synchronous,
+                    synchronous: args.compare.pairing.synchronous,
                     database: database.path.clone(),
                     rows: database.rows,
                     scratch: scratch.clone(),
@@ -374,13 +358,13 @@ pub fn run(args: ColdArgs) -> Result<()> {
                     Some(exe) => isolate::run_in_worker(exe, &job)?,
                     None => isolate::run_here(&job)?,
                 };
-                if round >= args.pairing.warmup {
+                if round >= args.compare.pairing.warmup {
                     outcomes[index].push(outcome);
                 }
                 progress.inc(1);
             }
         }
-        let result = output::summarise(*case, &combos, &outcomes, &args.pairing.baseline)?;
+        let result = output::summarise(*case, &combos, &outcomes, &args.compare.pairing.baseline)?;
         progress.suspend(|| {
             println!("{}. {}", case.test.number(), case.title());
             println!("{}", output::terminal_table(&result, table_output));
@@ -398,13 +382,13 @@ pub fn run(args: ColdArgs) -> Result<()> {
         println!("Trace written to {}", path.display());
         println!();
     }
-    let verdict = output::verdict(&results, &args.pairing.baseline);
+    let verdict = output::verdict(&results, &args.compare.pairing.baseline);
     for line in &verdict {
         println!("{line}");
     }
     let info = output::RecordInfo {
-        synchronous: args.pairing.synchronous.name().to_string(),
-        baseline: args.pairing.baseline.clone(),
+        synchronous: args.compare.pairing.synchronous.name().to_string(),
+        baseline: args.compare.pairing.baseline.clone(),
         database_mib: first.mib(),
         database_pages: first.pages,
         page_size: spec.page_size,
@@ -415,7 +399,7 @@ pub fn run(args: ColdArgs) -> Result<()> {
         header,
         results,
         verdict,
-        baseline: args.pairing.baseline.clone(),
+        baseline: args.compare.pairing.baseline.clone(),
     };
     for warning in exports.write(&report)? {
         eprintln!("warning: {warning}");
@@ -433,19 +417,22 @@ mod tests {
     use std::path::Path;
 
     fn parse(words: &[&str]) -> Result<ColdArgs, clap::Error> {
-        crate::bench::options::parse_flags(words.iter().copied())
+        crate::bench::common::options::parse_flags(words.iter().copied())
     }
 
     #[test]
     fn defaults_and_parsing() {
         let args = parse(&[]).unwrap();
-        assert_eq!(args.targets, ["unix", "io_uring"]);
-        assert_eq!(args.pairing.baseline, "unix");
-        assert_eq!(args.journal, [JournalMode::Delete, JournalMode::Wal]);
+        assert_eq!(args.compare.targets, ["unix", "io_uring"]);
+        assert_eq!(args.compare.pairing.baseline, "unix");
+        assert_eq!(
+            args.compare.journal,
+            [JournalMode::Delete, JournalMode::Wal]
+        );
         assert_eq!(args.cache, [CacheState::Cold, CacheState::Hot]);
         assert!(args.tests.is_empty());
         assert_eq!(
-            (args.size_mib, args.runs, args.pairing.warmup),
+            (args.size_mib, args.runs, args.compare.pairing.warmup),
             (200, 10, 1)
         );
         assert!(!args.rebuild);
@@ -528,7 +515,7 @@ mod tests {
         args.run.place.dir = dir.path().to_path_buf();
         let message = format!("{:#}", run(args.clone()).unwrap_err());
         assert!(message.contains("--baseline"), "{message}");
-        args.targets = vec!["unix".into()];
+        args.compare.targets = vec!["unix".into()];
         args.export.export_json = Some("/nonexistent/cold.json".into());
         let message = format!("{:#}", run(args).unwrap_err());
         assert!(message.contains("--export-json"), "{message}");
@@ -570,12 +557,12 @@ mod tests {
                     cache,
                     target: "io_uring?uring_readahead=off&uring_syncs=ring".into(),
                     journal: JournalMode::Wal,
-                    synchronous: targets::Synchronous::Extra,
+                    synchronous: crate::bench::common::settings::Synchronous::Extra,
                     database: Path::new("/var/tmp/odd dir/c.db").into(),
                     rows: 123_456,
                     scratch: Path::new("/var/tmp/odd dir/v.db").into(),
                 };
-                assert_eq!(crate::bench::worker::round_trip(&job), job);
+                assert_eq!(crate::bench::common::worker::round_trip(&job), job);
             }
         }
     }

@@ -6,11 +6,15 @@
 use anyhow::{bail, Context, Result};
 use comfy_table::Table;
 use serde::{Deserialize, Serialize};
+use sqlite_uring::IoStats;
 
 use super::workload::{ColdTest, RunOutcome};
-use crate::bench::pagecache::CacheState;
-use crate::bench::speed::targets::{IoCounts, JournalMode};
-use crate::bench::speed::verdict::{chance_limit, conclusion_line, first_appearances, Comparison};
+use crate::bench::common::counts;
+use crate::bench::common::pagecache::CacheState;
+use crate::bench::common::settings::JournalMode;
+use crate::bench::common::verdict::{
+    conclusion_line, first_appearances, geometric_mean, Comparison,
+};
 use crate::report::chart::{BarChart, Series};
 use crate::report::export::markdown_table;
 use crate::report::stats::{
@@ -47,6 +51,9 @@ pub struct Combo {
     pub target: String,
     pub vfs: String,
     pub journal: JournalMode,
+    /// Whether the target's VFS counts its engine's work (`kernel_entries`): this
+    /// project's VFS only.
+    pub engine_counted: bool,
 }
 
 impl Combo {
@@ -68,7 +75,7 @@ pub struct ComboResult {
     pub read_relative: Option<f64>,
     pub checksum: u64,
     /// VFS calls per run (mean).
-    pub io: Option<IoCounts>,
+    pub io: Option<IoStats>,
     /// Pages still cached right after the eviction, mean over the (cold) runs.
     pub resident_after_evict_pages: Option<f64>,
     pub warnings: Vec<Warning>,
@@ -82,33 +89,6 @@ pub struct ComboResult {
 pub struct CaseResult {
     pub case: Case,
     pub rows: Vec<ComboResult>,
-}
-
-/// Mean of the VFS counts of the runs that have them.
-fn mean_io(runs: &[RunOutcome]) -> Option<IoCounts> {
-    let counted: Vec<IoCounts> = runs.iter().filter_map(|o| o.io).collect();
-    if counted.is_empty() {
-        return None;
-    }
-    let n = counted.len() as u64;
-    let mean = |f: fn(&IoCounts) -> u64| counted.iter().map(f).sum::<u64>() / n;
-    let mean_opt = |f: fn(&IoCounts) -> Option<u64>| {
-        counted
-            .iter()
-            .map(f)
-            .sum::<Option<u64>>()
-            .map(|total| total / n)
-    };
-    Some(IoCounts {
-        read_calls: mean(|c| c.read_calls),
-        write_calls: mean(|c| c.write_calls),
-        sync_calls: mean(|c| c.sync_calls),
-        truncate_calls: mean(|c| c.truncate_calls),
-        bytes_read: mean(|c| c.bytes_read),
-        bytes_written: mean(|c| c.bytes_written),
-        fsyncs: mean_opt(|c| c.fsyncs),
-        kernel_entries: mean_opt(|c| c.kernel_entries),
-    })
 }
 
 /// The results of one case from the outcomes of each combo (in round order), each
@@ -173,7 +153,7 @@ pub fn summarise(
             read_bytes,
             read_relative,
             checksum: runs.first().map_or(0, |o| o.checksum),
-            io: mean_io(runs),
+            io: counts::mean(runs.iter().map(|o| o.io)),
             resident_after_evict_pages: (!resident.is_empty())
                 .then(|| resident.iter().sum::<f64>() / resident.len() as f64),
             warnings: stats::warnings(&samples),
@@ -395,15 +375,7 @@ fn comparisons(results: &[CaseResult], baseline: &str) -> Vec<Found> {
                 Some(index) => index,
                 None => {
                     found.push(Found {
-                        comparison: Comparison {
-                            target: row.combo.target.clone(),
-                            journal: journal.to_string(),
-                            faster: vec![],
-                            slower: vec![],
-                            same: vec![],
-                            undecided: vec![],
-                            typical_ratio: None,
-                        },
+                        comparison: Comparison::new(&row.combo.target, journal),
                         cache: result.case.cache,
                         read_ratios: vec![],
                     });
@@ -411,56 +383,24 @@ fn comparisons(results: &[CaseResult], baseline: &str) -> Vec<Found> {
                 }
             };
             let entry = &mut found[index];
-            let test = result.case.test.number();
-            match row.paired.and_then(|p| p.verdict()) {
-                Some(Verdict::Below) => entry.comparison.faster.push(test),
-                Some(Verdict::Above) => entry.comparison.slower.push(test),
-                Some(Verdict::Straddles) => entry.comparison.same.push(test),
-                None => entry.comparison.undecided.push(test),
-            }
+            entry
+                .comparison
+                .add(result.case.test.number(), row.paired, false);
             if let Some(ratio) = row.read_relative.filter(|r| *r > 0.0 && r.is_finite()) {
                 entry.read_ratios.push(ratio);
             }
         }
     }
-    for entry in &mut found {
-        let medians: Vec<f64> = results
-            .iter()
-            .filter(|r| r.case.cache == entry.cache)
-            .flat_map(|r| &r.rows)
-            .filter(|row| {
-                row.combo.target == entry.comparison.target
-                    && row.combo.journal.name() == entry.comparison.journal
-            })
-            .filter_map(|row| row.paired.map(|p| p.median))
-            .filter(|m| *m > 0.0 && m.is_finite())
-            .collect();
-        entry.comparison.typical_ratio = geometric_mean(&medians);
-    }
     found
 }
 
-fn geometric_mean(values: &[f64]) -> Option<f64> {
-    (!values.is_empty())
-        .then(|| (values.iter().map(|v| v.ln()).sum::<f64>() / values.len() as f64).exp())
-}
-
-/// `scan-rowid, index-range`, `no test`; `(within chance)` when chance alone gives as
-/// many.
-fn tests_phrase(numbers: &[u32], limit: usize) -> String {
-    if numbers.is_empty() {
-        return "no test".into();
-    }
+/// `scan-rowid, index-range`: the tests of a verdict line by name.
+fn test_names(numbers: &[u32]) -> String {
     let names: Vec<&str> = numbers
         .iter()
         .map(|&n| ColdTest::ALL[n as usize - 1].name())
         .collect();
-    let within = if numbers.len() <= limit {
-        " (within chance)"
-    } else {
-        ""
-    };
-    format!("{}{within}", names.join(", "))
+    names.join(", ")
 }
 
 /// The closing verdict: per target, per journal mode and cache state, the tests on which
@@ -494,25 +434,13 @@ pub fn verdict(results: &[CaseResult], baseline: &str) -> Vec<String> {
             .collect();
         for entry in &of_target {
             let c = &entry.comparison;
-            let limit = chance_limit(c.decided());
             let mut line = format!(
-                "    {} · {}: faster on {} · slower on {} · same on {} of {}",
-                c.journal,
-                entry.cache.name(),
-                tests_phrase(&c.faster, limit),
-                tests_phrase(&c.slower, limit),
-                c.same.len(),
-                c.decided() + c.undecided.len()
+                "    {}",
+                c.line(
+                    &format!("{} · {}", c.journal, entry.cache.name()),
+                    test_names
+                )
             );
-            if !c.undecided.is_empty() {
-                line.push_str(&format!(
-                    " · {} with too few runs (need ≥ 6)",
-                    c.undecided.len()
-                ));
-            }
-            if let Some(ratio) = c.typical_ratio {
-                line.push_str(&format!(" · time ×{ratio:.2}"));
-            }
             if let Some(ratio) = geometric_mean(&entry.read_ratios) {
                 line.push_str(&format!(" · read ×{ratio:.2}"));
             }
@@ -643,7 +571,9 @@ pub fn records(results: &[CaseResult], info: &RecordInfo) -> Vec<ColdRecord> {
                 vfs_bytes_read: io.map(|c| c.bytes_read),
                 write_calls: io.map(|c| c.write_calls),
                 vfs_bytes_written: io.map(|c| c.bytes_written),
-                kernel_entries: io.and_then(|c| c.kernel_entries),
+                kernel_entries: io
+                    .filter(|_| row.combo.engine_counted)
+                    .map(|c| c.kernel_entries),
                 resident_after_evict_pages: row.resident_after_evict_pages,
                 warnings: row
                     .warnings
@@ -748,7 +678,7 @@ pub fn markdown(report: &ColdReport) -> String {
     out
 }
 
-impl crate::bench::export::Exportable for ColdReport {
+impl crate::bench::common::export::Exportable for ColdReport {
     type CsvRow = ColdRecord;
     type JsonItem = ColdRecord;
     type Chart = BarChart;
@@ -781,9 +711,9 @@ mod tests {
             cpu_s: elapsed_s / 2.0,
             read_bytes,
             checksum,
-            io: Some(IoCounts {
+            io: Some(IoStats {
                 read_calls: 1000,
-                ..IoCounts::default()
+                ..IoStats::default()
             }),
             resident_after_evict_pages: Some(0),
         }
@@ -794,6 +724,7 @@ mod tests {
             target: target.into(),
             vfs: target.into(),
             journal,
+            engine_counted: target != "unix",
         };
         vec![
             combo("unix", JournalMode::Delete),

@@ -1,13 +1,14 @@
 //! What `bench concurrency` measures, cell by cell: a [`Cell`] of the results, and the
-//! jobs of the worker processes that measure it (`bench worker`, bench/worker.rs): one
-//! measured run of a cell on a target, or one reader process of the processes pattern.
+//! jobs of the worker processes that measure it (`bench worker`,
+//! bench/common/worker.rs): one measured run of a cell on a target, or one reader
+//! process of the processes pattern.
 
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
 use super::workload::{Pattern, Shape};
-use crate::bench::speed::targets::JournalMode;
+use crate::bench::common::settings::JournalMode;
 
 /// One line of results: a pattern with its N and journal mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! One measured run of `bench concurrency` in a fresh process (`--isolation process`,
 //! the default), and the reader processes of the processes pattern: both are jobs of
-//! `bench worker` (bench/worker.rs).
+//! `bench worker` (bench/common/worker.rs).
 //!
 //! Why a fresh process per run: a run's threads, its ring and the io-wq workers a ring
 //! leaves behind stay in the process, and later runs in that process would pay for them
@@ -18,7 +18,7 @@ use super::workload::{
     create, databases_plans, readers_plans, resolve_target, run_threads, CellOutcome, Latencies,
     Pattern,
 };
-use crate::bench::{signals, worker};
+use crate::bench::common::{signals, worker};
 
 /// Runs `job` in a fresh process of `exe`.
 pub fn run_in_worker(exe: &Path, job: &RunJob) -> Result<CellOutcome> {

@@ -14,16 +14,17 @@ mod output;
 mod processes;
 pub(crate) mod workload;
 
+
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::export::ExportManager;
-use super::options::{ExportOptions, PairingOptions, RunOptions};
-use super::signals;
-use crate::bench::speed::targets::JournalMode;
+use super::common::export::ExportManager;
+use super::common::options::{once_each, ExportOptions, RunOptions, TargetHelp, TargetOptions};
+use super::common::signals;
+use crate::bench::common::settings::JournalMode;
 use crate::report::envinfo;
 use cell::{Cell, RunJob};
 use workload::{CellOutcome, Pattern, Shape, SCAN_ROWS};
@@ -60,30 +61,8 @@ pub struct ConcurrencyArgs {
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub threads: Vec<u32>,
 
-    /// Targets to compare, comma-separated: unix (SQLite's own VFS), io_uring (ours),
-    /// sync (our VFS on plain syscalls), io_uring_ring, io_uring_direct, or any registered
-    /// VFS; ours take URI parameters: `io_uring?uring_syncs=ring`.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "unix,io_uring",
-        value_name = "LIST"
-    )]
-    pub targets: Vec<String>,
-
     #[command(flatten)]
-    pub pairing: PairingOptions,
-
-    /// Journal modes of the databases and readers patterns, comma-separated (in a
-    /// rollback-journal mode the readers pattern has no writer, which would lock its
-    /// readers out; processes is WAL: readers in other processes beside a writer need it).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "delete,wal",
-        value_name = "LIST"
-    )]
-    pub journal: Vec<JournalMode>,
+    pub compare: TargetOptions<ConcurrencyTargets>,
 
     /// Length of each measured run's window, in milliseconds (10 to 600000). Every
     /// thread works until the window closes: a fixed window keeps all N threads busy
@@ -117,25 +96,32 @@ pub struct ConcurrencyArgs {
 }
 
 /// The kind of job `bench worker` runs for `bench concurrency`.
-pub const WORKER_JOB: super::worker::JobKind = super::worker::JobKind::of::<cell::Job>();
+pub const WORKER_JOB: super::common::worker::JobKind =
+    super::common::worker::JobKind::of::<cell::Job>();
+
+/// `bench concurrency`'s `--targets` and `--journal`.
+#[derive(Clone, Debug)]
+pub struct ConcurrencyTargets;
+
+impl TargetHelp for ConcurrencyTargets {
+    const DEFAULT_TARGETS: &'static str = "unix,io_uring";
+    const TARGETS: &'static str = "Targets to compare, comma-separated: unix (SQLite's own \
+        VFS), io_uring (ours), sync (our VFS on plain syscalls), io_uring_ring, \
+        io_uring_direct, or any registered VFS; ours take URI parameters: \
+        `io_uring?uring_syncs=ring`";
+    const JOURNAL: &'static str = "Journal modes of the databases and readers patterns, \
+        comma-separated (in a rollback-journal mode the readers pattern has no writer, which \
+        would lock its readers out; processes is WAL: readers in other processes beside a \
+        writer need it)";
+}
 
 /// Every cell of the run, pattern by pattern, N ascending.
 pub fn cells(args: &ConcurrencyArgs) -> Vec<Cell> {
     let mut threads = args.threads.clone();
     threads.sort_unstable();
     threads.dedup();
-    let mut patterns: Vec<Pattern> = Vec::new();
-    for pattern in &args.patterns {
-        if !patterns.contains(pattern) {
-            patterns.push(*pattern);
-        }
-    }
-    let mut journals: Vec<JournalMode> = Vec::new();
-    for journal in &args.journal {
-        if !journals.contains(journal) {
-            journals.push(*journal);
-        }
-    }
+    let patterns = once_each(&args.patterns);
+    let journals = args.compare.journals();
     let mut cells = Vec::new();
     for pattern in patterns {
         let modes = match pattern {
@@ -159,7 +145,7 @@ impl ConcurrencyArgs {
     fn shape(&self) -> Shape {
         Shape {
             rows: self.rows,
-            synchronous: self.pairing.synchronous,
+            synchronous: self.compare.pairing.synchronous,
             duration_ms: self.duration_ms,
             seed: SEED,
         }
@@ -185,17 +171,19 @@ impl ConcurrencyArgs {
         }
         if (self.patterns.contains(&Pattern::Databases)
             || self.patterns.contains(&Pattern::Readers))
-            && self.journal.is_empty()
+            && self.compare.journal.is_empty()
         {
             bail!("--journal is empty; name at least one journal mode, e.g. --journal delete,wal");
         }
-        self.pairing
-            .check_baseline(self.targets.iter().map(|t| t.trim()), &self.targets)?;
-        for target in &self.targets {
+        self.compare.pairing.check_baseline(
+            self.compare.targets.iter().map(|t| t.trim()),
+            &self.compare.targets,
+        )?;
+        for target in &self.compare.targets {
             workload::resolve_target(target.trim())?;
         }
         let mut seen: Vec<&str> = Vec::new();
-        for target in &self.targets {
+        for target in &self.compare.targets {
             if seen.contains(&target.trim()) {
                 bail!(
                     "--targets names {} twice; list each target once",
@@ -238,19 +226,24 @@ pub fn run(args: ConcurrencyArgs) -> Result<()> {
     let debug_warning = args.run.check()?;
     let exports = ExportManager::new(&args.export)?;
     args.check()?;
-    let targets: Vec<String> = args.targets.iter().map(|t| t.trim().to_string()).collect();
+    let targets: Vec<String> = args
+        .compare
+        .targets
+        .iter()
+        .map(|t| t.trim().to_string())
+        .collect();
     let cells = cells(&args);
 
     let env = envinfo::EnvInfo::collect(&args.run.place.dir);
     let mut header = env.lines();
     header.push(format!(
         "settings:    synchronous={} · {} ms window · {} rows · {} warmup + {} runs · baseline {} · isolation {}",
-        args.pairing.synchronous.name(),
+        args.compare.pairing.synchronous.name(),
         args.duration_ms,
         args.rows,
-        args.pairing.warmup,
+        args.compare.pairing.warmup,
         args.runs,
-        args.pairing.baseline,
+        args.compare.pairing.baseline,
         isolation.name(),
     ));
     if args.patterns.contains(&Pattern::Processes) {
@@ -286,7 +279,7 @@ pub fn run(args: ConcurrencyArgs) -> Result<()> {
         .place
         .dir
         .join(format!("sqlite-uring-concurrency-{}", std::process::id()));
-    let rounds = args.pairing.warmup + args.runs;
+    let rounds = args.compare.pairing.warmup + args.runs;
     let progress = ProgressBar::new(cells.len() as u64 * u64::from(rounds) * targets.len() as u64);
     progress.set_style(
         ProgressStyle::with_template("{bar:32} {pos}/{len} {msg} [{elapsed_precise}, ETA {eta}]")
@@ -301,7 +294,7 @@ pub fn run(args: ConcurrencyArgs) -> Result<()> {
         for round in 0..rounds {
             for step in 0..targets.len() {
                 let index = (step + round as usize) % targets.len();
-                let phase = if round < args.pairing.warmup {
+                let phase = if round < args.compare.pairing.warmup {
                     "warmup"
                 } else {
                     "run"
@@ -317,13 +310,13 @@ pub fn run(args: ConcurrencyArgs) -> Result<()> {
                     Some(exe) => isolate::run_in_worker(exe, &job)?,
                     None => isolate::run_here(&job)?,
                 };
-                if round >= args.pairing.warmup {
+                if round >= args.compare.pairing.warmup {
                     outcomes[index].push(outcome);
                 }
                 progress.inc(1);
             }
         }
-        let result = output::summarise(*cell, &targets, &outcomes, &args.pairing.baseline)
+        let result = output::summarise(*cell, &targets, &outcomes, &args.compare.pairing.baseline)
             .with_context(|| cell.title())?;
         progress.suspend(|| {
             println!("{}", cell.title());
@@ -342,7 +335,7 @@ pub fn run(args: ConcurrencyArgs) -> Result<()> {
         println!("Trace written to {}", path.display());
         println!();
     }
-    let verdict = output::verdict(&results, &args.pairing.baseline);
+    let verdict = output::verdict(&results, &args.compare.pairing.baseline);
     for line in &verdict {
         println!("{line}");
     }
@@ -350,16 +343,16 @@ pub fn run(args: ConcurrencyArgs) -> Result<()> {
         records: output::records(
             &results,
             &output::RecordInfo {
-                synchronous: args.pairing.synchronous.name().to_string(),
+                synchronous: args.compare.pairing.synchronous.name().to_string(),
                 duration_ms: args.duration_ms,
                 rows: args.rows,
-                baseline: args.pairing.baseline.clone(),
+                baseline: args.compare.pairing.baseline.clone(),
             },
         ),
         header,
         results,
         verdict,
-        baseline: args.pairing.baseline.clone(),
+        baseline: args.compare.pairing.baseline.clone(),
     };
     for warning in exports.write(&report)? {
         eprintln!("warning: {warning}");
@@ -370,11 +363,11 @@ pub fn run(args: ConcurrencyArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::speed::targets::Synchronous;
+    use crate::bench::common::settings::Synchronous;
     use std::path::Path;
 
     fn parse(words: &[&str]) -> Result<ConcurrencyArgs, clap::Error> {
-        crate::bench::options::parse_flags(words.iter().copied())
+        crate::bench::common::options::parse_flags(words.iter().copied())
     }
 
     #[test]
@@ -385,13 +378,19 @@ mod tests {
             [Pattern::Readers, Pattern::Databases, Pattern::Processes]
         );
         assert_eq!(args.threads, [1, 2, 4, 8, 16, 64]);
-        assert_eq!(args.targets, ["unix", "io_uring"]);
-        assert_eq!(args.pairing.baseline, "unix");
-        assert_eq!(args.journal, [JournalMode::Delete, JournalMode::Wal]);
-        assert_eq!(args.pairing.synchronous, Synchronous::Full);
+        assert_eq!(args.compare.targets, ["unix", "io_uring"]);
+        assert_eq!(args.compare.pairing.baseline, "unix");
+        assert_eq!(
+            args.compare.journal,
+            [JournalMode::Delete, JournalMode::Wal]
+        );
+        assert_eq!(args.compare.pairing.synchronous, Synchronous::Full);
         assert_eq!(args.duration_ms, 250);
         assert!(args.duration_ms <= 1000);
-        assert_eq!((args.pairing.warmup, args.runs, args.rows), (1, 6, 10_000));
+        assert_eq!(
+            (args.compare.pairing.warmup, args.runs, args.rows),
+            (1, 6, 10_000)
+        );
         assert_eq!(args.sqlite3, Path::new("sqlite3"));
         assert_eq!(args.run.place.dir, Path::new("."));
         // 6 N × (readers and databases in 2 modes each + processes).
@@ -420,7 +419,7 @@ mod tests {
             "c.svg",
         ])
         .unwrap();
-        assert_eq!(args.targets[1], "io_uring?uring_syncs=ring");
+        assert_eq!(args.compare.targets[1], "io_uring?uring_syncs=ring");
         assert_eq!(args.export.chart.as_deref(), Some(Path::new("c.svg")));
         let found: Vec<(Pattern, JournalMode, u32)> = cells(&args)
             .iter()
@@ -503,10 +502,10 @@ mod tests {
         .unwrap();
         let dir = Path::new("/var/tmp/some dir/run");
         for cell in cells(&args) {
-            for target in &args.targets {
+            for target in &args.compare.targets {
                 let job = args.job(&cell, target, dir);
                 let cell::Job::Run(back) =
-                    crate::bench::worker::round_trip(&cell::Job::Run(job.clone()))
+                    crate::bench::common::worker::round_trip(&cell::Job::Run(job.clone()))
                 else {
                     panic!("a concurrency run came back as another job")
                 };
@@ -529,14 +528,14 @@ mod tests {
             shape: args.shape(),
             index: 5,
         });
-        assert_eq!(crate::bench::worker::round_trip(&reader), reader);
+        assert_eq!(crate::bench::common::worker::round_trip(&reader), reader);
     }
 
     /// A tiny real run of both in-process patterns (the processes pattern needs this
     /// program's binary: tests/concurrency.rs runs it), with every export.
     #[test]
     fn tiny_run_in_this_process_exports_every_format() {
-        let _counters = crate::bench::speed::targets::counters_lock();
+        let _counters = crate::bench::common::targets::counters_lock();
         let dir = tempfile::tempdir().unwrap();
         let out = tempfile::tempdir().unwrap();
         let mut args = parse(&[

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::cell::Cell;
 use super::workload::{resolve_target, CellOutcome, Kind, Pattern};
-use crate::bench::speed::verdict::{chance_limit, first_appearances};
+use crate::bench::common::verdict::{chance_limit, entry, first_appearances, Comparison};
 use crate::report::chart::{Line, LineChart};
 use crate::report::export::markdown_table;
 use crate::report::stats::{self, PairedRatio, Relative, Summary, Verdict, Warning};
@@ -197,19 +197,8 @@ pub fn notes(result: &CellResult) -> Vec<String> {
         .collect()
 }
 
-/// The verdict of one target on one kind in one pattern and journal mode, over N.
-struct Comparison {
-    target: String,
-    what: String,
-    faster: Vec<u32>,
-    slower: Vec<u32>,
-    same: Vec<u32>,
-    undecided: Vec<u32>,
-    /// A baseline run made no operation of the kind: no ratio, so no verdict.
-    unpaired: Vec<u32>,
-    medians: Vec<f64>,
-}
-
+/// The comparisons of every target but the baseline, per pattern, journal mode and kind
+/// (`databases (wal) commits/s`), over N.
 fn comparisons(results: &[CellResult], baseline: &str) -> Vec<Comparison> {
     let mut found: Vec<Comparison> = Vec::new();
     for result in results {
@@ -221,39 +210,11 @@ fn comparisons(results: &[CellResult], baseline: &str) -> Vec<Comparison> {
                 cell.journal.name(),
                 row.kind.rate_unit()
             );
-            let index = match found
-                .iter()
-                .position(|c| c.target == row.target && c.what == what)
-            {
-                Some(index) => index,
-                None => {
-                    found.push(Comparison {
-                        target: row.target.clone(),
-                        what,
-                        faster: vec![],
-                        slower: vec![],
-                        same: vec![],
-                        undecided: vec![],
-                        unpaired: vec![],
-                        medians: vec![],
-                    });
-                    found.len() - 1
-                }
-            };
-            let comparison = &mut found[index];
-            let Some(paired) = row.paired else {
-                comparison.unpaired.push(cell.threads);
-                continue;
-            };
-            // Rate ratios: above 1 is faster.
-            match paired.verdict() {
-                Some(Verdict::Above) => comparison.faster.push(cell.threads),
-                Some(Verdict::Below) => comparison.slower.push(cell.threads),
-                Some(Verdict::Straddles) => comparison.same.push(cell.threads),
-                None => comparison.undecided.push(cell.threads),
-            }
-            if paired.median > 0.0 && paired.median.is_finite() {
-                comparison.medians.push(paired.median);
+            let comparison = entry(&mut found, &row.target, &what);
+            match row.paired {
+                // Rate ratios: above 1 is faster.
+                Some(paired) => comparison.add(cell.threads, Some(paired), true),
+                None => comparison.unpaired.push(cell.threads),
             }
         }
     }
@@ -291,7 +252,7 @@ pub fn verdict(results: &[CellResult], baseline: &str) -> Vec<String> {
         for c in comparisons.iter().filter(|c| c.target == target) {
             let mut line = format!(
                 "    {}: faster at {} · slower at {} · same at {}",
-                c.what,
+                c.journal,
                 list_n(&c.faster),
                 list_n(&c.slower),
                 list_n(&c.same)
@@ -308,10 +269,8 @@ pub fn verdict(results: &[CellResult], baseline: &str) -> Vec<String> {
                     list_n(&c.unpaired)
                 ));
             }
-            if !c.medians.is_empty() {
-                let mean_log =
-                    c.medians.iter().map(|m| m.ln()).sum::<f64>() / c.medians.len() as f64;
-                line.push_str(&format!(" · rate ×{:.2}", mean_log.exp()));
+            if let Some(ratio) = c.typical_ratio() {
+                line.push_str(&format!(" · rate ×{ratio:.2}"));
             }
             lines.push(line);
             faster += c.faster.len();
@@ -607,7 +566,7 @@ pub struct ConcurrencyReport {
     pub baseline: String,
 }
 
-impl crate::bench::export::Exportable for ConcurrencyReport {
+impl crate::bench::common::export::Exportable for ConcurrencyReport {
     type CsvRow = ConcurrencyRecord;
     type JsonItem = ConcurrencyRecord;
     type Chart = LineChart;
@@ -637,8 +596,8 @@ impl crate::bench::export::Exportable for ConcurrencyReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::common::settings::JournalMode;
     use crate::bench::concurrency::workload::KindOutcome;
-    use crate::bench::speed::targets::JournalMode;
 
     fn outcome(commit_rate: f64) -> CellOutcome {
         CellOutcome {
@@ -665,7 +624,7 @@ mod tests {
     /// round is faster, fewer slower, and the verdict says so per N.
     #[test]
     fn rate_ratios_read_the_right_way_round() {
-        let _counters = crate::bench::speed::targets::counters_lock();
+        let _counters = crate::bench::common::targets::counters_lock();
         let targets = vec!["unix".to_string(), "io_uring".to_string()];
         let unix: Vec<CellOutcome> = (0..8).map(|i| outcome(100.0 + i as f64)).collect();
         let run = |factor: f64, threads| {

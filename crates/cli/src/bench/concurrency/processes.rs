@@ -23,9 +23,10 @@ use super::workload::{
     self, create, lookup, open, reader_processes, resolve_target, run_role, run_threads, Kind,
     Latencies, Role, Shape, ThreadPlan, PAYLOAD_BYTES,
 };
-use crate::bench::rng::SplitMix64;
-use crate::bench::speed::targets::{JournalMode, Target};
-use crate::bench::worker;
+use crate::bench::common::rng::SplitMix64;
+use crate::bench::common::settings::JournalMode;
+use crate::bench::common::targets::Target;
+use crate::bench::common::worker;
 
 /// Index offset of reader processes' random streams (threads use 0..N).
 const PROCESS_STREAMS: u64 = 1 << 20;
@@ -276,7 +277,7 @@ impl StockReader {
             if started >= deadline {
                 return Ok(latencies);
             }
-            crate::bench::signals::check_interrupted()?;
+            crate::bench::common::signals::check_interrupted()?;
             self.lookup(&mut rng, shape.rows)?;
             latencies.record(Kind::Sqlite3Lookup, started.elapsed().as_nanos() as u64);
         }

@@ -27,13 +27,12 @@ use std::path::Path;
 
 use anyhow::{bail, Context};
 
-use super::export::ExportManager;
+use super::common::export::ExportManager;
+use crate::report::envinfo::{self, EnvInfo};
 use crate::report::stats::format_bytes;
 pub use options::IoArgs;
 use options::Plan;
 use output::RunRecord;
-
-use crate::report::envinfo::{self, EnvInfo};
 
 /// Free space kept on top of `--size`, so the benchmark never fills the disk to the brim.
 const SPACE_MARGIN_BYTES: u64 = 64 << 20;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::bail;
 use clap::{Args, ValueEnum};
 
-use crate::bench::options::{ExportOptions, PlaceOptions};
+use crate::bench::common::options::{ExportOptions, PlaceOptions};
 use crate::report::stats::format_bytes;
 
 /// Largest accepted `--block-size`: bigger buffers stop being "an IO model"

@@ -440,7 +440,7 @@ pub struct IoReport<'a> {
     pub plan_line: &'a str,
 }
 
-impl<'a> crate::bench::export::Exportable for IoReport<'a> {
+impl<'a> crate::bench::common::export::Exportable for IoReport<'a> {
     type CsvRow = RunRecord;
     type JsonItem = JsonReport<'a>;
     type Chart = BarChart;

@@ -32,7 +32,7 @@ use super::options::{
 };
 use super::pattern;
 use super::ring::{self, ReadTally, RingFile, RingJob, SqpollAnchor};
-use crate::bench::rng::{self, SplitMix64};
+use crate::bench::common::rng::{self, SplitMix64};
 use crate::report::stats::format_bytes;
 
 /// Bytes written per call while the test file is made (outside any clock).

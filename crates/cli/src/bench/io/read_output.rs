@@ -419,7 +419,7 @@ pub struct ReadReport<'a> {
     pub plan_line: &'a str,
 }
 
-impl<'a> crate::bench::export::Exportable for ReadReport<'a> {
+impl<'a> crate::bench::common::export::Exportable for ReadReport<'a> {
     type CsvRow = ReadRunRecord;
     type JsonItem = ReadJsonReport<'a>;
     type Chart = BarChart;

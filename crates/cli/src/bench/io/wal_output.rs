@@ -394,7 +394,7 @@ pub struct WalReport<'a> {
     pub plan_line: &'a str,
 }
 
-impl<'a> crate::bench::export::Exportable for WalReport<'a> {
+impl<'a> crate::bench::common::export::Exportable for WalReport<'a> {
     type CsvRow = WalRunRecord;
     type JsonItem = WalJsonReport<'a>;
     type Chart = BarChart;

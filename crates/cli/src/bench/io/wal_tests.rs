@@ -9,7 +9,7 @@ use clap::Parser;
 use super::options::{IoArgs, WalMethod, WalSpace};
 use super::wal::{self, aligned_range, WalCase, WalPlan, FRAME_BYTES, WAL_HEADER_BYTES};
 use super::wal_output::{self, WalRunRecord};
-use crate::bench::export::ExportManager;
+use crate::bench::common::export::ExportManager;
 
 #[derive(Parser)]
 struct Wrapper {

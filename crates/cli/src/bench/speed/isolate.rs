@@ -7,23 +7,27 @@
 //! io_uring's threads (ARCHITECTURE.md, "Threads the ring adds"). hyperfine runs each
 //! command in its own process for the same reason.
 //!
-//! Protocol (bench/worker.rs): the parent re-executes this binary as a worker with one
-//! [`Job`] (the test, the target, the settings, the database FILE). The worker builds
+//! Protocol (bench/common/worker.rs): the parent re-executes this binary as a worker with
+//! one [`Job`] (the test, the target, the settings, the database FILE). The worker builds
 //! the test's plan, runs it once on FILE (a fresh database it removes again, as
 //! in-process runs do) and writes one line to its stdout, `result JSON`, with the
-//! [`RunOutcome`]. A SIGINT/SIGTERM to the parent is
-//! passed on to the worker, which stops before its next statement and removes FILE.
+//! [`RunOutcome`]. A SIGINT/SIGTERM to the parent is passed on to the worker, which
+//! stops before its next statement and removes FILE.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
 use serde::{Deserialize, Serialize};
+use sqlite_uring::IoStats;
 
 use super::runner::{self, Mode, RunOutcome, TestPlan};
-use super::targets::{self, IoCounts, JournalMode, Settings, Synchronous};
-use super::workload::{Checksum, Sizes};
-use crate::bench::pagecache::CacheState;
-use crate::bench::{signals, worker};
+use super::workload::Sizes;
+use crate::bench::common::checksum::Checksum;
+use crate::bench::common::counts;
+use crate::bench::common::pagecache::CacheState;
+use crate::bench::common::settings::{JournalMode, Settings, Synchronous};
+use crate::bench::common::targets;
+use crate::bench::common::{signals, worker};
 
 /// One [`RunOutcome`] as it crosses the pipe.
 #[derive(Debug, PartialEq, Serialize, Deserialize)]
@@ -31,7 +35,8 @@ struct WireOutcome {
     elapsed_s: f64,
     cpu_s: f64,
     checksum: u64,
-    io: Option<IoCounts>,
+    #[serde(with = "counts::wire")]
+    io: Option<IoStats>,
 }
 
 impl WireOutcome {
@@ -129,15 +134,15 @@ mod tests {
             elapsed_s: 0.123_456_789_012_345_6,
             cpu_s: 1e-9,
             checksum: Checksum::from_u64(u64::MAX - 5),
-            io: Some(IoCounts {
+            io: Some(IoStats {
                 read_calls: 1,
                 write_calls: 2,
                 sync_calls: 3,
                 truncate_calls: 4,
                 bytes_read: 1 << 40,
                 bytes_written: 6,
-                fsyncs: Some(7),
-                kernel_entries: None,
+                fsyncs: 7,
+                ..IoStats::default()
             }),
         };
         let text = serde_json::to_string(&WireOutcome::from_outcome(&outcome)).unwrap();

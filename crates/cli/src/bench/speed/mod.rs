@@ -11,9 +11,9 @@
 pub(crate) mod isolate;
 mod output;
 mod runner;
-pub(crate) mod targets;
-pub(crate) mod verdict;
+mod verdict;
 pub(crate) mod workload;
+
 
 use std::path::Path;
 
@@ -21,15 +21,18 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::export::ExportManager;
-use super::options::{ExportOptions, PairingOptions, RunOptions};
-use super::pagecache::CacheState;
-use super::signals;
+use super::common::export::ExportManager;
+use super::common::options::{ExportOptions, RunOptions, TargetHelp, TargetOptions};
+use super::common::pagecache::CacheState;
+use super::common::signals;
+use crate::bench::common::checksum::Checksum;
+use crate::bench::common::counts;
+use crate::bench::common::settings::{JournalMode, Settings};
+use crate::bench::common::targets::Target;
 use crate::report::{envinfo, stats};
 use output::{ComboResult, RunInfo, TestResult};
 use runner::{Mode, RunOutcome, TestPlan};
-use targets::{IoCounts, JournalMode, Settings, Target};
-use workload::{Checksum, Sizes};
+use workload::Sizes;
 
 /// Measured runs per test and target by default: the fewest that give most comparisons
 /// a verdict (at 10 paired runs, the sign test's 95 % interval of the median ratio lies
@@ -41,31 +44,8 @@ pub const DEFAULT_RUNS: u32 = 10;
 /// Options of `bench speed`.
 #[derive(Args, Debug, Clone)]
 pub struct SpeedArgs {
-    /// Targets to compare, comma-separated: memory (`:memory:`, the CPU floor), unix
-    /// (SQLite's own VFS), io_uring (ours), sync (our VFS on plain syscalls), io_uring_ring
-    /// (reads, writes and syncs through the ring), io_uring_direct (O_DIRECT main database),
-    /// or the name of any registered VFS. Our targets take URI parameters:
-    /// `io_uring?uring_sync_plan=separate&uring_write_behind=off`.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "memory,unix,io_uring",
-        value_name = "LIST"
-    )]
-    pub targets: Vec<String>,
-
     #[command(flatten)]
-    pub pairing: PairingOptions,
-
-    /// Journal modes, comma-separated; every file target runs in each (memory always
-    /// journals in memory).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "delete,wal",
-        value_name = "LIST"
-    )]
-    pub journal: Vec<JournalMode>,
+    pub compare: TargetOptions<SpeedTargets>,
 
     /// Measured runs per test and target (at least 1; 3 or more give σ and error bars, 6 or
     /// more the paired 95 % interval, which the closing verdict needs).
@@ -102,6 +82,21 @@ pub struct SpeedArgs {
     pub export: ExportOptions,
 }
 
+/// `bench speed`'s `--targets` and `--journal`.
+#[derive(Clone, Debug)]
+pub struct SpeedTargets;
+
+impl TargetHelp for SpeedTargets {
+    const DEFAULT_TARGETS: &'static str = "memory,unix,io_uring";
+    const TARGETS: &'static str = "Targets to compare, comma-separated: memory (`:memory:`, \
+        the CPU floor), unix (SQLite's own VFS), io_uring (ours), sync (our VFS on plain \
+        syscalls), io_uring_ring (reads, writes and syncs through the ring), io_uring_direct \
+        (O_DIRECT main database), or the name of any registered VFS. Our targets take URI \
+        parameters: `io_uring?uring_sync_plan=separate&uring_write_behind=off`";
+    const JOURNAL: &'static str = "Journal modes, comma-separated; every file target runs in \
+        each (memory always journals in memory)";
+}
+
 fn parse_scale(text: &str) -> Result<f64, String> {
     let value: f64 = text.parse().map_err(|_| {
         format!("{text:?} is not a number; use e.g. --scale 0.1 for a tenth of the full size")
@@ -136,7 +131,8 @@ impl Combo {
 }
 
 /// The kind of job `bench worker` runs for `bench speed`.
-pub const WORKER_JOB: super::worker::JobKind = super::worker::JobKind::of::<isolate::Job>();
+pub const WORKER_JOB: super::common::worker::JobKind =
+    super::common::worker::JobKind::of::<isolate::Job>();
 
 /// The worker's job of test `number` on `combo`, with the parent's settings.
 fn worker_job(args: &SpeedArgs, number: u32, combo: &Combo, database: &Path) -> isolate::Job {
@@ -144,7 +140,7 @@ fn worker_job(args: &SpeedArgs, number: u32, combo: &Combo, database: &Path) -> 
         test: number,
         target: combo.target.label.clone(),
         journal: combo.journal.unwrap_or(JournalMode::Delete),
-        synchronous: args.pairing.synchronous,
+        synchronous: args.compare.pairing.synchronous,
         scale: args.scale,
         prepared: args.prepared,
         cache: args.cache,
@@ -157,16 +153,11 @@ pub fn run(args: SpeedArgs) -> Result<()> {
     let worker_exe = isolation.worker_exe()?;
     let debug_warning = args.run.check()?;
     let exports = ExportManager::new(&args.export)?;
-    if args.journal.is_empty() {
+    if args.compare.journal.is_empty() {
         bail!("--journal is empty; name at least one journal mode, e.g. --journal delete,wal");
     }
     // Keep the user's order (the first journal mode is memory's reference), once each.
-    let mut journals: Vec<JournalMode> = Vec::new();
-    for journal in &args.journal {
-        if !journals.contains(journal) {
-            journals.push(*journal);
-        }
-    }
+    let journals = args.compare.journals();
     let mut tests = if args.tests.is_empty() {
         (1..=16).collect()
     } else {
@@ -175,9 +166,7 @@ pub fn run(args: SpeedArgs) -> Result<()> {
     tests.sort_unstable();
     tests.dedup();
 
-    let targets = targets::resolve(&args.targets)?;
-    args.pairing
-        .check_baseline(targets.iter().map(|t| t.label.as_str()), &args.targets)?;
+    let targets = args.compare.resolve()?;
     let combos = combos(&targets, &journals);
     let mode = if args.prepared {
         Mode::Prepared
@@ -190,21 +179,21 @@ pub fn run(args: SpeedArgs) -> Result<()> {
     let mut header = env.lines();
     header.push(format!(
         "settings:    synchronous={} · journal {} · {} statements · scale {} · {} warmup + {} runs · baseline {} · isolation {} · {}",
-        args.pairing.synchronous.name(),
+        args.compare.pairing.synchronous.name(),
         journals.iter().map(|j| j.name()).collect::<Vec<_>>().join(","),
         mode.name(),
         args.scale,
-        args.pairing.warmup,
+        args.compare.pairing.warmup,
         args.runs,
-        args.pairing.baseline,
+        args.compare.pairing.baseline,
         isolation.name(),
         cache_setting(args.cache),
     ));
     if targets
         .iter()
-        .any(|t| t.vfs.as_deref() == Some(crate::bench::targets::IO_URING_VFS))
+        .any(|t| t.vfs.as_deref() == Some(crate::bench::common::targets::IO_URING_VFS))
     {
-        if let Ok(registration) = crate::bench::targets::io_uring_registration() {
+        if let Ok(registration) = crate::bench::common::targets::io_uring_registration() {
             header.push(format!(
                 "io_uring:    VFS {} on backend {}{}",
                 registration.vfs_name,
@@ -243,7 +232,7 @@ pub fn run(args: SpeedArgs) -> Result<()> {
         .place
         .dir
         .join(format!("sqlite-uring-speed-{}.db", std::process::id()));
-    let rounds = args.pairing.warmup + args.runs;
+    let rounds = args.compare.pairing.warmup + args.runs;
     let progress = ProgressBar::new(tests.len() as u64 * u64::from(rounds) * combos.len() as u64);
     progress.set_style(
         ProgressStyle::with_template("{bar:32} {pos}/{len} {msg} [{elapsed_precise}, ETA {eta}]")
@@ -262,7 +251,7 @@ pub fn run(args: SpeedArgs) -> Result<()> {
                 // Rotating the order each round spreads any "goes first" effect over all.
                 let index = (step + round as usize) % combos.len();
                 let combo = &combos[index];
-                let phase = if round < args.pairing.warmup {
+                let phase = if round < args.compare.pairing.warmup {
                     "warmup"
                 } else {
                     "run"
@@ -270,7 +259,7 @@ pub fn run(args: SpeedArgs) -> Result<()> {
                 progress.set_message(format!("test {number} · {phase} · {}", combo.label()));
                 let settings = Settings {
                     journal: combo.journal.unwrap_or(JournalMode::Delete),
-                    synchronous: args.pairing.synchronous,
+                    synchronous: args.compare.pairing.synchronous,
                 };
                 crate::trace_file::mark(format_args!(
                     "speed test {number} ({}) · {phase} {} · {}",
@@ -292,7 +281,7 @@ pub fn run(args: SpeedArgs) -> Result<()> {
                         args.cache,
                     )?,
                 };
-                if round >= args.pairing.warmup {
+                if round >= args.compare.pairing.warmup {
                     outcomes[index].push(outcome);
                 }
                 progress.inc(1);
@@ -302,7 +291,7 @@ pub fn run(args: SpeedArgs) -> Result<()> {
             number,
             &combos,
             &outcomes,
-            &args.pairing.baseline,
+            &args.compare.pairing.baseline,
             &journals,
         )?;
         progress.suspend(|| {
@@ -336,13 +325,13 @@ pub fn run(args: SpeedArgs) -> Result<()> {
         println!("  {label:<24} {mean:.3}  ({count} tests)");
     }
     println!();
-    let verdict = verdict::summary(&results, &args.pairing.baseline);
+    let verdict = verdict::summary(&results, &args.compare.pairing.baseline);
     for line in &verdict {
         println!("{line}");
     }
 
     let info = RunInfo {
-        synchronous: args.pairing.synchronous.name().to_string(),
+        synchronous: args.compare.pairing.synchronous.name().to_string(),
         mode: mode.name().to_string(),
         scale: args.scale,
         cache: args.cache.name().to_string(),
@@ -351,7 +340,7 @@ pub fn run(args: SpeedArgs) -> Result<()> {
         records: output::records(&results, &info),
         header,
         results,
-        baseline: args.pairing.baseline.clone(),
+        baseline: args.compare.pairing.baseline.clone(),
         verdict,
     };
     for warning in exports.write(&report)? {
@@ -429,7 +418,8 @@ fn summarise(
             summary,
             cpu_mean_s: runs.iter().map(|o| o.cpu_s).sum::<f64>() / runs.len().max(1) as f64,
             checksum: runs[0].checksum,
-            io: mean_io(runs),
+            io: counts::mean(runs.iter().map(|o| o.io)),
+            engine_counted: combo.target.counter.counts_engine(),
             warnings: stats::warnings(&samples),
             baseline,
             paired,
@@ -470,33 +460,6 @@ fn check_checksums(number: u32, combos: &[Combo], outcomes: &[Vec<RunOutcome>]) 
     )
 }
 
-/// Per-run mean of the VFS counts (they are normally identical run to run).
-fn mean_io(runs: &[RunOutcome]) -> Option<IoCounts> {
-    let counted: Vec<IoCounts> = runs.iter().filter_map(|o| o.io).collect();
-    if counted.is_empty() {
-        return None;
-    }
-    let n = counted.len() as u64;
-    let mean = |f: fn(&IoCounts) -> u64| counted.iter().map(f).sum::<u64>() / n;
-    let mean_opt = |f: fn(&IoCounts) -> Option<u64>| -> Option<u64> {
-        counted
-            .iter()
-            .map(f)
-            .sum::<Option<u64>>()
-            .map(|total| total / n)
-    };
-    Some(IoCounts {
-        read_calls: mean(|c| c.read_calls),
-        write_calls: mean(|c| c.write_calls),
-        sync_calls: mean(|c| c.sync_calls),
-        truncate_calls: mean(|c| c.truncate_calls),
-        bytes_read: mean(|c| c.bytes_read),
-        bytes_written: mean(|c| c.bytes_written),
-        fsyncs: mean_opt(|c| c.fsyncs),
-        kernel_entries: mean_opt(|c| c.kernel_entries),
-    })
-}
-
 /// SQLite decides when to sync from what the VFS tells it (sector size, device
 /// characteristics); if two VFSes got different numbers of xSync calls for the same work,
 /// their times compare different durability work, not different I/O paths.
@@ -533,12 +496,14 @@ fn unfair_comparisons(results: &[ComboResult]) -> Vec<String> {
 pub(crate) fn parse_test_args<'a>(
     words: impl IntoIterator<Item = &'a str>,
 ) -> Result<SpeedArgs, clap::Error> {
-    super::options::parse_flags(words)
+    super::common::options::parse_flags(words)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::common::targets;
+    use sqlite_uring::IoStats;
     use std::path::PathBuf;
 
     fn parse(extra: &[&str]) -> Result<SpeedArgs, clap::Error> {
@@ -570,18 +535,18 @@ mod tests {
             "/var/tmp/some dir",
         ])
         .unwrap();
-        let targets = targets::resolve(&parent.targets).unwrap();
-        let combos = combos(&targets, &parent.journal);
+        let targets = targets::resolve(&parent.compare.targets).unwrap();
+        let combos = combos(&targets, &parent.compare.journal);
         assert_eq!(combos.len(), 1 + 3 * 2);
         let database = Path::new("/var/tmp/some dir/x.db");
         for combo in &combos {
             let job = worker_job(&parent, 12, combo, database);
-            let child = crate::bench::worker::round_trip(&job);
+            let child = crate::bench::common::worker::round_trip(&job);
             assert_eq!(child, job);
             assert_eq!(child.test, 12);
             assert_eq!(child.target, combo.target.label);
             assert_eq!(child.journal, combo.journal.unwrap_or(JournalMode::Delete));
-            assert_eq!(child.synchronous, parent.pairing.synchronous);
+            assert_eq!(child.synchronous, parent.compare.pairing.synchronous);
             assert_eq!(child.scale.to_bits(), parent.scale.to_bits());
             assert!(child.prepared);
             assert_eq!(child.cache, CacheState::Cold);
@@ -612,8 +577,11 @@ mod tests {
             assert!(message.contains(flag), "{argv:?}: {message}");
         }
         let args = parse(&["--targets", "memory,unix", "--scale", "0.5"]).unwrap();
-        assert_eq!(args.targets, ["memory", "unix"]);
-        assert_eq!(args.journal, [JournalMode::Delete, JournalMode::Wal]);
+        assert_eq!(args.compare.targets, ["memory", "unix"]);
+        assert_eq!(
+            args.compare.journal,
+            [JournalMode::Delete, JournalMode::Wal]
+        );
         assert_eq!(args.cache, CacheState::Hot);
     }
 
@@ -674,14 +642,14 @@ mod tests {
 
         let dir = tempfile::tempdir().unwrap();
         args.run.place.dir = dir.path().to_path_buf();
-        args.targets = vec!["memory".into(), "tape".into()];
+        args.compare.targets = vec!["memory".into(), "tape".into()];
         let message = format!("{:#}", run(args.clone()).unwrap_err());
         assert!(
             message.contains("--targets") && message.contains("tape"),
             "{message}"
         );
 
-        args.targets = vec!["memory".into()];
+        args.compare.targets = vec!["memory".into()];
         let message = format!("{:#}", run(args.clone()).unwrap_err());
         assert!(
             message.contains("--baseline unix is not among --targets"),
@@ -698,9 +666,9 @@ mod tests {
             elapsed_s: 0.01,
             cpu_s: 0.01,
             checksum,
-            io: Some(IoCounts {
+            io: Some(IoStats {
                 sync_calls: syncs,
-                ..IoCounts::default()
+                ..IoStats::default()
             }),
         }
     }

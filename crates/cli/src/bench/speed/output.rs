@@ -2,9 +2,9 @@
 
 use comfy_table::Table;
 use serde::{Deserialize, Serialize};
+use sqlite_uring::IoStats;
 
-use super::targets::IoCounts;
-use super::workload::Checksum;
+use crate::bench::common::checksum::Checksum;
 use crate::report::chart::{BarChart, Series};
 use crate::report::stats::{
     format_bytes, format_mean_stddev, format_seconds, PairedRatio, Relative, Summary, Warning,
@@ -25,7 +25,10 @@ pub struct ComboResult {
     pub cpu_mean_s: f64,
     pub checksum: Checksum,
     /// VFS calls per measured run (mean over runs); `None` where nothing is counted.
-    pub io: Option<IoCounts>,
+    pub io: Option<IoStats>,
+    /// Whether `io` has the engine's counters (`fsyncs`, `kernel_entries`): this
+    /// project's VFS only.
+    pub engine_counted: bool,
     pub warnings: Vec<Warning>,
     /// Index of the result this one is compared to (itself for the baseline).
     pub baseline: Option<usize>,
@@ -35,6 +38,11 @@ pub struct ComboResult {
 }
 
 impl ComboResult {
+    /// The counters of the engine, where counted.
+    fn engine(&self) -> Option<IoStats> {
+        self.io.filter(|_| self.engine_counted)
+    }
+
     pub fn relative(&self, all: &[ComboResult]) -> Option<Relative> {
         let baseline = &all[self.baseline?];
         if baseline.label == self.label {
@@ -154,8 +162,8 @@ pub fn records(results: &[TestResult], info: &RunInfo) -> Vec<SpeedRecord> {
                 truncate_calls: io.map(|c| c.truncate_calls),
                 bytes_read: io.map(|c| c.bytes_read),
                 bytes_written: io.map(|c| c.bytes_written),
-                fsyncs: io.and_then(|c| c.fsyncs),
-                kernel_entries: io.and_then(|c| c.kernel_entries),
+                fsyncs: combo.engine().map(|c| c.fsyncs),
+                kernel_entries: combo.engine().map(|c| c.kernel_entries),
                 warnings: combo
                     .warnings
                     .iter()
@@ -181,7 +189,7 @@ const HEADERS: [&str; 10] = [
     "Kernel entries",
 ];
 
-fn io_cell(io: Option<IoCounts>) -> String {
+fn io_cell(io: Option<IoStats>) -> String {
     io.map_or_else(
         || "–".into(),
         |c| format!("{} / {} / {}", c.read_calls, c.write_calls, c.sync_calls),
@@ -223,9 +231,8 @@ fn rows(test: &TestResult) -> Vec<Vec<String>> {
                 io_cell(combo.io),
                 written_cell(combo),
                 combo
-                    .io
-                    .and_then(|c| c.kernel_entries)
-                    .map_or_else(|| "–".into(), |k| k.to_string()),
+                    .engine()
+                    .map_or_else(|| "–".into(), |c| c.kernel_entries.to_string()),
             ]
         })
         .collect()
@@ -473,7 +480,7 @@ pub struct SpeedReport {
     pub verdict: Vec<String>,
 }
 
-impl crate::bench::export::Exportable for SpeedReport {
+impl crate::bench::common::export::Exportable for SpeedReport {
     type CsvRow = SpeedRecord;
     type JsonItem = SpeedRecord;
     type Chart = BarChart;
@@ -515,14 +522,15 @@ mod tests {
             summary: Summary::from_samples(samples).unwrap(),
             cpu_mean_s: 0.01,
             checksum: Checksum::default(),
-            io: Some(IoCounts {
+            io: Some(IoStats {
                 read_calls: 123_456,
                 write_calls: 234_567,
                 sync_calls: 34_567,
                 bytes_written: 987_654_321,
-                kernel_entries: Some(1_234_567),
-                ..IoCounts::default()
+                kernel_entries: 1_234_567,
+                ..IoStats::default()
             }),
+            engine_counted: true,
             warnings: vec![],
             baseline: Some(baseline),
             paired: paired.then_some(PairedRatio {

@@ -1,12 +1,14 @@
 //! Command-line options every benchmark shares, declared once and flattened into each
 //! benchmark's own arguments (`#[command(flatten)]`).
 
+use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 
-use crate::bench::speed::targets::Synchronous;
+use super::settings::{JournalMode, Synchronous};
+use super::targets::{self, Target};
 
 /// Where the measured runs of `bench speed` and `bench blobs` execute.
 ///
@@ -175,6 +177,72 @@ impl PairingOptions {
         }
         Ok(())
     }
+}
+
+/// What one benchmark's [`TargetOptions`] default to and say in `--help`.
+pub trait TargetHelp: Clone + std::fmt::Debug + Send + Sync + 'static {
+    /// `--targets` when not given.
+    const DEFAULT_TARGETS: &'static str;
+    /// The help of `--targets`: which targets this benchmark takes.
+    const TARGETS: &'static str;
+    /// The help of `--journal`: what a journal mode means to this benchmark.
+    const JOURNAL: &'static str;
+}
+
+/// The SQLite targets a benchmark compares (`speed`, `concurrency`, `cold`): `--targets`,
+/// what they are paired against ([`PairingOptions`]) and `--journal`, declared once with
+/// each benchmark's defaults and help ([`TargetHelp`]).
+#[derive(Args, Debug, Clone)]
+pub struct TargetOptions<H: TargetHelp> {
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = H::DEFAULT_TARGETS,
+        value_name = "LIST",
+        help = H::TARGETS
+    )]
+    pub targets: Vec<String>,
+
+    #[command(flatten)]
+    pub pairing: PairingOptions,
+
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "delete,wal",
+        value_name = "LIST",
+        help = H::JOURNAL
+    )]
+    pub journal: Vec<JournalMode>,
+
+    #[arg(skip)]
+    pub help: PhantomData<H>,
+}
+
+impl<H: TargetHelp> TargetOptions<H> {
+    /// `--targets` resolved (their VFSes registered), `--baseline` among them.
+    pub fn resolve(&self) -> anyhow::Result<Vec<Target>> {
+        let resolved = targets::resolve(&self.targets)?;
+        self.pairing
+            .check_baseline(resolved.iter().map(|t| t.label.as_str()), &self.targets)?;
+        Ok(resolved)
+    }
+
+    /// `--journal` in the user's order, each mode once.
+    pub fn journals(&self) -> Vec<JournalMode> {
+        once_each(&self.journal)
+    }
+}
+
+/// Each value once, in the order of its first appearance.
+pub fn once_each<T: Copy + PartialEq>(values: &[T]) -> Vec<T> {
+    let mut found: Vec<T> = Vec::new();
+    for value in values {
+        if !found.contains(value) {
+            found.push(*value);
+        }
+    }
+    found
 }
 
 /// The result files of a benchmark; [`super::export::ExportManager`] writes them.
