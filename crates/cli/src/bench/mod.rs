@@ -1,6 +1,7 @@
 //! `sqlite-uring bench …`
 
 
+
 use clap::Subcommand;
 
 use common::worker;

@@ -21,13 +21,14 @@ mod output;
 mod workload;
 
 
+
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 
 use super::common::export::ExportManager;
 use super::common::options::{once_each, ExportOptions, RunOptions, TargetHelp, TargetOptions};
 use super::common::pagecache::CacheState;
+use super::common::rounds::{print_header, Rounds};
 use super::common::{process_usage, signals};
 use crate::bench::common::database::{configure, connect};
 use crate::bench::common::settings::{JournalMode, Settings};
@@ -35,7 +36,7 @@ use crate::bench::common::targets;
 use crate::report::envinfo;
 use database::{Database, DirLock, Spec};
 use output::{Case, Combo};
-use workload::{ColdTest, RunOutcome, RunSpec};
+use workload::{ColdTest, RunSpec};
 
 /// Database size by default: a hundred times SQLite's default page cache (2 MiB), and
 /// small enough to build in about a minute and fit the page cache of a small VM.
@@ -286,12 +287,7 @@ pub fn run(args: ColdArgs) -> Result<()> {
         ));
     }
     println!();
-    for line in header.iter().chain(&cautions) {
-        println!("{line}");
-    }
-    header.extend(cautions);
-    println!("tables:      {}", output::TERMINAL_OMITS);
-    println!();
+    let header = print_header(header, cautions, Some(output::TERMINAL_OMITS));
 
     let combos: Vec<Combo> = plan
         .journals
@@ -315,73 +311,46 @@ pub fn run(args: ColdArgs) -> Result<()> {
         "sqlite-uring-cold-vacuum-{}.db",
         std::process::id()
     ));
-    let rounds = args.compare.pairing.warmup + args.runs;
-    let progress =
-        ProgressBar::new(plan.cases.len() as u64 * u64::from(rounds) * combos.len() as u64);
-    progress.set_style(
-        ProgressStyle::with_template("{bar:32} {pos}/{len} {msg} [{elapsed_precise}, ETA {eta}]")
-            .expect("the template is valid"),
-    );
+    let pairing = &args.compare.pairing;
+    let rounds = Rounds::new(pairing.warmup, args.runs, plan.cases.len(), combos.len());
     let table_output = crate::report::table::Output::stdout();
     let trace = crate::trace_file::start(args.run.trace.as_deref())?;
     let mut results = Vec::new();
     for case in &plan.cases {
-        let mut outcomes: Vec<Vec<RunOutcome>> = vec![Vec::new(); combos.len()];
-        for round in 0..rounds {
-            for step in 0..combos.len() {
-                // Rotating the order each round spreads any "goes first" effect over all.
-                let index = (step + round as usize) % combos.len();
-                let combo = &combos[index];
-                let phase = if round < args.compare.pairing.warmup {
-                    "warmup"
-                } else {
-                    "run"
-                };
-                let database = database_of(combo.journal);
-                let job = RunSpec {
-                    test: case.test,
-                    cache: case.cache,
-                    target: combo.target.clone(),
-                    journal: combo.journal,
-                    synchronous: args.compare.pairing.synchronous,
-                    database: database.path.clone(),
-                    rows: database.rows,
-                    scratch: scratch.clone(),
-                };
-                progress.set_message(format!("{phase} · {}", job.describe()));
-                crate::trace_file::mark(format_args!(
-                    "cold {} · {phase} {}",
-                    job.describe(),
-                    round + 1
-                ));
-                let outcome = match &worker_exe {
-                    Some(exe) => isolate::run_in_worker(exe, &job)?,
-                    None => isolate::run_here(&job)?,
-                };
-                if round >= args.compare.pairing.warmup {
-                    outcomes[index].push(outcome);
-                }
-                progress.inc(1);
+        let outcomes = rounds.case(combos.len(), |step| {
+            let combo = &combos[step.index];
+            let database = database_of(combo.journal);
+            let job = RunSpec {
+                test: case.test,
+                cache: case.cache,
+                target: combo.target.clone(),
+                journal: combo.journal,
+                synchronous: pairing.synchronous,
+                database: database.path.clone(),
+                rows: database.rows,
+                scratch: scratch.clone(),
+            };
+            rounds.message(format!("{} · {}", step.phase, job.describe()));
+            crate::trace_file::mark(format_args!(
+                "cold {} · {} {}",
+                job.describe(),
+                step.phase,
+                step.round + 1
+            ));
+            match &worker_exe {
+                Some(exe) => isolate::run_in_worker(exe, &job),
+                None => isolate::run_here(&job),
             }
-        }
-        let result = output::summarise(*case, &combos, &outcomes, &args.compare.pairing.baseline)?;
-        progress.suspend(|| {
-            println!("{}. {}", case.test.number(), case.title());
-            println!("{}", output::terminal_table(&result, table_output));
-            for note in output::notes(&result) {
-                println!("{note}");
-            }
-            println!();
-        });
+        })?;
+        let result = output::summarise(*case, &combos, &outcomes, &pairing.baseline)?;
+        rounds.show(
+            &format!("{}. {}", case.test.number(), case.title()),
+            output::terminal_table(&result, table_output),
+            &output::notes(&result),
+        );
         results.push(result);
     }
-    progress.finish_and_clear();
-    if let Some(trace) = trace {
-        let path = trace.path().to_path_buf();
-        trace.finish()?;
-        println!("Trace written to {}", path.display());
-        println!();
-    }
+    rounds.finish(trace)?;
     let verdict = output::verdict(&results, &args.compare.pairing.baseline);
     for line in &verdict {
         println!("{line}");
@@ -394,13 +363,7 @@ pub fn run(args: ColdArgs) -> Result<()> {
         page_size: spec.page_size,
         rows: first.rows,
     };
-    let report = output::ColdReport {
-        records: output::records(&results, &info),
-        header,
-        results,
-        verdict,
-        baseline: args.compare.pairing.baseline.clone(),
-    };
+    let report = output::report(&header, &results, &info, &verdict);
     for warning in exports.write(&report)? {
         eprintln!("warning: {warning}");
     }

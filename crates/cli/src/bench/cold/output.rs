@@ -9,8 +9,11 @@ use serde::{Deserialize, Serialize};
 use sqlite_uring::IoStats;
 
 use super::workload::{ColdTest, RunOutcome};
+use crate::bench::common::checksum;
 use crate::bench::common::counts;
+use crate::bench::common::export::{Markdown, Report};
 use crate::bench::common::pagecache::CacheState;
+use crate::bench::common::paired::Compared;
 use crate::bench::common::settings::JournalMode;
 use crate::bench::common::verdict::{
     conclusion_line, first_appearances, geometric_mean, Comparison,
@@ -18,7 +21,8 @@ use crate::bench::common::verdict::{
 use crate::report::chart::{BarChart, Series};
 use crate::report::export::markdown_table;
 use crate::report::stats::{
-    self, format_bytes, format_seconds, PairedRatio, Relative, Summary, Verdict, Warning,
+    self, format_bytes, format_mean_stddev_compact, format_seconds, PairedRatio, Relative, Summary,
+    Verdict, Warning,
 };
 use crate::report::table;
 
@@ -112,43 +116,27 @@ pub fn summarise(
     let mut rows = Vec::new();
     for (index, (combo, runs)) in combos.iter().zip(outcomes).enumerate() {
         let samples = times(runs);
-        let summary = Summary::from_samples(&samples).with_context(|| {
-            format!("{} on {} has no valid timing", case.title(), combo.label())
-        })?;
-        let read_bytes = Summary::from_samples(&bytes(runs))
-            .with_context(|| format!("{} on {} has no read count", case.title(), combo.label()))?;
         let base = baseline_of(combo);
         let is_baseline = base == Some(index);
-        let (relative, paired, read_relative) = match base.filter(|&b| b != index) {
-            Some(b) => {
-                let base_times = times(&outcomes[b]);
-                let base_summary = Summary::from_samples(&base_times);
-                let base_bytes = Summary::from_samples(&bytes(&outcomes[b]));
-                (
-                    base_summary.and_then(|s| summary.relative_to(&s)),
-                    stats::paired_ratio(&samples, &base_times),
-                    base_bytes
-                        .filter(|b| b.mean > 0.0)
-                        .map(|b| read_bytes.mean / b.mean),
-                )
-            }
-            None if is_baseline => (
-                Some(Relative {
-                    ratio: 1.0,
-                    error: None,
-                }),
-                None,
-                None,
-            ),
-            None => (None, None, None),
-        };
+        let base_times = base.map(|b| times(&outcomes[b]));
+        let compared =
+            Compared::of(&samples, base_times.as_deref(), is_baseline).with_context(|| {
+                format!("{} on {} has no valid timing", case.title(), combo.label())
+            })?;
+        let read_bytes = Summary::from_samples(&bytes(runs))
+            .with_context(|| format!("{} on {} has no read count", case.title(), combo.label()))?;
+        let read_relative = base
+            .filter(|&b| b != index)
+            .and_then(|b| Summary::from_samples(&bytes(&outcomes[b])))
+            .filter(|b| b.mean > 0.0)
+            .map(|b| read_bytes.mean / b.mean);
         let resident: Vec<f64> = runs
             .iter()
             .filter_map(|o| o.resident_after_evict_pages.map(|p| p as f64))
             .collect();
         rows.push(ComboResult {
             combo: combo.clone(),
-            summary,
+            summary: compared.summary,
             cpu_mean_s: runs.iter().map(|o| o.cpu_s).sum::<f64>() / runs.len().max(1) as f64,
             read_bytes,
             read_relative,
@@ -158,8 +146,8 @@ pub fn summarise(
                 .then(|| resident.iter().sum::<f64>() / resident.len() as f64),
             warnings: stats::warnings(&samples),
             is_baseline,
-            relative,
-            paired,
+            relative: compared.relative,
+            paired: compared.paired,
         });
     }
     Ok(CaseResult { case, rows })
@@ -168,42 +156,18 @@ pub fn summarise(
 /// Every run of every combo must have seen the same rows (and VACUUM INTO written a file
 /// of the same size, CREATE INDEX left the same page count).
 fn check_checksums(case: Case, combos: &[Combo], outcomes: &[Vec<RunOutcome>]) -> Result<()> {
-    let all: Vec<(String, u64)> = combos
-        .iter()
-        .zip(outcomes)
-        .flat_map(|(combo, runs)| runs.iter().map(move |o| (combo.label(), o.checksum)))
-        .collect();
-    let Some((_, first)) = all.first() else {
-        return Ok(());
-    };
-    if all.iter().all(|(_, c)| c == first) {
-        return Ok(());
-    }
-    let listing: Vec<String> = all
-        .iter()
-        .map(|(label, c)| format!("{label}: {c:016x}"))
-        .collect();
-    bail!(
-        "CHECKSUM MISMATCH in {}: the targets returned different results from the same \
-         database, so at least one storage layer is wrong and no timing of it can be \
-         trusted. Checksums per run: {}",
-        case.title(),
-        listing.join(", ")
-    )
-}
-
-/// `12.30 ± 0.40 ms`: the mean and σ with one unit when they share it.
-fn mean_stddev(summary: &Summary) -> String {
-    let mean = format_seconds(summary.mean);
-    let Some(stddev) = summary.stddev else {
-        return mean;
-    };
-    let stddev = format_seconds(stddev);
-    match (mean.rsplit_once(' '), stddev.rsplit_once(' ')) {
-        (Some((value, unit)), Some((sigma, sigma_unit))) if unit == sigma_unit => {
-            format!("{value} ± {sigma} {unit}")
-        }
-        _ => format!("{mean} ± {stddev}"),
+    let runs = combos.iter().zip(outcomes).flat_map(|(combo, runs)| {
+        runs.iter()
+            .map(move |o| (combo.label(), format!("{:016x}", o.checksum)))
+    });
+    match checksum::mismatch(runs) {
+        None => Ok(()),
+        Some(listing) => bail!(
+            "CHECKSUM MISMATCH in {}: the targets returned different results from the same \
+             database, so at least one storage layer is wrong and no timing of it can be \
+             trusted. Checksums per run: {listing}",
+            case.title(),
+        ),
     }
 }
 
@@ -257,7 +221,7 @@ fn terminal_rows(result: &CaseResult) -> Vec<Vec<String>> {
         .map(|row| {
             vec![
                 row.combo.label(),
-                mean_stddev(&row.summary),
+                format_mean_stddev_compact(&row.summary),
                 if row.is_baseline {
                     "baseline".into()
                 } else {
@@ -298,7 +262,7 @@ fn rows(result: &CaseResult) -> Vec<Vec<String>> {
         .map(|row| {
             vec![
                 row.combo.label(),
-                mean_stddev(&row.summary),
+                format_mean_stddev_compact(&row.summary),
                 format_seconds(row.summary.min),
                 format_seconds(row.summary.max),
                 relative_cell(row),
@@ -640,63 +604,32 @@ pub fn chart(results: &[CaseResult], baseline: &str) -> Result<BarChart, String>
     })
 }
 
-/// Everything `bench cold` exports.
-pub struct ColdReport {
-    pub records: Vec<ColdRecord>,
-    pub header: Vec<String>,
-    pub results: Vec<CaseResult>,
-    pub verdict: Vec<String>,
-    pub baseline: String,
+/// The Markdown report: the header, the verdict, and a section per case.
+pub fn markdown(header: &[String], results: &[CaseResult], verdict: &[String]) -> String {
+    let mut out = Markdown::new("sqlite-uring bench cold", header);
+    out.block("Verdict", "text", verdict);
+    for result in results {
+        out.section(
+            &format!("{}. {}", result.case.test.number(), result.case.title()),
+            &markdown_table(&HEADERS, &rows(result)),
+        );
+        out.notes(&notes(result));
+    }
+    out.finish()
 }
 
-pub fn markdown(report: &ColdReport) -> String {
-    let mut out = String::from("# sqlite-uring bench cold\n\n");
-    for line in &report.header {
-        out.push_str(&format!("- {line}\n"));
-    }
-    out.push_str("\n## Verdict\n\n```text\n");
-    for line in &report.verdict {
-        out.push_str(line);
-        out.push('\n');
-    }
-    out.push_str("```\n");
-    for result in &report.results {
-        out.push_str(&format!(
-            "\n## {}. {}\n\n",
-            result.case.test.number(),
-            result.case.title()
-        ));
-        out.push_str(&markdown_table(&HEADERS, &rows(result)));
-        let notes = notes(result);
-        if !notes.is_empty() {
-            out.push('\n');
-            for note in notes {
-                out.push_str(&format!("- {note}\n"));
-            }
-        }
-    }
-    out
-}
-
-impl crate::bench::common::export::Exportable for ColdReport {
-    type CsvRow = ColdRecord;
-    type JsonItem = ColdRecord;
-    type Chart = BarChart;
-
-    fn csv_rows(&self) -> &[ColdRecord] {
-        &self.records
-    }
-
-    fn json_items(&self) -> &[ColdRecord] {
-        &self.records
-    }
-
-    fn markdown(&self) -> String {
-        markdown(self)
-    }
-
-    fn chart(&self) -> Result<BarChart, String> {
-        chart(&self.results, &self.baseline)
+/// Everything `bench cold` exports, once the run is over: `header` is the environment,
+/// database and settings printed above the tables.
+pub fn report(
+    header: &[String],
+    results: &[CaseResult],
+    info: &RecordInfo,
+    verdict: &[String],
+) -> Report<ColdRecord, BarChart> {
+    Report {
+        records: records(results, info),
+        markdown: markdown(header, results, verdict),
+        chart: chart(results, &info.baseline),
     }
 }
 

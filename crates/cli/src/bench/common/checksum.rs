@@ -68,6 +68,22 @@ impl Checksum {
     }
 }
 
+/// The checksum of every run, listed (`unix (wal): 00ab…, …`), when they are not all the
+/// same: then at least one storage layer is wrong, and no timing of the comparison can be
+/// trusted. `None` when every run agrees.
+pub fn mismatch(runs: impl IntoIterator<Item = (String, String)>) -> Option<String> {
+    let all: Vec<(String, String)> = runs.into_iter().collect();
+    let (_, first) = all.first()?;
+    if all.iter().all(|(_, checksum)| checksum == first) {
+        return None;
+    }
+    let listing: Vec<String> = all
+        .iter()
+        .map(|(label, checksum)| format!("{label}: {checksum}"))
+        .collect();
+    Some(listing.join(", "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -86,5 +102,16 @@ mod tests {
         let mut d = Checksum::default();
         d.value(ValueRef::Real(1.0));
         assert_ne!(c, d);
+    }
+
+    #[test]
+    fn a_mismatch_lists_every_run() {
+        let run = |label: &str, checksum: &str| (label.to_string(), checksum.to_string());
+        assert_eq!(mismatch([run("a", "01"), run("b", "01")]), None);
+        assert_eq!(mismatch([]), None);
+        assert_eq!(
+            mismatch([run("a", "01"), run("b", "02")]).as_deref(),
+            Some("a: 01, b: 02")
+        );
     }
 }

@@ -15,19 +15,20 @@ mod processes;
 pub(crate) mod workload;
 
 
+
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 
 use super::common::export::ExportManager;
 use super::common::options::{once_each, ExportOptions, RunOptions, TargetHelp, TargetOptions};
+use super::common::rounds::{memory_filesystem_caution, print_header, Rounds};
 use super::common::signals;
 use crate::bench::common::settings::JournalMode;
 use crate::report::envinfo;
 use cell::{Cell, RunJob};
-use workload::{CellOutcome, Pattern, Shape, SCAN_ROWS};
+use workload::{Pattern, Shape, SCAN_ROWS};
 
 /// Thread counts measured by default: a pool's range, from one reader to many more
 /// threads than cores.
@@ -254,13 +255,7 @@ pub fn run(args: ConcurrencyArgs) -> Result<()> {
         ));
     }
     let mut cautions: Vec<String> = debug_warning.into_iter().collect();
-    if matches!(env.filesystem.as_str(), "tmpfs" | "ramfs") {
-        cautions.push(format!(
-            "WARNING: --dir is on {}: fsync costs nothing there, so these numbers say nothing \
-             about a disk; point --dir at the disk you care about",
-            env.filesystem
-        ));
-    }
+    cautions.extend(memory_filesystem_caution(&env));
     if args.run.trace.is_some() {
         cautions.push(
             "NOTE: --trace: every call to this project's VFS is written to the trace, so its \
@@ -268,92 +263,55 @@ pub fn run(args: ConcurrencyArgs) -> Result<()> {
                 .to_string(),
         );
     }
-    for line in header.iter().chain(&cautions) {
-        println!("{line}");
-    }
-    header.extend(cautions);
-    println!();
+    let header = print_header(header, cautions, None);
 
     let run_dir = args
         .run
         .place
         .dir
         .join(format!("sqlite-uring-concurrency-{}", std::process::id()));
-    let rounds = args.compare.pairing.warmup + args.runs;
-    let progress = ProgressBar::new(cells.len() as u64 * u64::from(rounds) * targets.len() as u64);
-    progress.set_style(
-        ProgressStyle::with_template("{bar:32} {pos}/{len} {msg} [{elapsed_precise}, ETA {eta}]")
-            .expect("the template is valid"),
-    );
+    let pairing = &args.compare.pairing;
+    let rounds = Rounds::new(pairing.warmup, args.runs, cells.len(), targets.len());
     let table_output = crate::report::table::Output::stdout();
     let trace = crate::trace_file::start(args.run.trace.as_deref())?;
     signals::install_handlers()?;
     let mut results = Vec::new();
     for cell in &cells {
-        let mut outcomes: Vec<Vec<CellOutcome>> = vec![Vec::new(); targets.len()];
-        for round in 0..rounds {
-            for step in 0..targets.len() {
-                let index = (step + round as usize) % targets.len();
-                let phase = if round < args.compare.pairing.warmup {
-                    "warmup"
-                } else {
-                    "run"
-                };
-                let job = args.job(cell, &targets[index], &run_dir);
-                progress.set_message(format!("{phase} · {}", job.describe()));
-                crate::trace_file::mark(format_args!(
-                    "concurrency {} · {phase} {}",
-                    job.describe(),
-                    round + 1
-                ));
-                let outcome = match &worker_exe {
-                    Some(exe) => isolate::run_in_worker(exe, &job)?,
-                    None => isolate::run_here(&job)?,
-                };
-                if round >= args.compare.pairing.warmup {
-                    outcomes[index].push(outcome);
-                }
-                progress.inc(1);
+        let outcomes = rounds.case(targets.len(), |step| {
+            let job = args.job(cell, &targets[step.index], &run_dir);
+            rounds.message(format!("{} · {}", step.phase, job.describe()));
+            crate::trace_file::mark(format_args!(
+                "concurrency {} · {} {}",
+                job.describe(),
+                step.phase,
+                step.round + 1
+            ));
+            match &worker_exe {
+                Some(exe) => isolate::run_in_worker(exe, &job),
+                None => isolate::run_here(&job),
             }
-        }
-        let result = output::summarise(*cell, &targets, &outcomes, &args.compare.pairing.baseline)
+        })?;
+        let result = output::summarise(*cell, &targets, &outcomes, &pairing.baseline)
             .with_context(|| cell.title())?;
-        progress.suspend(|| {
-            println!("{}", cell.title());
-            println!("{}", output::terminal_table(&result, table_output));
-            for note in output::notes(&result) {
-                println!("{note}");
-            }
-            println!();
-        });
+        rounds.show(
+            &cell.title(),
+            output::terminal_table(&result, table_output),
+            &output::notes(&result),
+        );
         results.push(result);
     }
-    progress.finish_and_clear();
-    if let Some(trace) = trace {
-        let path = trace.path().to_path_buf();
-        trace.finish()?;
-        println!("Trace written to {}", path.display());
-        println!();
-    }
+    rounds.finish(trace)?;
     let verdict = output::verdict(&results, &args.compare.pairing.baseline);
     for line in &verdict {
         println!("{line}");
     }
-    let report = output::ConcurrencyReport {
-        records: output::records(
-            &results,
-            &output::RecordInfo {
-                synchronous: args.compare.pairing.synchronous.name().to_string(),
-                duration_ms: args.duration_ms,
-                rows: args.rows,
-                baseline: args.compare.pairing.baseline.clone(),
-            },
-        ),
-        header,
-        results,
-        verdict,
-        baseline: args.compare.pairing.baseline.clone(),
+    let info = output::RecordInfo {
+        synchronous: pairing.synchronous.name().to_string(),
+        duration_ms: args.duration_ms,
+        rows: args.rows,
+        baseline: pairing.baseline.clone(),
     };
+    let report = output::report(&header, &results, &info, &verdict);
     for warning in exports.write(&report)? {
         eprintln!("warning: {warning}");
     }

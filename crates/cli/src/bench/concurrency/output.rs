@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use super::cell::Cell;
 use super::workload::{resolve_target, CellOutcome, Kind, Pattern};
+use crate::bench::common::export::{Markdown, Report};
+use crate::bench::common::paired::Compared;
 use crate::bench::common::verdict::{chance_limit, entry, first_appearances, Comparison};
 use crate::report::chart::{Line, LineChart};
 use crate::report::export::markdown_table;
@@ -86,16 +88,12 @@ pub fn summarise(
         let rates_of =
             |index: usize| -> Vec<f64> { of_kind[index].iter().map(|k| k.rate_per_s).collect() };
         let baseline_rates = baseline_index.map(rates_of);
-        let baseline_summary = baseline_rates.as_deref().and_then(Summary::from_samples);
         for (index, target) in targets.iter().enumerate() {
             let rates = rates_of(index);
-            let Some(summary) = Summary::from_samples(&rates) else {
-                bail!("{target}: no valid {} rate", kind.name());
-            };
             let is_baseline = Some(index) == baseline_index;
-            let paired = match (&baseline_rates, is_baseline) {
-                (Some(base), false) => stats::paired_ratio(&rates, base),
-                _ => None,
+            // The baseline's own row keeps the ratio of its mean to itself, with its error.
+            let Some(compared) = Compared::of(&rates, baseline_rates.as_deref(), false) else {
+                bail!("{target}: no valid {} rate", kind.name());
             };
             let per_op_s: Vec<f64> = rates.iter().map(|r| 1.0 / r).collect();
             let warnings = if rates.iter().all(|r| *r > 0.0) {
@@ -108,14 +106,12 @@ pub fn summarise(
                 target: target.clone(),
                 vfs: resolve_target(target)?.vfs.unwrap_or_default(),
                 kind,
-                relative: baseline_summary
-                    .as_ref()
-                    .and_then(|b| summary.relative_to(b)),
+                relative: compared.relative,
                 ops_mean: runs.iter().map(|k| k.ops as f64).sum::<f64>() / runs.len() as f64,
                 p50_s: median_of_some(runs.iter().map(|k| k.p50_s)),
                 p99_s: median_of_some(runs.iter().map(|k| k.p99_s)),
-                rates: summary,
-                paired,
+                rates: compared.summary,
+                paired: compared.paired.filter(|_| !is_baseline),
                 warnings,
             });
         }
@@ -479,35 +475,32 @@ fn summary_table(results: &[CellResult], baseline: &str) -> String {
     markdown_table(&headers, &rows)
 }
 
-pub fn markdown(report: &ConcurrencyReport) -> String {
-    let mut out = String::from("# sqlite-uring bench concurrency\n\n");
-    for line in &report.header {
-        out.push_str(&format!("- {line}\n"));
+/// The Markdown report: the header, the summary table, the verdict, and a section per
+/// cell.
+pub fn markdown(
+    header: &[String],
+    results: &[CellResult],
+    verdict: &[String],
+    baseline: &str,
+) -> String {
+    let mut out = Markdown::new("sqlite-uring bench concurrency", header);
+    out.section(
+        "Summary",
+        &format!(
+            "Paired median of the rate ratio to {baseline} [95 % interval]; **bold**: more \
+             operations per second than {baseline} beyond the noise, _italic_: fewer.\n\n{}",
+            summary_table(results, baseline)
+        ),
+    );
+    out.block("Verdict", "", verdict);
+    for result in results {
+        out.section(
+            &result.cell.title(),
+            &markdown_table(&HEADERS, &table_rows(result)),
+        );
+        out.notes(&notes(result));
     }
-    out.push_str(&format!(
-        "\n## Summary\n\nPaired median of the rate ratio to {0} [95 % interval]; **bold**: \
-         more operations per second than {0} beyond the noise, _italic_: fewer.\n\n",
-        report.baseline
-    ));
-    out.push_str(&summary_table(&report.results, &report.baseline));
-    out.push_str("\n## Verdict\n\n```\n");
-    for line in &report.verdict {
-        out.push_str(line);
-        out.push('\n');
-    }
-    out.push_str("```\n");
-    for result in &report.results {
-        out.push_str(&format!("\n## {}\n\n", result.cell.title()));
-        out.push_str(&markdown_table(&HEADERS, &table_rows(result)));
-        let notes = notes(result);
-        if !notes.is_empty() {
-            out.push('\n');
-            for note in notes {
-                out.push_str(&format!("- {note}\n"));
-            }
-        }
-    }
-    out
+    out.finish()
 }
 
 /// Mean rate against N: one colour per pattern, journal mode and kind, one marker per
@@ -557,39 +550,23 @@ pub fn chart(results: &[CellResult], targets: &[String]) -> Result<LineChart, St
     })
 }
 
-/// Everything `bench concurrency` exports.
-pub struct ConcurrencyReport {
-    pub records: Vec<ConcurrencyRecord>,
-    pub header: Vec<String>,
-    pub results: Vec<CellResult>,
-    pub verdict: Vec<String>,
-    pub baseline: String,
-}
-
-impl crate::bench::common::export::Exportable for ConcurrencyReport {
-    type CsvRow = ConcurrencyRecord;
-    type JsonItem = ConcurrencyRecord;
-    type Chart = LineChart;
-
-    fn csv_rows(&self) -> &[ConcurrencyRecord] {
-        &self.records
-    }
-
-    fn json_items(&self) -> &[ConcurrencyRecord] {
-        &self.records
-    }
-
-    fn markdown(&self) -> String {
-        markdown(self)
-    }
-
-    fn chart(&self) -> Result<LineChart, String> {
-        let targets: Vec<String> =
-            first_appearances(self.records.iter().map(|r| r.target.as_str()))
-                .into_iter()
-                .map(String::from)
-                .collect();
-        chart(&self.results, &targets)
+/// Everything `bench concurrency` exports, once the run is over: `header` is the
+/// environment and settings printed above the tables.
+pub fn report(
+    header: &[String],
+    results: &[CellResult],
+    info: &RecordInfo,
+    verdict: &[String],
+) -> Report<ConcurrencyRecord, LineChart> {
+    let records = records(results, info);
+    let targets: Vec<String> = first_appearances(records.iter().map(|r| r.target.as_str()))
+        .into_iter()
+        .map(String::from)
+        .collect();
+    Report {
+        markdown: markdown(header, results, verdict, &info.baseline),
+        chart: chart(results, &targets),
+        records,
     }
 }
 

@@ -15,18 +15,20 @@ mod verdict;
 pub(crate) mod workload;
 
 
+
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 
 use super::common::export::ExportManager;
-use super::common::options::{ExportOptions, RunOptions, TargetHelp, TargetOptions};
+use super::common::options::{ExportOptions, Isolation, RunOptions, TargetHelp, TargetOptions};
 use super::common::pagecache::CacheState;
+use super::common::rounds::{memory_filesystem_caution, print_header, Rounds};
 use super::common::signals;
-use crate::bench::common::checksum::Checksum;
+use crate::bench::common::checksum;
 use crate::bench::common::counts;
+use crate::bench::common::paired::Compared;
 use crate::bench::common::settings::{JournalMode, Settings};
 use crate::bench::common::targets::Target;
 use crate::report::{envinfo, stats};
@@ -165,7 +167,6 @@ pub fn run(args: SpeedArgs) -> Result<()> {
     };
     tests.sort_unstable();
     tests.dedup();
-
     let targets = args.compare.resolve()?;
     let combos = combos(&targets, &journals);
     let mode = if args.prepared {
@@ -173,19 +174,114 @@ pub fn run(args: SpeedArgs) -> Result<()> {
     } else {
         Mode::Text
     };
-    let sizes = Sizes { scale: args.scale };
 
     let env = envinfo::EnvInfo::collect(&args.run.place.dir);
+    let mut cautions: Vec<String> = debug_warning.into_iter().collect();
+    if let Some(path) = &args.run.trace {
+        cautions.push(format!(
+            "NOTE: --trace {}: every call to this project's VFS is written there, so its \
+             targets run slower than untraced ones (unix and memory are not traced)",
+            path.display()
+        ));
+    }
+    cautions.extend(memory_filesystem_caution(&env));
+    let header = print_header(
+        header(&args, &env, &targets, &journals, mode, isolation),
+        cautions,
+        Some(output::TERMINAL_OMITS),
+    );
+
+    let database_path = args
+        .run
+        .place
+        .dir
+        .join(format!("sqlite-uring-speed-{}.db", std::process::id()));
+    let pairing = &args.compare.pairing;
+    let rounds = Rounds::new(pairing.warmup, args.runs, tests.len(), combos.len());
+    let table_output = crate::report::table::Output::stdout();
+    let trace = crate::trace_file::start(args.run.trace.as_deref())?;
+    signals::install_handlers()?;
+    let mut results = Vec::new();
+    for &number in &tests {
+        let plan = TestPlan::new(number, Sizes { scale: args.scale }, mode);
+        let outcomes = rounds.case(combos.len(), |step| {
+            let combo = &combos[step.index];
+            rounds.message(format!(
+                "test {number} · {} · {}",
+                step.phase,
+                combo.label()
+            ));
+            crate::trace_file::mark(format_args!(
+                "speed test {number} ({}) · {} {} · {}",
+                workload::test_name(number),
+                step.phase,
+                step.round + 1,
+                combo.label()
+            ));
+            match &worker_exe {
+                Some(exe) => {
+                    isolate::run_in_worker(exe, &worker_job(&args, number, combo, &database_path))
+                }
+                None => {
+                    let settings = Settings {
+                        journal: combo.journal.unwrap_or(JournalMode::Delete),
+                        synchronous: pairing.synchronous,
+                    };
+                    runner::run_once(
+                        &combo.target,
+                        settings,
+                        &database_path,
+                        &plan,
+                        mode,
+                        args.cache,
+                    )
+                }
+            }
+        })?;
+        let result = summarise(number, &combos, &outcomes, &pairing.baseline, &journals)?;
+        rounds.show(
+            &output::title(&result),
+            output::terminal_table(&result, table_output),
+            &output::notes(&result),
+        );
+        results.push(result);
+    }
+    rounds.finish(trace)?;
+
+    let verdict = print_closing(&results, &pairing.baseline);
+    let info = RunInfo {
+        synchronous: pairing.synchronous.name().to_string(),
+        mode: mode.name().to_string(),
+        scale: args.scale,
+        cache: args.cache.name().to_string(),
+    };
+    let report = output::report(&header, &results, &info, &verdict, &pairing.baseline);
+    for warning in exports.write(&report)? {
+        eprintln!("warning: {warning}");
+    }
+    Ok(())
+}
+
+/// The environment and the settings of the run, as its output begins.
+fn header(
+    args: &SpeedArgs,
+    env: &envinfo::EnvInfo,
+    targets: &[Target],
+    journals: &[JournalMode],
+    mode: Mode,
+    isolation: Isolation,
+) -> Vec<String> {
+    let pairing = &args.compare.pairing;
     let mut header = env.lines();
     header.push(format!(
         "settings:    synchronous={} · journal {} · {} statements · scale {} · {} warmup + {} runs · baseline {} · isolation {} · {}",
-        args.compare.pairing.synchronous.name(),
+        pairing.synchronous.name(),
         journals.iter().map(|j| j.name()).collect::<Vec<_>>().join(","),
         mode.name(),
         args.scale,
-        args.compare.pairing.warmup,
+        pairing.warmup,
         args.runs,
-        args.compare.pairing.baseline,
+        pairing.baseline,
         isolation.name(),
         cache_setting(args.cache),
     ));
@@ -205,114 +301,13 @@ pub fn run(args: SpeedArgs) -> Result<()> {
             ));
         }
     }
-    let mut cautions: Vec<String> = debug_warning.into_iter().collect();
-    if let Some(path) = &args.run.trace {
-        cautions.push(format!(
-            "NOTE: --trace {}: every call to this project's VFS is written there, so its \
-             targets run slower than untraced ones (unix and memory are not traced)",
-            path.display()
-        ));
-    }
-    if matches!(env.filesystem.as_str(), "tmpfs" | "ramfs") {
-        cautions.push(format!(
-            "WARNING: --dir is on {}: fsync costs nothing there, so these numbers say nothing \
-             about a disk; point --dir at the disk you care about",
-            env.filesystem
-        ));
-    }
-    for line in header.iter().chain(&cautions) {
-        println!("{line}");
-    }
-    header.extend(cautions);
-    println!("tables:      {}", output::TERMINAL_OMITS);
-    println!();
+    header
+}
 
-    let database_path = args
-        .run
-        .place
-        .dir
-        .join(format!("sqlite-uring-speed-{}.db", std::process::id()));
-    let rounds = args.compare.pairing.warmup + args.runs;
-    let progress = ProgressBar::new(tests.len() as u64 * u64::from(rounds) * combos.len() as u64);
-    progress.set_style(
-        ProgressStyle::with_template("{bar:32} {pos}/{len} {msg} [{elapsed_precise}, ETA {eta}]")
-            .expect("the template is valid"),
-    );
-
-    let table_output = crate::report::table::Output::stdout();
-    let trace = crate::trace_file::start(args.run.trace.as_deref())?;
-    signals::install_handlers()?;
-    let mut results = Vec::new();
-    for &number in &tests {
-        let plan = TestPlan::new(number, sizes, mode);
-        let mut outcomes: Vec<Vec<RunOutcome>> = vec![Vec::new(); combos.len()];
-        for round in 0..rounds {
-            for step in 0..combos.len() {
-                // Rotating the order each round spreads any "goes first" effect over all.
-                let index = (step + round as usize) % combos.len();
-                let combo = &combos[index];
-                let phase = if round < args.compare.pairing.warmup {
-                    "warmup"
-                } else {
-                    "run"
-                };
-                progress.set_message(format!("test {number} · {phase} · {}", combo.label()));
-                let settings = Settings {
-                    journal: combo.journal.unwrap_or(JournalMode::Delete),
-                    synchronous: args.compare.pairing.synchronous,
-                };
-                crate::trace_file::mark(format_args!(
-                    "speed test {number} ({}) · {phase} {} · {}",
-                    workload::test_name(number),
-                    round + 1,
-                    combo.label()
-                ));
-                let outcome = match &worker_exe {
-                    Some(exe) => isolate::run_in_worker(
-                        exe,
-                        &worker_job(&args, number, combo, &database_path),
-                    )?,
-                    None => runner::run_once(
-                        &combo.target,
-                        settings,
-                        &database_path,
-                        &plan,
-                        mode,
-                        args.cache,
-                    )?,
-                };
-                if round >= args.compare.pairing.warmup {
-                    outcomes[index].push(outcome);
-                }
-                progress.inc(1);
-            }
-        }
-        let result = summarise(
-            number,
-            &combos,
-            &outcomes,
-            &args.compare.pairing.baseline,
-            &journals,
-        )?;
-        progress.suspend(|| {
-            println!("{}", output::title(&result));
-            println!("{}", output::terminal_table(&result, table_output));
-            for note in output::notes(&result) {
-                println!("{note}");
-            }
-            println!();
-        });
-        results.push(result);
-    }
-    progress.finish_and_clear();
-    if let Some(trace) = trace {
-        let path = trace.path().to_path_buf();
-        trace.finish()?;
-        println!("Trace written to {}", path.display());
-        println!();
-    }
-
-    let remedies = output::warning_remedies(&results);
+/// Prints what closes the output: the remedies of the warnings, the geometric means and
+/// the verdict, which it returns.
+fn print_closing(results: &[TestResult], baseline: &str) -> Vec<String> {
+    let remedies = output::warning_remedies(results);
     if !remedies.is_empty() {
         println!("About the warnings:");
         for remedy in remedies {
@@ -321,32 +316,15 @@ pub fn run(args: SpeedArgs) -> Result<()> {
         println!();
     }
     println!("Geometric mean of Relative over {} test(s):", results.len());
-    for (label, mean, count) in output::geometric_means(&results) {
+    for (label, mean, count) in output::geometric_means(results) {
         println!("  {label:<24} {mean:.3}  ({count} tests)");
     }
     println!();
-    let verdict = verdict::summary(&results, &args.compare.pairing.baseline);
+    let verdict = verdict::summary(results, baseline);
     for line in &verdict {
         println!("{line}");
     }
-
-    let info = RunInfo {
-        synchronous: args.compare.pairing.synchronous.name().to_string(),
-        mode: mode.name().to_string(),
-        scale: args.scale,
-        cache: args.cache.name().to_string(),
-    };
-    let report = output::SpeedReport {
-        records: output::records(&results, &info),
-        header,
-        results,
-        baseline: args.compare.pairing.baseline.clone(),
-        verdict,
-    };
-    for warning in exports.write(&report)? {
-        eprintln!("warning: {warning}");
-    }
-    Ok(())
+    verdict
 }
 
 /// The cache state as the settings header states it.
@@ -397,14 +375,13 @@ fn summarise(
     };
     let times = |runs: &[RunOutcome]| -> Vec<f64> { runs.iter().map(|o| o.elapsed_s).collect() };
     let mut results = Vec::new();
-    for (combo, runs) in combos.iter().zip(outcomes) {
+    for (index, (combo, runs)) in combos.iter().zip(outcomes).enumerate() {
         let samples = times(runs);
         let baseline = baseline_of(combo);
+        let is_baseline = baseline == Some(index);
         // Outcomes are stored in round order, so index i of two combos is one pair.
-        let paired = baseline
-            .filter(|&b| combos[b].label() != combo.label())
-            .and_then(|b| stats::paired_ratio(&samples, &times(&outcomes[b])));
-        let summary = stats::Summary::from_samples(&samples)
+        let base_samples = baseline.map(|b| times(&outcomes[b]));
+        let compared = Compared::of(&samples, base_samples.as_deref(), is_baseline)
             .with_context(|| format!("test {number} on {} has no valid timing", combo.label()))?;
         results.push(ComboResult {
             label: combo.label(),
@@ -415,14 +392,16 @@ fn summarise(
                 .clone()
                 .unwrap_or_else(|| ":memory:".into()),
             journal: combo.journal_name().to_string(),
-            summary,
+            summary: compared.summary,
             cpu_mean_s: runs.iter().map(|o| o.cpu_s).sum::<f64>() / runs.len().max(1) as f64,
             checksum: runs[0].checksum,
             io: counts::mean(runs.iter().map(|o| o.io)),
             engine_counted: combo.target.counter.counts_engine(),
             warnings: stats::warnings(&samples),
             baseline,
-            paired,
+            is_baseline,
+            relative: compared.relative,
+            paired: compared.paired,
         });
     }
     let unfair = unfair_comparisons(&results);
@@ -436,28 +415,19 @@ fn summarise(
 
 /// Every run of every target must have seen the same rows and left the same database.
 fn check_checksums(number: u32, combos: &[Combo], outcomes: &[Vec<RunOutcome>]) -> Result<()> {
-    let all: Vec<(String, Checksum)> = combos
+    let runs = combos
         .iter()
         .zip(outcomes)
-        .flat_map(|(combo, runs)| runs.iter().map(move |o| (combo.label(), o.checksum)))
-        .collect();
-    let Some((_, first)) = all.first() else {
-        return Ok(());
-    };
-    if all.iter().all(|(_, c)| c == first) {
-        return Ok(());
+        .flat_map(|(combo, runs)| runs.iter().map(move |o| (combo.label(), o.checksum.hex())));
+    match checksum::mismatch(runs) {
+        None => Ok(()),
+        Some(listing) => bail!(
+            "CHECKSUM MISMATCH in test {number} ({}): the targets returned different query \
+             results or stored different data, so at least one storage layer is wrong and no \
+             timing of this suite can be trusted. Checksums per run: {listing}",
+            workload::test_name(number),
+        ),
     }
-    let listing: Vec<String> = all
-        .iter()
-        .map(|(label, c)| format!("{label}: {}", c.hex()))
-        .collect();
-    bail!(
-        "CHECKSUM MISMATCH in test {number} ({}): the targets returned different query results \
-         or stored different data, so at least one storage layer is wrong and no timing of this \
-         suite can be trusted. Checksums per run: {}",
-        workload::test_name(number),
-        listing.join(", ")
-    )
 }
 
 /// SQLite decides when to sync from what the VFS tells it (sector size, device
@@ -502,6 +472,7 @@ pub(crate) fn parse_test_args<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::common::checksum::Checksum;
     use crate::bench::common::targets;
     use sqlite_uring::IoStats;
     use std::path::PathBuf;

@@ -5,9 +5,12 @@ use serde::{Deserialize, Serialize};
 use sqlite_uring::IoStats;
 
 use crate::bench::common::checksum::Checksum;
+use crate::bench::common::export::{Markdown, Report};
 use crate::report::chart::{BarChart, Series};
+use crate::report::export::markdown_table;
 use crate::report::stats::{
-    format_bytes, format_mean_stddev, format_seconds, PairedRatio, Relative, Summary, Warning,
+    format_bytes, format_mean_stddev, format_mean_stddev_compact, format_seconds, PairedRatio,
+    Relative, Summary, Warning,
 };
 use crate::report::table;
 
@@ -32,6 +35,10 @@ pub struct ComboResult {
     pub warnings: Vec<Warning>,
     /// Index of the result this one is compared to (itself for the baseline).
     pub baseline: Option<usize>,
+    /// Whether this is the baseline itself.
+    pub is_baseline: bool,
+    /// Mean ÷ the baseline's mean (exactly 1 for the baseline itself).
+    pub relative: Option<Relative>,
     /// Run-by-run ratios to the baseline's runs of the same rounds (`None` for the
     /// baseline itself).
     pub paired: Option<PairedRatio>,
@@ -41,18 +48,6 @@ impl ComboResult {
     /// The counters of the engine, where counted.
     fn engine(&self) -> Option<IoStats> {
         self.io.filter(|_| self.engine_counted)
-    }
-
-    pub fn relative(&self, all: &[ComboResult]) -> Option<Relative> {
-        let baseline = &all[self.baseline?];
-        if baseline.label == self.label {
-            // The reference itself: exactly 1, with no error of its own (as hyperfine).
-            return Some(Relative {
-                ratio: 1.0,
-                error: None,
-            });
-        }
-        self.summary.relative_to(&baseline.summary)
     }
 }
 
@@ -130,7 +125,7 @@ pub fn records(results: &[TestResult], info: &RunInfo) -> Vec<SpeedRecord> {
     let mut out = Vec::new();
     for test in results {
         for combo in &test.combos {
-            let relative = combo.relative(&test.combos);
+            let relative = combo.relative;
             let io = combo.io;
             out.push(SpeedRecord {
                 test: test.number,
@@ -198,12 +193,8 @@ fn io_cell(io: Option<IoStats>) -> String {
 
 /// One row of cells per result, shared by the terminal and Markdown tables.
 /// The Relative cell: `1.85 ± 0.07`, or `None` for the baseline itself.
-fn relative_cell(test: &TestResult, combo: &ComboResult) -> Option<String> {
-    Some(match (combo.baseline, combo.relative(&test.combos)) {
-        (Some(b), Some(r)) if test.combos[b].label != combo.label => r.display(),
-        (Some(_), Some(_)) => return None,
-        _ => "–".into(),
-    })
+fn relative_cell(combo: &ComboResult) -> Option<String> {
+    (!combo.is_baseline).then(|| combo.relative.map_or_else(|| "–".into(), |r| r.display()))
 }
 
 fn paired_cell(combo: &ComboResult) -> String {
@@ -225,7 +216,7 @@ fn rows(test: &TestResult) -> Vec<Vec<String>> {
                 format_mean_stddev(&combo.summary),
                 format_seconds(combo.summary.min),
                 format_seconds(combo.summary.max),
-                relative_cell(test, combo).unwrap_or_else(|| "1.00 (baseline)".into()),
+                relative_cell(combo).unwrap_or_else(|| "1.00 (baseline)".into()),
                 paired_cell(combo),
                 format_seconds(combo.cpu_mean_s),
                 io_cell(combo.io),
@@ -323,21 +314,6 @@ const TERMINAL_HEADERS: [&str; 6] = [
 pub const TERMINAL_OMITS: &str =
     "min, max, CPU time and kernel entries of every row: --export-markdown or --export-json";
 
-/// `12.30 ± 0.40 ms`: the mean and σ with one unit when they share it.
-fn compact_mean_stddev(summary: &crate::report::stats::Summary) -> String {
-    let mean = format_seconds(summary.mean);
-    let Some(stddev) = summary.stddev else {
-        return mean;
-    };
-    let stddev = format_seconds(stddev);
-    match (mean.rsplit_once(' '), stddev.rsplit_once(' ')) {
-        (Some((mean_value, unit)), Some((stddev_value, stddev_unit))) if unit == stddev_unit => {
-            format!("{mean_value} ± {stddev_value} {unit}")
-        }
-        _ => format!("{mean} ± {stddev}"),
-    }
-}
-
 /// One row of the terminal table per result.
 fn terminal_rows(test: &TestResult) -> Vec<Vec<String>> {
     test.combos
@@ -345,8 +321,8 @@ fn terminal_rows(test: &TestResult) -> Vec<Vec<String>> {
         .map(|combo| {
             vec![
                 combo.label.clone(),
-                compact_mean_stddev(&combo.summary),
-                relative_cell(test, combo).unwrap_or_else(|| "baseline".into()),
+                format_mean_stddev_compact(&combo.summary),
+                relative_cell(combo).unwrap_or_else(|| "baseline".into()),
                 paired_cell(combo),
                 io_cell(combo.io),
                 written_cell(combo),
@@ -382,10 +358,7 @@ pub fn geometric_means(results: &[TestResult]) -> Vec<(String, f64, usize)> {
                 .iter()
                 .filter_map(|test| {
                     let combo = test.combos.iter().find(|c| c.label == label)?;
-                    combo
-                        .relative(&test.combos)
-                        .map(|r| r.ratio)
-                        .filter(|r| *r > 0.0)
+                    combo.relative.map(|r| r.ratio).filter(|r| *r > 0.0)
                 })
                 .collect();
             (!ratios.is_empty()).then(|| {
@@ -396,35 +369,27 @@ pub fn geometric_means(results: &[TestResult]) -> Vec<(String, f64, usize)> {
         .collect()
 }
 
-pub fn markdown(header: &[String], results: &[TestResult]) -> String {
-    let mut out = String::from("# sqlite-uring bench speed\n\n");
-    for line in header {
-        out.push_str(&format!("- {line}\n"));
-    }
+/// The Markdown report: the header, a section per test, the geometric means and the
+/// verdict.
+pub fn markdown(header: &[String], results: &[TestResult], verdict: &[String]) -> String {
+    let mut out = Markdown::new("sqlite-uring bench speed", header);
     for test in results {
-        out.push_str(&format!("\n## {}\n\n", title(test)));
-        out.push_str(&crate::report::export::markdown_table(
-            &HEADERS,
-            &rows(test),
-        ));
-        let notes = notes(test);
-        if !notes.is_empty() {
-            out.push('\n');
-            for note in notes {
-                out.push_str(&format!("- {note}\n"));
-            }
-        }
+        out.section(&title(test), &markdown_table(&HEADERS, &rows(test)));
+        out.notes(&notes(test));
     }
-    out.push_str("\n## Geometric mean of relative time over the tests\n\n");
     let summary: Vec<Vec<String>> = geometric_means(results)
         .into_iter()
         .map(|(label, mean, n)| vec![label, format!("{mean:.3}"), n.to_string()])
         .collect();
-    out.push_str(&crate::report::export::markdown_table(
-        &["Command", "Geometric mean of Relative", "Tests"],
-        &summary,
-    ));
-    out
+    out.section(
+        "Geometric mean of relative time over the tests",
+        &markdown_table(
+            &["Command", "Geometric mean of Relative", "Tests"],
+            &summary,
+        ),
+    );
+    out.block("Verdict", "text", verdict);
+    out.finish()
 }
 
 /// Relative time per test (categories) and result (series); the baselines are the
@@ -433,10 +398,7 @@ pub fn chart(results: &[TestResult], baseline_name: &str) -> BarChart {
     let mut labels: Vec<String> = Vec::new();
     for test in results {
         for combo in &test.combos {
-            let is_baseline = combo
-                .baseline
-                .is_some_and(|b| test.combos[b].label == combo.label);
-            if !is_baseline && !labels.contains(&combo.label) {
+            if !combo.is_baseline && !labels.contains(&combo.label) {
                 labels.push(combo.label.clone());
             }
         }
@@ -448,7 +410,7 @@ pub fn chart(results: &[TestResult], baseline_name: &str) -> BarChart {
                 .iter()
                 .map(|test| {
                     let combo = test.combos.iter().find(|c| c.label == label)?;
-                    combo.relative(&test.combos)
+                    combo.relative
                 })
                 .collect();
             Series {
@@ -469,42 +431,19 @@ pub fn chart(results: &[TestResult], baseline_name: &str) -> BarChart {
     }
 }
 
-/// Everything `bench speed` exports, computed once at the end of the run.
-pub struct SpeedReport {
-    pub records: Vec<SpeedRecord>,
-    /// The environment header and cautions printed above the tables.
-    pub header: Vec<String>,
-    pub results: Vec<TestResult>,
-    pub baseline: String,
-    /// The closing verdict's lines.
-    pub verdict: Vec<String>,
-}
-
-impl crate::bench::common::export::Exportable for SpeedReport {
-    type CsvRow = SpeedRecord;
-    type JsonItem = SpeedRecord;
-    type Chart = BarChart;
-
-    fn csv_rows(&self) -> &[SpeedRecord] {
-        &self.records
-    }
-
-    fn json_items(&self) -> &[SpeedRecord] {
-        &self.records
-    }
-
-    fn markdown(&self) -> String {
-        let mut out = markdown(&self.header, &self.results);
-        out.push_str("\n## Verdict\n\n```text\n");
-        for line in &self.verdict {
-            out.push_str(&format!("{line}\n"));
-        }
-        out.push_str("```\n");
-        out
-    }
-
-    fn chart(&self) -> Result<BarChart, String> {
-        Ok(chart(&self.results, &self.baseline))
+/// Everything `bench speed` exports, once the run is over: `header` is the environment
+/// and settings printed above the tables.
+pub fn report(
+    header: &[String],
+    results: &[TestResult],
+    info: &RunInfo,
+    verdict: &[String],
+    baseline: &str,
+) -> Report<SpeedRecord, BarChart> {
+    Report {
+        records: records(results, info),
+        markdown: markdown(header, results, verdict),
+        chart: Ok(chart(results, baseline)),
     }
 }
 
@@ -533,12 +472,32 @@ mod tests {
             engine_counted: true,
             warnings: vec![],
             baseline: Some(baseline),
+            is_baseline: false,
+            relative: None,
             paired: paired.then_some(PairedRatio {
                 median: 0.9712,
                 interval: Some((0.9512, 0.9912)),
                 pairs: 10,
             }),
         }
+    }
+
+    /// Each result's mean relative to its baseline's, the baseline itself exactly 1.
+    fn with_relatives(mut combos: Vec<ComboResult>) -> Vec<ComboResult> {
+        let summaries: Vec<Summary> = combos.iter().map(|c| c.summary.clone()).collect();
+        for (index, combo) in combos.iter_mut().enumerate() {
+            let baseline = combo.baseline.unwrap();
+            combo.is_baseline = baseline == index;
+            combo.relative = if combo.is_baseline {
+                Some(Relative {
+                    ratio: 1.0,
+                    error: None,
+                })
+            } else {
+                combo.summary.relative_to(&summaries[baseline])
+            };
+        }
+        combos
     }
 
     /// The widest rows a default run produces (and a long URI-parameter label) still
@@ -548,7 +507,7 @@ mod tests {
         let test = TestResult {
             number: 12,
             name: "DELETE with an index",
-            combos: vec![
+            combos: with_relatives(vec![
                 combo("unix (delete)", 0, &[1.234_567, 1.3, 1.25], false),
                 combo(
                     "io_uring?uring_sync_plan=separate&uring_write_behind=off (delete)",
@@ -557,7 +516,7 @@ mod tests {
                     true,
                 ),
                 combo("io_uring (delete)", 0, &[0.000_123, 0.000_13], true),
-            ],
+            ]),
             unfair: vec![],
         };
         let rendered = terminal_table(&test, Output::Piped).to_string();
@@ -568,17 +527,7 @@ mod tests {
             "{rendered}"
         );
         // The Markdown export keeps every column.
-        let markdown = markdown(&[], std::slice::from_ref(&test));
+        let markdown = markdown(&[], std::slice::from_ref(&test), &[]);
         assert!(markdown.contains("1.00 (baseline)") && markdown.contains("1234567"));
-    }
-
-    #[test]
-    fn mean_and_sigma_share_their_unit() {
-        let same = Summary::from_samples(&[0.010, 0.014]).unwrap();
-        assert_eq!(compact_mean_stddev(&same), "12.00 ± 2.83 ms");
-        let mixed = Summary::from_samples(&[1.0, 1.004]).unwrap();
-        assert_eq!(compact_mean_stddev(&mixed), "1.002 s ± 2.83 ms");
-        let one = Summary::from_samples(&[0.5]).unwrap();
-        assert_eq!(compact_mean_stddev(&one), "500.00 ms");
     }
 }

@@ -88,6 +88,8 @@ mod tests {
             engine_counted: false,
             warnings: vec![],
             baseline: Some(0),
+            is_baseline: target == "unix",
+            relative: None,
             paired: (target != "unix").then(|| PairedRatio {
                 median: interval.map_or(1.0, |(low, high)| (low + high) / 2.0),
                 interval,
