@@ -1,7 +1,6 @@
 //! `sqlite-uring bench …`
 
 
-
 use clap::Subcommand;
 
 use common::worker;

@@ -21,7 +21,6 @@ mod output;
 mod workload;
 
 
-
 use anyhow::{bail, Context, Result};
 use clap::Args;
 

@@ -132,6 +132,38 @@ impl<R: Serialize, C: SvgChart + Clone> Exportable for Report<R, C> {
     }
 }
 
+/// Results written as CSV rows and as one JSON document (the settings, the runs and
+/// their summaries), with their Markdown report and their chart.
+pub struct Document<'a, R, J, C> {
+    pub rows: &'a [R],
+    pub json: J,
+    pub markdown: String,
+    /// What `--chart` draws, or why these results have nothing to chart.
+    pub chart: Result<C, String>,
+}
+
+impl<R: Serialize, J: Serialize, C: SvgChart + Clone> Exportable for Document<'_, R, J, C> {
+    type CsvRow = R;
+    type JsonItem = J;
+    type Chart = C;
+
+    fn csv_rows(&self) -> &[R] {
+        self.rows
+    }
+
+    fn json_items(&self) -> &[J] {
+        std::slice::from_ref(&self.json)
+    }
+
+    fn markdown(&self) -> String {
+        self.markdown.clone()
+    }
+
+    fn chart(&self) -> Result<C, String> {
+        self.chart.clone()
+    }
+}
+
 /// A benchmark's Markdown report, written in the order it reads: the title and the
 /// header lines (environment, settings, cautions) as a list, then sections.
 pub struct Markdown(String);

@@ -15,7 +15,6 @@ mod processes;
 pub(crate) mod workload;
 
 
-
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};

@@ -15,7 +15,6 @@ mod verdict;
 pub(crate) mod workload;
 
 
-
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
