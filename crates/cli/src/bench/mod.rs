@@ -1,6 +1,5 @@
 //! `sqlite-uring bench …`
 
-
 use clap::Subcommand;
 
 use common::worker;

@@ -20,7 +20,6 @@ pub(crate) mod isolate;
 mod output;
 mod workload;
 
-
 use anyhow::{bail, Context, Result};
 use clap::Args;
 

@@ -14,7 +14,6 @@ mod output;
 mod processes;
 pub(crate) mod workload;
 
-
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};

@@ -14,7 +14,6 @@ mod runner;
 mod verdict;
 pub(crate) mod workload;
 
-
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
