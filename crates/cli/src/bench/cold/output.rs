@@ -13,12 +13,12 @@ use crate::bench::common::checksum;
 use crate::bench::common::counts;
 use crate::bench::common::export::{Markdown, Report};
 use crate::bench::common::pagecache::CacheState;
-use crate::bench::common::paired::Compared;
+use crate::bench::common::paired::{relative_time_chart, ChartRow, Compared};
 use crate::bench::common::settings::JournalMode;
 use crate::bench::common::verdict::{
     conclusion_line, first_appearances, geometric_mean, Comparison,
 };
-use crate::report::chart::{BarChart, Series};
+use crate::report::chart::BarChart;
 use crate::report::export::markdown_table;
 use crate::report::stats::{
     self, format_bytes, format_mean_stddev_compact, format_seconds, PairedRatio, Relative, Summary,
@@ -552,56 +552,34 @@ pub fn records(results: &[CaseResult], info: &RecordInfo) -> Vec<ColdRecord> {
 }
 
 /// Relative time per case (categories `1 cold`, `1 hot`, … by test number) and
-/// non-baseline combo (series); the baseline is the dashed line at 1.0.
+/// non-baseline combo (series).
 pub fn chart(results: &[CaseResult], baseline: &str) -> Result<BarChart, String> {
-    let labels = first_appearances(
-        results
-            .iter()
-            .flat_map(|r| &r.rows)
-            .filter(|row| !row.is_baseline)
-            .map(|row| row.combo.label())
-            .collect::<Vec<_>>()
-            .iter()
-            .map(String::as_str),
-    )
-    .into_iter()
-    .map(String::from)
-    .collect::<Vec<String>>();
-    if labels.is_empty() {
+    if results
+        .iter()
+        .flat_map(|r| &r.rows)
+        .all(|row| row.is_baseline)
+    {
         return Err(format!("no target besides {baseline} to chart"));
     }
-    let series = labels
-        .into_iter()
-        .map(|label| {
-            let relatives: Vec<Option<Relative>> = results
+    let cases: Vec<Vec<ChartRow>> = results
+        .iter()
+        .map(|result| {
+            result
+                .rows
                 .iter()
-                .map(|result| {
-                    result
-                        .rows
-                        .iter()
-                        .find(|row| row.combo.label() == label)
-                        .and_then(|row| row.relative)
+                .map(|row| ChartRow {
+                    label: row.combo.label(),
+                    is_baseline: row.is_baseline,
+                    relative: row.relative,
                 })
-                .collect();
-            Series {
-                name: label,
-                values: relatives.iter().map(|r| r.map(|r| r.ratio)).collect(),
-                errors: relatives.iter().map(|r| r.and_then(|r| r.error)).collect(),
-            }
+                .collect()
         })
         .collect();
-    Ok(BarChart {
-        title: format!(
-            "bench cold: time relative to {baseline} in the same journal mode (lower is faster)"
-        ),
-        y_label: format!("time / {baseline} time"),
-        categories: results
-            .iter()
-            .map(|r| format!("{} {}", r.case.test.number(), r.case.cache.name()))
-            .collect(),
-        series,
-        reference_line: Some(1.0),
-    })
+    let categories = results
+        .iter()
+        .map(|r| format!("{} {}", r.case.test.number(), r.case.cache.name()))
+        .collect();
+    Ok(relative_time_chart("cold", baseline, categories, &cases))
 }
 
 /// The Markdown report: the header, the verdict, and a section per case.

@@ -3,6 +3,7 @@
 //! its mean to the baseline's, and the run-by-run ratios with their interval
 //! ([`crate::report::stats`] has the formulas).
 
+use crate::report::chart::{BarChart, Series};
 use crate::report::stats::{self, PairedRatio, Relative, Summary};
 
 /// One row's samples, summarised and compared with the baseline's.
@@ -45,6 +46,53 @@ impl Compared {
     }
 }
 
+/// One row of a case for [`relative_time_chart`].
+pub struct ChartRow {
+    pub label: String,
+    pub is_baseline: bool,
+    pub relative: Option<Relative>,
+}
+
+/// The time of every row relative to its baseline, per case (`categories`, one list of
+/// rows each) and combination (a series each, in the order they first appear); the
+/// baselines are the dashed line at 1.0 rather than bars.
+pub fn relative_time_chart(
+    benchmark: &str,
+    baseline: &str,
+    categories: Vec<String>,
+    cases: &[Vec<ChartRow>],
+) -> BarChart {
+    let mut labels: Vec<&str> = Vec::new();
+    for row in cases.iter().flatten().filter(|row| !row.is_baseline) {
+        if !labels.contains(&row.label.as_str()) {
+            labels.push(&row.label);
+        }
+    }
+    let series = labels
+        .into_iter()
+        .map(|label| {
+            let relatives: Vec<Option<Relative>> = cases
+                .iter()
+                .map(|rows| rows.iter().find(|row| row.label == label)?.relative)
+                .collect();
+            Series {
+                name: label.to_string(),
+                values: relatives.iter().map(|r| r.map(|r| r.ratio)).collect(),
+                errors: relatives.iter().map(|r| r.and_then(|r| r.error)).collect(),
+            }
+        })
+        .collect();
+    BarChart {
+        title: format!(
+            "bench {benchmark}: time relative to {baseline} in the same journal mode (lower is faster)"
+        ),
+        y_label: format!("time / {baseline} time"),
+        categories,
+        series,
+        reference_line: Some(1.0),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,5 +117,29 @@ mod tests {
         let alone = Compared::of(&half, None, false).unwrap();
         assert_eq!((alone.relative, alone.paired), (None, None));
         assert_eq!(Compared::of(&[f64::NAN], None, false), None);
+    }
+
+    #[test]
+    fn the_chart_has_a_series_per_non_baseline_row_in_order_of_appearance() {
+        let row = |label: &str, is_baseline: bool, ratio: Option<f64>| ChartRow {
+            label: label.into(),
+            is_baseline,
+            relative: ratio.map(|ratio| Relative { ratio, error: None }),
+        };
+        let cases = vec![
+            vec![row("unix", true, Some(1.0)), row("b", false, Some(0.5))],
+            vec![
+                row("unix", true, Some(1.0)),
+                row("a", false, None),
+                row("b", false, Some(2.0)),
+            ],
+        ];
+        let chart = relative_time_chart("x", "unix", vec!["1".into(), "2".into()], &cases);
+        let names: Vec<&str> = chart.series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["b", "a"]);
+        assert_eq!(chart.series[0].values, [Some(0.5), Some(2.0)]);
+        assert_eq!(chart.series[1].values, [None, None]);
+        assert_eq!(chart.y_label, "time / unix time");
+        assert_eq!(chart.reference_line, Some(1.0));
     }
 }

@@ -6,7 +6,8 @@ use sqlite_uring::IoStats;
 
 use crate::bench::common::checksum::Checksum;
 use crate::bench::common::export::{Markdown, Report};
-use crate::report::chart::{BarChart, Series};
+use crate::bench::common::paired::{relative_time_chart, ChartRow};
+use crate::report::chart::BarChart;
 use crate::report::export::markdown_table;
 use crate::report::stats::{
     format_bytes, format_mean_stddev, format_mean_stddev_compact, format_seconds, PairedRatio,
@@ -392,43 +393,23 @@ pub fn markdown(header: &[String], results: &[TestResult], verdict: &[String]) -
     out.finish()
 }
 
-/// Relative time per test (categories) and result (series); the baselines are the
-/// dashed line at 1.0 rather than bars.
+/// Relative time per test (categories) and result (series).
 pub fn chart(results: &[TestResult], baseline_name: &str) -> BarChart {
-    let mut labels: Vec<String> = Vec::new();
-    for test in results {
-        for combo in &test.combos {
-            if !combo.is_baseline && !labels.contains(&combo.label) {
-                labels.push(combo.label.clone());
-            }
-        }
-    }
-    let series = labels
-        .into_iter()
-        .map(|label| {
-            let relatives: Vec<Option<Relative>> = results
+    let cases: Vec<Vec<ChartRow>> = results
+        .iter()
+        .map(|test| {
+            test.combos
                 .iter()
-                .map(|test| {
-                    let combo = test.combos.iter().find(|c| c.label == label)?;
-                    combo.relative
+                .map(|combo| ChartRow {
+                    label: combo.label.clone(),
+                    is_baseline: combo.is_baseline,
+                    relative: combo.relative,
                 })
-                .collect();
-            Series {
-                name: label,
-                values: relatives.iter().map(|r| r.map(|r| r.ratio)).collect(),
-                errors: relatives.iter().map(|r| r.and_then(|r| r.error)).collect(),
-            }
+                .collect()
         })
         .collect();
-    BarChart {
-        title: format!(
-            "bench speed: time relative to {baseline_name} in the same journal mode (lower is faster)"
-        ),
-        y_label: format!("time / {baseline_name} time"),
-        categories: results.iter().map(|t| t.number.to_string()).collect(),
-        series,
-        reference_line: Some(1.0),
-    }
+    let categories = results.iter().map(|t| t.number.to_string()).collect();
+    relative_time_chart("speed", baseline_name, categories, &cases)
 }
 
 /// Everything `bench speed` exports, once the run is over: `header` is the environment
