@@ -26,7 +26,7 @@ use clap::Args;
 use super::common::export::ExportManager;
 use super::common::options::{once_each, ExportOptions, RunOptions, TargetHelp, TargetOptions};
 use super::common::pagecache::CacheState;
-use super::common::rounds::{print_header, Rounds};
+use super::common::rounds::{on_memory_filesystem, print_header, Rounds};
 use super::common::{process_usage, signals};
 use crate::bench::common::database::{configure, connect};
 use crate::bench::common::settings::{JournalMode, Settings};
@@ -255,7 +255,7 @@ pub fn run(args: ColdArgs) -> Result<()> {
         isolation.name(),
     ));
     let mut cautions: Vec<String> = debug_warning.into_iter().collect();
-    if matches!(env.filesystem.as_str(), "tmpfs" | "ramfs") {
+    if on_memory_filesystem(&env) {
         cautions.push(format!(
             "WARNING: --dir is on {}: its pages are the file and cannot be evicted, so cold \
              runs are hot and nothing is read from a device; point --dir at a disk",

@@ -126,9 +126,14 @@ pub fn print_header(
     header
 }
 
+/// Whether `--dir` is on a filesystem in memory (tmpfs, ramfs): no device behind it.
+pub fn on_memory_filesystem(env: &EnvInfo) -> bool {
+    matches!(env.filesystem.as_str(), "tmpfs" | "ramfs")
+}
+
 /// The caution for a `--dir` on a filesystem in memory, where fsync costs nothing.
 pub fn memory_filesystem_caution(env: &EnvInfo) -> Option<String> {
-    matches!(env.filesystem.as_str(), "tmpfs" | "ramfs").then(|| {
+    on_memory_filesystem(env).then(|| {
         format!(
             "WARNING: --dir is on {}: fsync costs nothing there, so these numbers say nothing \
              about a disk; point --dir at the disk you care about",
