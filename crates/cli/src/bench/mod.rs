@@ -1,20 +1,15 @@
 //! `sqlite-uring bench …`
 
-use clap::{Subcommand, ValueEnum};
+use clap::Subcommand;
+
+use common::worker;
 
 mod blobs;
 mod cold;
-pub(crate) mod concurrency;
-mod export;
+pub(crate) mod common;
+mod concurrency;
 mod io;
-mod options;
-mod pagecache;
-mod process_usage;
-mod rng;
-mod signals;
-pub mod speed;
-pub mod targets;
-mod worker;
+mod speed;
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
@@ -35,77 +30,27 @@ pub enum BenchCommand {
     /// Internal: one measured run, in a fresh process, for `speed`, `blobs`,
     /// `concurrency` and `cold`.
     #[command(hide = true)]
-    Worker(worker::WorkerArgs),
+    Worker(WorkerArgs),
 }
 
-/// Where the measured runs of `bench speed` and `bench blobs` execute.
-///
-/// A fresh process per run is the default because the state of a process changes what
-/// it measures, beyond what rotating the order of targets can spread: allocator history
-/// (BENCH_BLOBS.md, "Position in the process"), and threads. A run that handed work to
-/// io-wq leaves a kernel worker thread in the process until it exits, and a second
-/// thread makes every later file-descriptor system call dearer and, measured here, WAL
-/// commits 20–40 % slower — for every target measured after it in that process
-/// (ARCHITECTURE.md, "Threads the ring adds").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Isolation {
-    /// A fresh process of this binary per run (as hyperfine runs each command).
-    Process,
-    /// Every run in this process, one after the other.
-    None,
+/// The jobs a `bench worker` process runs: one kind per benchmark that runs in workers.
+const WORKER_JOBS: [worker::JobKind; 4] = [
+    speed::WORKER_JOB,
+    blobs::WORKER_JOB,
+    concurrency::WORKER_JOB,
+    cold::WORKER_JOB,
+];
+
+/// `bench worker`: internal, started by a benchmark for one run.
+#[derive(clap::Args, Debug)]
+pub struct WorkerArgs {
+    /// The run, as JSON.
+    #[arg(long = "job", value_name = "JSON", value_parser = parse_job)]
+    pub job: worker::Envelope,
 }
 
-impl Isolation {
-    pub fn name(self) -> &'static str {
-        match self {
-            Isolation::Process => "process",
-            Isolation::None => "none",
-        }
-    }
-
-    /// `--isolation` as given, or its default: `process`, except with `--trace`, whose
-    /// file one process writes.
-    pub fn resolve(given: Option<Isolation>, tracing: bool) -> anyhow::Result<Isolation> {
-        match (given, tracing) {
-            (Some(Isolation::Process), true) => anyhow::bail!(
-                "--trace with --isolation process: the trace file is written by one process; \
-                 use --isolation none (the default with --trace)"
-            ),
-            (Some(isolation), _) => Ok(isolation),
-            (None, true) => Ok(Isolation::None),
-            (None, false) => Ok(Isolation::Process),
-        }
-    }
-
-    /// The binary to re-execute for `Process`, resolved before any run.
-    pub fn worker_exe(self) -> anyhow::Result<Option<std::path::PathBuf>> {
-        use anyhow::Context;
-        match self {
-            Isolation::Process => std::env::current_exe()
-                .context(
-                    "--isolation process: cannot find this program's path to re-run it; \
-                     use --isolation none",
-                )
-                .map(Some),
-            Isolation::None => Ok(None),
-        }
-    }
-}
-
-/// A benchmark's flags (without the subcommand words) parsed as the command line is, for
-/// the tests of its parts.
-#[cfg(test)]
-pub(crate) fn parse_flags<'a, T: clap::Args>(
-    words: impl IntoIterator<Item = &'a str>,
-) -> Result<T, clap::Error> {
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli<T: clap::Args> {
-        #[command(flatten)]
-        args: T,
-    }
-    Cli::<T>::try_parse_from(std::iter::once("bench").chain(words)).map(|cli| cli.args)
+fn parse_job(text: &str) -> Result<worker::Envelope, String> {
+    worker::Envelope::parse(text, &WORKER_JOBS)
 }
 
 pub fn run(command: BenchCommand) -> anyhow::Result<()> {
@@ -115,6 +60,28 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Blobs(args) => blobs::run(*args),
         BenchCommand::Concurrency(args) => concurrency::run(*args),
         BenchCommand::Cold(args) => cold::run(*args),
-        BenchCommand::Worker(args) => worker::serve(args),
+        BenchCommand::Worker(args) => worker::serve(args.job, &WORKER_JOBS),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::common::options::parse_flags;
+    use super::*;
+
+    #[test]
+    fn a_job_from_another_build_is_refused_clearly() {
+        let error = parse_flags::<WorkerArgs>([worker::JOB_FLAG, r#"{"fourth":{}}"#])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            error.contains("--job") && error.contains("not a job this build understands"),
+            "{error}"
+        );
+        assert!(
+            error.contains("expected one of `speed`, `blobs`, `concurrency`, `cold`"),
+            "{error}"
+        );
     }
 }

@@ -376,6 +376,22 @@ pub fn format_mean_stddev(summary: &Summary) -> String {
     }
 }
 
+/// `12.30 ± 0.40 ms`: the mean and σ with one unit when they share it (the terminal
+/// tables' narrow form of [`format_mean_stddev`]).
+pub fn format_mean_stddev_compact(summary: &Summary) -> String {
+    let mean = format_seconds(summary.mean);
+    let Some(stddev) = summary.stddev else {
+        return mean;
+    };
+    let stddev = format_seconds(stddev);
+    match (mean.rsplit_once(' '), stddev.rsplit_once(' ')) {
+        (Some((mean_value, unit)), Some((stddev_value, stddev_unit))) if unit == stddev_unit => {
+            format!("{mean_value} ± {stddev_value} {unit}")
+        }
+        _ => format!("{mean} ± {stddev}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -598,5 +614,15 @@ mod tests {
                 prop_assert!(outlier_indices(&samples).len() <= samples.len());
             }
         }
+    }
+
+    #[test]
+    fn mean_and_sigma_share_their_unit() {
+        let same = Summary::from_samples(&[0.010, 0.014]).unwrap();
+        assert_eq!(format_mean_stddev_compact(&same), "12.00 ± 2.83 ms");
+        let mixed = Summary::from_samples(&[1.0, 1.004]).unwrap();
+        assert_eq!(format_mean_stddev_compact(&mixed), "1.002 s ± 2.83 ms");
+        let one = Summary::from_samples(&[0.5]).unwrap();
+        assert_eq!(format_mean_stddev_compact(&one), "500.00 ms");
     }
 }

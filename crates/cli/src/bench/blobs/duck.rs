@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::Context;
 use duckdb::{Connection, OptionalExt};
 
-use super::store::BlobStore;
+use super::backend::BlobStore;
 
 pub struct DuckStore {
     conn: Connection,

@@ -6,24 +6,26 @@
 //! "Position in the process"). Rotating the target order spreads that bias but does not
 //! remove it; a fresh process per run does, as hyperfine runs each command in its own.
 //!
-//! Protocol (bench/worker.rs): the parent re-executes this binary as a worker with one
-//! [`Job`] (the case, its data settings and RUN_DIR). The worker runs that case once in
-//! RUN_DIR (which the parent created and removes) and writes lines to its stdout: `phase LEN LABEL` when
-//! a phase starts, `at N` as it progresses (at most every 100 ms, outside the timed
-//! part), and finally `result JSON` with what
-//! [`run_storage_case`](super::run_storage_case) measured.
+//! Protocol (bench/common/worker.rs): the parent re-executes this binary as a worker with
+//! one [`Job`] (the case, its data settings and RUN_DIR). The worker runs that case once
+//! in RUN_DIR (which the parent created and removes) and writes lines to its stdout:
+//! `phase LEN LABEL` when a phase starts, `at N` as it progresses (at most every 100 ms,
+//! outside the timed part), and finally `result JSON` with what
+//! [`run_storage_case`](super::case::run_storage_case) measured.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail};
+use anyhow::bail;
 use indicatif::ProgressBar;
 use serde::{Deserialize, Serialize};
 
+use super::case::{self, Measured, Progress};
+use super::plan::{BlobsArgs, Data, StorageCase};
 use super::runner::{Phase, PhaseResult, StopReason};
 use super::store;
-use super::{BlobsArgs, Data, Measured, Progress, StorageCase};
-use crate::bench::{signals, worker};
+use crate::bench::common::counts;
+use crate::bench::common::{signals, worker};
 
 const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
 
@@ -39,8 +41,8 @@ struct WireMeasured {
     stored_bytes: u64,
     verified: u64,
     commits: Option<u64>,
-    /// [`sqlite_uring::IoStats::as_array`].
-    io: Option<Vec<u64>>,
+    #[serde(with = "counts::wire")]
+    io: Option<sqlite_uring::IoStats>,
     db_bytes: Option<u64>,
 }
 
@@ -57,23 +59,13 @@ impl WireMeasured {
             stored_bytes: r.stored_bytes,
             verified: r.verified,
             commits: r.commits,
-            io: measured.io.map(|io| io.as_array().to_vec()),
+            io: measured.io,
             db_bytes: measured.db_bytes,
         }
     }
 
-    fn into_measured(self) -> anyhow::Result<Measured> {
-        let io = match self.io {
-            None => None,
-            Some(values) => {
-                let count = values.len();
-                let array = values.try_into().map_err(|_| {
-                    anyhow!("worker sent {count} I/O counters; this binary has a different set")
-                })?;
-                Some(sqlite_uring::IoStats::from_array(array))
-            }
-        };
-        Ok(Measured {
+    fn into_measured(self) -> Measured {
+        Measured {
             result: PhaseResult {
                 phase: self.phase,
                 ops_planned: self.ops_planned,
@@ -85,9 +77,9 @@ impl WireMeasured {
                 verified: self.verified,
                 commits: self.commits,
             },
-            io,
+            io: self.io,
             db_bytes: self.db_bytes,
-        })
+        }
     }
 }
 
@@ -112,13 +104,21 @@ impl Job {
     }
 }
 
+impl worker::WorkerJob for Job {
+    const KIND: &'static str = "blobs";
+
+    fn serve(self) -> anyhow::Result<()> {
+        serve(&self)
+    }
+}
+
 /// Runs one run of `case` in a fresh process of `exe`, showing its progress on `bar`.
 pub fn run_in_worker(exe: &Path, job: &Job, bar: &ProgressBar) -> anyhow::Result<Vec<Measured>> {
     let mut show_progress = |kind: &str, rest: &str| -> anyhow::Result<()> {
         match kind {
             "phase" => {
                 let (len, label) = rest.split_once(' ').unwrap_or((rest, ""));
-                super::show_phase(bar, label, len.parse().unwrap_or(0));
+                case::show_phase(bar, label, len.parse().unwrap_or(0));
             }
             "at" => bar.set_position(rest.parse().unwrap_or(0)),
             _ => worker::no_other_lines(kind, rest)?,
@@ -127,15 +127,15 @@ pub fn run_in_worker(exe: &Path, job: &Job, bar: &ProgressBar) -> anyhow::Result
     };
     let phases: Vec<WireMeasured> = worker::run(
         exe,
-        &worker::Job::Blobs(job.clone()),
+        job,
         &format!("case {}", job.case.label()),
         &mut show_progress,
         &signals::supervise_worker,
     )?;
-    phases
+    Ok(phases
         .into_iter()
         .map(WireMeasured::into_measured)
-        .collect()
+        .collect())
 }
 
 /// Progress as lines on stdout, read by [`run_in_worker`]. Called outside the timed
@@ -164,7 +164,7 @@ impl Progress for ThrottledLines {
 }
 
 /// The worker side: runs the job's case once and reports it on stdout.
-pub fn serve(job: &Job) -> anyhow::Result<()> {
+fn serve(job: &Job) -> anyhow::Result<()> {
     // Before any allocation of the run, as in the parent.
     super::guard::pin_malloc_thresholds();
     if !job.run_dir.is_dir() {
@@ -183,7 +183,7 @@ pub fn serve(job: &Job) -> anyhow::Result<()> {
     store::ensure_registered(job.case.target)?;
     let mut progress = ThrottledLines::default();
     let max = Duration::from_secs_f64(job.max_seconds);
-    let measured = super::run_storage_case(&job.case, &job.data, &job.run_dir, max, &mut progress)?;
+    let measured = case::run_storage_case(&job.case, &job.data, &job.run_dir, max, &mut progress)?;
     let wire: Vec<WireMeasured> = measured.iter().map(WireMeasured::from_measured).collect();
     worker::send_result(&wire)
 }
@@ -191,7 +191,7 @@ pub fn serve(job: &Job) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::blobs::{parse_test_args, Plan};
+    use crate::bench::blobs::plan::{parse_test_args, Plan};
 
     /// A worker's job describes exactly the parent's case and settings, for every
     /// target, journal, compression and an odd size typed in another unit, and crosses
@@ -226,10 +226,7 @@ mod tests {
         let run_dir = Path::new("/var/tmp/some run dir");
         for case in &plan.storage {
             let job = Job::new(case, &parent, run_dir);
-            let worker::Job::Blobs(child) = worker::Job::round_trip(&worker::Job::Blobs(job))
-            else {
-                panic!("a blobs job came back as another kind")
-            };
+            let child = worker::round_trip(&job);
             assert_eq!(&child.case, case);
             assert_eq!(
                 Duration::from_secs_f64(child.max_seconds),
@@ -290,18 +287,19 @@ mod tests {
         assert!(!text.contains('\n'), "one line per result: {text}");
         let back: Vec<WireMeasured> = serde_json::from_str(&text).unwrap();
         assert_eq!(back, wire);
-        let back: Vec<Measured> = back
-            .into_iter()
-            .map(|w| w.into_measured().unwrap())
-            .collect();
+        let back: Vec<Measured> = back.into_iter().map(WireMeasured::into_measured).collect();
         for (a, b) in phases.iter().zip(&back) {
             assert_eq!(format!("{:?}", a.result), format!("{:?}", b.result));
             assert_eq!((a.io, a.db_bytes), (b.io, b.db_bytes));
         }
         // A worker from a build with other counters is an error, not a silent mix-up.
-        let mut short = WireMeasured::from_measured(&phases[0]);
-        short.io = Some(vec![1, 2, 3]);
-        let error = short.into_measured().err().unwrap().to_string();
-        assert!(error.contains("3 I/O counters"), "{error}");
+        let short = text.replacen(
+            &format!("\"io\":{}", serde_json::to_string(&io.as_array()).unwrap()),
+            "\"io\":[1,2,3]",
+            1,
+        );
+        assert_ne!(short, text);
+        let error = serde_json::from_str::<Vec<WireMeasured>>(&short).unwrap_err();
+        assert!(error.to_string().contains("3 I/O counters"), "{error}");
     }
 }

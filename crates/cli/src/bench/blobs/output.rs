@@ -4,11 +4,12 @@
 use comfy_table::Table;
 use serde::Serialize;
 
+use super::case::Measured;
 use super::codec::Compression;
+use super::plan::{BlobsArgs, Plan};
 use super::runner::{Phase, PhaseResult, StopReason};
 use super::store::Target;
-use super::{BlobsArgs, Measured, Plan};
-use crate::bench::export::ExportManager;
+use crate::bench::common::export::{ExportManager, Report};
 use crate::report::chart::{BarChart, Series};
 use crate::report::envinfo::EnvInfo;
 use crate::report::stats::{self, PairedRatio, Relative, Summary, Verdict, Warning};
@@ -551,57 +552,33 @@ pub fn chart(records: &[BlobRecord]) -> Option<BarChart> {
 /// Prints the tables and warnings and writes the exports; `settings` is the run's
 /// settings line for the Markdown export.
 /// Everything `bench blobs` exports.
-struct BlobsReport<'a> {
-    records: Vec<BlobRecord>,
-    env: &'a EnvInfo,
-    settings: &'a str,
-    storage: Vec<Vec<String>>,
-    compressor: Vec<Vec<String>>,
-    warnings: Vec<String>,
-}
-
-impl crate::bench::export::Exportable for BlobsReport<'_> {
-    type CsvRow = BlobRecord;
-    type JsonItem = BlobRecord;
-    type Chart = BarChart;
-
-    fn csv_rows(&self) -> &[BlobRecord] {
-        &self.records
+/// The Markdown report: the environment, the settings, the tables and the warnings.
+fn markdown(
+    env: &EnvInfo,
+    settings: &str,
+    storage: &[Vec<String>],
+    compressor: &[Vec<String>],
+    warnings: &[String],
+) -> String {
+    let mut text = format!("# sqlite-uring bench blobs\n\n{}\n", env.markdown());
+    text.push_str(&format!("{settings}\n\n"));
+    if !storage.is_empty() {
+        text.push_str("## Storage\n\n");
+        text.push_str(&export::markdown_table(&STORAGE_HEADERS, storage));
+        text.push('\n');
     }
-
-    fn json_items(&self) -> &[BlobRecord] {
-        &self.records
+    if !compressor.is_empty() {
+        text.push_str("## Compressor alone\n\n");
+        text.push_str(&export::markdown_table(&COMPRESSOR_HEADERS, compressor));
+        text.push('\n');
     }
-
-    fn markdown(&self) -> String {
-        let mut text = format!("# sqlite-uring bench blobs\n\n{}\n", self.env.markdown());
-        text.push_str(&format!("{}\n\n", self.settings));
-        if !self.storage.is_empty() {
-            text.push_str("## Storage\n\n");
-            text.push_str(&export::markdown_table(&STORAGE_HEADERS, &self.storage));
-            text.push('\n');
+    if !warnings.is_empty() {
+        text.push_str("## Warnings\n\n");
+        for line in warnings {
+            text.push_str(&format!("- {line}\n"));
         }
-        if !self.compressor.is_empty() {
-            text.push_str("## Compressor alone\n\n");
-            text.push_str(&export::markdown_table(
-                &COMPRESSOR_HEADERS,
-                &self.compressor,
-            ));
-            text.push('\n');
-        }
-        if !self.warnings.is_empty() {
-            text.push_str("## Warnings\n\n");
-            for line in &self.warnings {
-                text.push_str(&format!("- {line}\n"));
-            }
-        }
-        text
     }
-
-    fn chart(&self) -> Result<BarChart, String> {
-        chart(&self.records)
-            .ok_or_else(|| "no storage write results to chart (--suite compressor only)".into())
-    }
+    text
 }
 
 pub fn report(
@@ -623,13 +600,11 @@ pub fn report(
     for line in &warnings {
         eprintln!("warning: {line}");
     }
-    let report = BlobsReport {
+    let report = Report {
+        markdown: markdown(env, settings, &storage, &compressor, &warnings),
+        chart: chart(&records)
+            .ok_or_else(|| "no storage write results to chart (--suite compressor only)".into()),
         records,
-        env,
-        settings,
-        storage,
-        compressor,
-        warnings,
     };
     for warning in exports.write(&report)? {
         eprintln!("warning: {warning}");
@@ -640,9 +615,9 @@ pub fn report(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::blobs::plan::{parse_test_args, StorageCase};
     use crate::bench::blobs::store::Journal;
     use crate::bench::blobs::units::ByteSize;
-    use crate::bench::blobs::{parse_test_args, StorageCase};
     use std::time::Duration;
 
     fn write_result(ops: u64, millis: u64) -> Measured {

@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
+use super::backend::BlobStore;
 use super::codec::{Codec, Compression};
-use super::store::BlobStore;
 use super::workload::{checksum, read_order, ReadOrder, Workload};
-use crate::bench::signals::check_interrupted;
+use crate::bench::common::signals::check_interrupted;
 
 /// Generated data held at once: bounds memory whatever the blob size and batch.
 const CHUNK_BYTES: usize = 64 << 20;

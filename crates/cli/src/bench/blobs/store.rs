@@ -1,5 +1,5 @@
-//! Where the blobs go: targets, and the small [`BlobStore`] trait every backend implements
-//! (SQLite through a VFS, or DuckDB when built with the `duckdb` feature).
+//! Where the blobs go: targets, SQLite's [`BlobStore`] (through a VFS), and the opening of
+//! a case's store (SQLite, or DuckDB when built with the `duckdb` feature).
 //!
 //! The schema and statements are EZFS's: `files(file TEXT PRIMARY KEY, content BLOB)`,
 //! an upsert to write, a point `SELECT` to read.
@@ -10,6 +10,8 @@ use anyhow::{anyhow, bail, Context};
 use clap::ValueEnum;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use serde::{Deserialize, Serialize};
+
+use super::backend::BlobStore;
 
 /// The backend of a storage target (its name on the command line: [`Target::PLAIN`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -108,7 +110,7 @@ impl Target {
                  not {base}"
             ));
         }
-        crate::bench::targets::checked_uri_parameters(text, base, parameters)
+        crate::bench::common::targets::checked_uri_parameters(text, base, parameters)
             .map_err(|error| error.to_string())?;
         Ok(Target {
             kind,
@@ -193,23 +195,6 @@ impl Journal {
     }
 }
 
-/// The operations a benchmark case needs from a storage backend.
-pub trait BlobStore {
-    fn begin(&mut self) -> anyhow::Result<()>;
-    /// Write (insert or replace) one file; part of the open transaction.
-    fn put(&mut self, key: &str, stored: &[u8]) -> anyhow::Result<()>;
-    fn commit(&mut self) -> anyhow::Result<()>;
-    /// The stored bytes of one file, `None` if it does not exist.
-    fn get(&mut self, key: &str) -> anyhow::Result<Option<Vec<u8>>>;
-    /// Number of files stored.
-    fn count(&mut self) -> anyhow::Result<u64>;
-    /// Between the write and the read phases (not timed): brings the store to one layout
-    /// whatever the write phase's time box left behind. Default: nothing to do.
-    fn settle(&mut self) -> anyhow::Result<()> {
-        Ok(())
-    }
-}
-
 const UPSERT: &str = "INSERT INTO files(file, content) VALUES (?1, ?2) \
                       ON CONFLICT(file) DO UPDATE SET content = excluded.content";
 const SELECT: &str = "SELECT content FROM files WHERE file = ?1";
@@ -233,7 +218,7 @@ impl SqliteStore {
                 let opened = match target.uri_parameters {
                     None => Connection::open_with_flags_and_vfs(path, flags, vfs),
                     Some(parameters) => Connection::open_with_flags_and_vfs(
-                        crate::bench::targets::uri_filename(path, parameters),
+                        crate::bench::common::targets::uri_filename(path, parameters),
                         flags | OpenFlags::SQLITE_OPEN_URI,
                         vfs,
                     ),
@@ -389,14 +374,14 @@ pub fn database_files(target: Target, path: &Path) -> Vec<PathBuf> {
 /// benchmarks measure identically configured VFSes), and says clearly when it cannot.
 pub fn ensure_registered(target: Target) -> anyhow::Result<()> {
     let vfs = match target.kind {
-        TargetKind::IoUring => crate::bench::targets::IO_URING_VFS,
-        TargetKind::Sync => crate::bench::targets::SYNC_VFS,
+        TargetKind::IoUring => crate::bench::common::targets::IO_URING_VFS,
+        TargetKind::Sync => crate::bench::common::targets::SYNC_VFS,
         TargetKind::Duckdb | TargetKind::DuckdbMemory if !DUCKDB_BUILT => {
             return Err(duckdb_missing(target))
         }
         _ => return Ok(()),
     };
-    match crate::bench::targets::library_vfs(vfs) {
+    match crate::bench::common::targets::library_vfs(vfs) {
         Ok(_) => Ok(()),
         Err(why) => bail!(
             "--targets {}: the VFS cannot be registered here: {why}; run `sqlite-uring probe` \

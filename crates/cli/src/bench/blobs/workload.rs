@@ -6,7 +6,7 @@
 use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 
-use crate::bench::rng::{SplitMix64, GOLDEN_GAMMA};
+use crate::bench::common::rng::{SplitMix64, GOLDEN_GAMMA};
 
 /// What the blobs contain: decides what compression can gain.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]

@@ -14,8 +14,9 @@ use rusqlite::{Connection, OpenFlags};
 use serde::{Deserialize, Serialize};
 
 use super::workload::{self, CREATED_INDEX, CREATE_INDEX, SCHEMA, SEED};
-use crate::bench::signals::check_interrupted;
-use crate::bench::speed::targets::{remove_database_files, JournalMode};
+use crate::bench::common::database::remove_database_files;
+use crate::bench::common::settings::JournalMode;
+use crate::bench::common::signals::check_interrupted;
 
 /// Version of the generator: a change to the rows or the schema bumps it, so databases
 /// built by an older generator are rebuilt rather than measured.

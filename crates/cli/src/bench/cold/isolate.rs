@@ -1,7 +1,7 @@
 //! Every run of `bench cold` in a fresh process (`--isolation process`, the default), as
 //! `bench speed` runs (see its isolate.rs for why): the parent sends one [`Job`] through
-//! `bench worker` (bench/worker.rs); the worker resolves the target, runs the test once
-//! on the database (workload.rs, [`run_once`]) and answers with the [`RunOutcome`]. A
+//! `bench worker` (bench/common/worker.rs); the worker resolves the target, runs the test
+//! once on the database (workload.rs, [`run_once`]) and answers with the [`RunOutcome`]. A
 //! fresh process also starts every run with SQLite's page cache empty and its
 //! `/proc/self/io` counters counting this run alone.
 
@@ -10,8 +10,8 @@ use std::path::Path;
 use anyhow::{anyhow, Result};
 
 use super::workload::{run_once, RunOutcome, RunSpec};
-use crate::bench::speed::targets;
-use crate::bench::{signals, worker};
+use crate::bench::common::targets;
+use crate::bench::common::{signals, worker};
 
 /// One run, as the parent sends it to a worker.
 pub type Job = RunSpec;
@@ -20,7 +20,7 @@ pub type Job = RunSpec;
 pub fn run_in_worker(exe: &Path, job: &Job) -> Result<RunOutcome> {
     worker::run(
         exe,
-        &worker::Job::Cold(job.clone()),
+        job,
         &job.describe(),
         &mut worker::no_other_lines,
         &signals::supervise_worker,
@@ -35,8 +35,12 @@ pub fn run_here(job: &Job) -> Result<RunOutcome> {
     run_once(&target, job)
 }
 
-/// The worker side: runs the job and reports its outcome on stdout.
-pub fn serve(job: &Job) -> Result<()> {
-    signals::install_handlers()?;
-    worker::send_result(&run_here(job)?)
+impl worker::WorkerJob for Job {
+    const KIND: &'static str = "cold";
+
+    /// The worker side: runs the job and reports its outcome on stdout.
+    fn serve(self) -> Result<()> {
+        signals::install_handlers()?;
+        worker::send_result(&run_here(&self)?)
+    }
 }

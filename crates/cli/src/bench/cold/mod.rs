@@ -22,17 +22,19 @@ mod workload;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 
-use super::export::ExportManager;
-use super::options::{ExportOptions, PairingOptions, RunOptions};
-use super::pagecache::CacheState;
-use super::{process_usage, signals};
-use crate::bench::speed::targets::{self, JournalMode, Settings};
+use super::common::export::ExportManager;
+use super::common::options::{once_each, ExportOptions, RunOptions, TargetHelp, TargetOptions};
+use super::common::pagecache::CacheState;
+use super::common::rounds::{on_memory_filesystem, print_header, Rounds};
+use super::common::{process_usage, signals};
+use crate::bench::common::database::{configure, connect};
+use crate::bench::common::settings::{JournalMode, Settings};
+use crate::bench::common::targets;
 use crate::report::envinfo;
 use database::{Database, DirLock, Spec};
 use output::{Case, Combo};
-use workload::{ColdTest, RunOutcome, RunSpec};
+use workload::{ColdTest, RunSpec};
 
 /// Database size by default: a hundred times SQLite's default page cache (2 MiB), and
 /// small enough to build in about a minute and fit the page cache of a small VM.
@@ -44,30 +46,8 @@ pub const DEFAULT_RUNS: u32 = 10;
 /// Options of `bench cold`.
 #[derive(Args, Debug, Clone)]
 pub struct ColdArgs {
-    /// Targets to compare, comma-separated: unix (SQLite's own VFS), io_uring (ours), sync
-    /// (our VFS on plain syscalls), io_uring_ring, io_uring_direct, or any registered VFS;
-    /// ours take URI parameters: `io_uring?uring_readahead=off`. Every target reads the
-    /// same database file.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "unix,io_uring",
-        value_name = "LIST"
-    )]
-    pub targets: Vec<String>,
-
     #[command(flatten)]
-    pub pairing: PairingOptions,
-
-    /// Journal modes, comma-separated; each has its own copy of the database (the same
-    /// pages), checkpointed so that its WAL is empty before each test.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "delete,wal",
-        value_name = "LIST"
-    )]
-    pub journal: Vec<JournalMode>,
+    pub compare: TargetOptions<ColdTargets>,
 
     /// Cache states, comma-separated: cold (the database's pages evicted from the OS page
     /// cache right before the timed part) and hot (read into it first).
@@ -115,15 +95,22 @@ pub struct ColdArgs {
     pub export: ExportOptions,
 }
 
-/// Each value once, in the order of its first appearance.
-fn once_each<T: Copy + PartialEq>(values: &[T]) -> Vec<T> {
-    let mut found: Vec<T> = Vec::new();
-    for value in values {
-        if !found.contains(value) {
-            found.push(*value);
-        }
-    }
-    found
+/// The kind of job `bench worker` runs for `bench cold`.
+pub const WORKER_JOB: super::common::worker::JobKind =
+    super::common::worker::JobKind::of::<isolate::Job>();
+
+/// `bench cold`'s `--targets` and `--journal`.
+#[derive(Clone, Debug)]
+pub struct ColdTargets;
+
+impl TargetHelp for ColdTargets {
+    const DEFAULT_TARGETS: &'static str = "unix,io_uring";
+    const TARGETS: &'static str = "Targets to compare, comma-separated: unix (SQLite's own \
+        VFS), io_uring (ours), sync (our VFS on plain syscalls), io_uring_ring, \
+        io_uring_direct, or any registered VFS; ours take URI parameters: \
+        `io_uring?uring_readahead=off`. Every target reads the same database file";
+    const JOURNAL: &'static str = "Journal modes, comma-separated; each has its own copy of \
+        the database (the same pages), checkpointed so that its WAL is empty before each test";
 }
 
 /// What a run of `bench cold` measures, from its options.
@@ -136,7 +123,7 @@ struct Plan {
 impl ColdArgs {
     /// Refuses what would fail or mislead, before anything is built.
     fn plan(&self) -> Result<Plan> {
-        for name in &self.targets {
+        for name in &self.compare.targets {
             let base = name.trim().split('?').next().unwrap_or_default();
             if base == "memory" {
                 bail!(
@@ -146,10 +133,8 @@ impl ColdArgs {
                 );
             }
         }
-        let targets = targets::resolve(&self.targets)?;
-        self.pairing
-            .check_baseline(targets.iter().map(|t| t.label.as_str()), &self.targets)?;
-        let journals = once_each(&self.journal);
+        let targets = self.compare.resolve()?;
+        let journals = self.compare.journals();
         let caches = once_each(&self.cache);
         if journals.is_empty() || caches.is_empty() {
             bail!("--journal and --cache need at least one value each, e.g. --journal wal --cache cold");
@@ -194,10 +179,10 @@ fn check_targets_open(plan: &Plan, databases: &[Database], args: &ColdArgs) -> R
         for database in databases {
             let settings = Settings {
                 journal: database.journal,
-                synchronous: args.pairing.synchronous,
+                synchronous: args.compare.pairing.synchronous,
             };
-            targets::connect(target, vfs, &database.path)
-                .and_then(|connection| targets::configure(&connection, target, settings))
+            connect(target, vfs, &database.path)
+                .and_then(|connection| configure(&connection, target, settings))
                 .with_context(|| {
                     format!(
                         "--targets {}: cannot open the database through it; fix the target \
@@ -261,16 +246,16 @@ pub fn run(args: ColdArgs) -> Result<()> {
     }
     header.push(format!(
         "settings:    synchronous={} · journal {} · cache {} · {} warmup + {} runs · baseline {} · isolation {} · device reads: /proc/self/io read_bytes of the run's process",
-        args.pairing.synchronous.name(),
+        args.compare.pairing.synchronous.name(),
         plan.journals.iter().map(|j| j.name()).collect::<Vec<_>>().join(","),
         caches.iter().map(|c| c.name()).collect::<Vec<_>>().join(","),
-        args.pairing.warmup,
+        args.compare.pairing.warmup,
         args.runs,
-        args.pairing.baseline,
+        args.compare.pairing.baseline,
         isolation.name(),
     ));
     let mut cautions: Vec<String> = debug_warning.into_iter().collect();
-    if matches!(env.filesystem.as_str(), "tmpfs" | "ramfs") {
+    if on_memory_filesystem(&env) {
         cautions.push(format!(
             "WARNING: --dir is on {}: its pages are the file and cannot be evicted, so cold \
              runs are hot and nothing is read from a device; point --dir at a disk",
@@ -300,12 +285,7 @@ pub fn run(args: ColdArgs) -> Result<()> {
         ));
     }
     println!();
-    for line in header.iter().chain(&cautions) {
-        println!("{line}");
-    }
-    header.extend(cautions);
-    println!("tables:      {}", output::TERMINAL_OMITS);
-    println!();
+    let header = print_header(header, cautions, Some(output::TERMINAL_OMITS));
 
     let combos: Vec<Combo> = plan
         .journals
@@ -315,6 +295,7 @@ pub fn run(args: ColdArgs) -> Result<()> {
                 target: target.label.clone(),
                 vfs: target.vfs.clone().unwrap_or_default(),
                 journal,
+                engine_counted: target.counter.counts_engine(),
             })
         })
         .collect();
@@ -328,92 +309,59 @@ pub fn run(args: ColdArgs) -> Result<()> {
         "sqlite-uring-cold-vacuum-{}.db",
         std::process::id()
     ));
-    let rounds = args.pairing.warmup + args.runs;
-    let progress =
-        ProgressBar::new(plan.cases.len() as u64 * u64::from(rounds) * combos.len() as u64);
-    progress.set_style(
-        ProgressStyle::with_template("{bar:32} {pos}/{len} {msg} [{elapsed_precise}, ETA {eta}]")
-            .expect("the template is valid"),
-    );
+    let pairing = &args.compare.pairing;
+    let rounds = Rounds::new(pairing.warmup, args.runs, plan.cases.len(), combos.len());
     let table_output = crate::report::table::Output::stdout();
     let trace = crate::trace_file::start(args.run.trace.as_deref())?;
     let mut results = Vec::new();
     for case in &plan.cases {
-        let mut outcomes: Vec<Vec<RunOutcome>> = vec![Vec::new(); combos.len()];
-        for round in 0..rounds {
-            for step in 0..combos.len() {
-                // Rotating the order each round spreads any "goes first" effect over all.
-                let index = (step + round as usize) % combos.len();
-                let combo = &combos[index];
-                let phase = if round < args.pairing.warmup {
-                    "warmup"
-                } else {
-                    "run"
-                };
-                let database = database_of(combo.journal);
-                let job = RunSpec {
-                    test: case.test,
-                    cache: case.cache,
-                    target: combo.target.clone(),
-                    journal: combo.journal,
-                    synchronous: args.pairing.synchronous,
-                    database: database.path.clone(),
-                    rows: database.rows,
-                    scratch: scratch.clone(),
-                };
-                progress.set_message(format!("{phase} · {}", job.describe()));
-                crate::trace_file::mark(format_args!(
-                    "cold {} · {phase} {}",
-                    job.describe(),
-                    round + 1
-                ));
-                let outcome = match &worker_exe {
-                    Some(exe) => isolate::run_in_worker(exe, &job)?,
-                    None => isolate::run_here(&job)?,
-                };
-                if round >= args.pairing.warmup {
-                    outcomes[index].push(outcome);
-                }
-                progress.inc(1);
+        let outcomes = rounds.case(combos.len(), |step| {
+            let combo = &combos[step.index];
+            let database = database_of(combo.journal);
+            let job = RunSpec {
+                test: case.test,
+                cache: case.cache,
+                target: combo.target.clone(),
+                journal: combo.journal,
+                synchronous: pairing.synchronous,
+                database: database.path.clone(),
+                rows: database.rows,
+                scratch: scratch.clone(),
+            };
+            rounds.message(format!("{} · {}", step.phase, job.describe()));
+            crate::trace_file::mark(format_args!(
+                "cold {} · {} {}",
+                job.describe(),
+                step.phase,
+                step.round + 1
+            ));
+            match &worker_exe {
+                Some(exe) => isolate::run_in_worker(exe, &job),
+                None => isolate::run_here(&job),
             }
-        }
-        let result = output::summarise(*case, &combos, &outcomes, &args.pairing.baseline)?;
-        progress.suspend(|| {
-            println!("{}. {}", case.test.number(), case.title());
-            println!("{}", output::terminal_table(&result, table_output));
-            for note in output::notes(&result) {
-                println!("{note}");
-            }
-            println!();
-        });
+        })?;
+        let result = output::summarise(*case, &combos, &outcomes, &pairing.baseline)?;
+        rounds.show(
+            &format!("{}. {}", case.test.number(), case.title()),
+            output::terminal_table(&result, table_output),
+            &output::notes(&result),
+        );
         results.push(result);
     }
-    progress.finish_and_clear();
-    if let Some(trace) = trace {
-        let path = trace.path().to_path_buf();
-        trace.finish()?;
-        println!("Trace written to {}", path.display());
-        println!();
-    }
-    let verdict = output::verdict(&results, &args.pairing.baseline);
+    rounds.finish(trace)?;
+    let verdict = output::verdict(&results, &args.compare.pairing.baseline);
     for line in &verdict {
         println!("{line}");
     }
     let info = output::RecordInfo {
-        synchronous: args.pairing.synchronous.name().to_string(),
-        baseline: args.pairing.baseline.clone(),
+        synchronous: args.compare.pairing.synchronous.name().to_string(),
+        baseline: args.compare.pairing.baseline.clone(),
         database_mib: first.mib(),
         database_pages: first.pages,
         page_size: spec.page_size,
         rows: first.rows,
     };
-    let report = output::ColdReport {
-        records: output::records(&results, &info),
-        header,
-        results,
-        verdict,
-        baseline: args.pairing.baseline.clone(),
-    };
+    let report = output::report(&header, &results, &info, &verdict);
     for warning in exports.write(&report)? {
         eprintln!("warning: {warning}");
     }
@@ -430,19 +378,22 @@ mod tests {
     use std::path::Path;
 
     fn parse(words: &[&str]) -> Result<ColdArgs, clap::Error> {
-        super::super::parse_flags(words.iter().copied())
+        crate::bench::common::options::parse_flags(words.iter().copied())
     }
 
     #[test]
     fn defaults_and_parsing() {
         let args = parse(&[]).unwrap();
-        assert_eq!(args.targets, ["unix", "io_uring"]);
-        assert_eq!(args.pairing.baseline, "unix");
-        assert_eq!(args.journal, [JournalMode::Delete, JournalMode::Wal]);
+        assert_eq!(args.compare.targets, ["unix", "io_uring"]);
+        assert_eq!(args.compare.pairing.baseline, "unix");
+        assert_eq!(
+            args.compare.journal,
+            [JournalMode::Delete, JournalMode::Wal]
+        );
         assert_eq!(args.cache, [CacheState::Cold, CacheState::Hot]);
         assert!(args.tests.is_empty());
         assert_eq!(
-            (args.size_mib, args.runs, args.pairing.warmup),
+            (args.size_mib, args.runs, args.compare.pairing.warmup),
             (200, 10, 1)
         );
         assert!(!args.rebuild);
@@ -525,7 +476,7 @@ mod tests {
         args.run.place.dir = dir.path().to_path_buf();
         let message = format!("{:#}", run(args.clone()).unwrap_err());
         assert!(message.contains("--baseline"), "{message}");
-        args.targets = vec!["unix".into()];
+        args.compare.targets = vec!["unix".into()];
         args.export.export_json = Some("/nonexistent/cold.json".into());
         let message = format!("{:#}", run(args).unwrap_err());
         assert!(message.contains("--export-json"), "{message}");
@@ -567,13 +518,12 @@ mod tests {
                     cache,
                     target: "io_uring?uring_readahead=off&uring_syncs=ring".into(),
                     journal: JournalMode::Wal,
-                    synchronous: targets::Synchronous::Extra,
+                    synchronous: crate::bench::common::settings::Synchronous::Extra,
                     database: Path::new("/var/tmp/odd dir/c.db").into(),
                     rows: 123_456,
                     scratch: Path::new("/var/tmp/odd dir/v.db").into(),
                 };
-                let sent = crate::bench::worker::Job::Cold(job.clone());
-                assert_eq!(sent.round_trip(), sent);
+                assert_eq!(crate::bench::common::worker::round_trip(&job), job);
             }
         }
     }

@@ -6,15 +6,23 @@
 use anyhow::{bail, Context, Result};
 use comfy_table::Table;
 use serde::{Deserialize, Serialize};
+use sqlite_uring::IoStats;
 
 use super::workload::{ColdTest, RunOutcome};
-use crate::bench::pagecache::CacheState;
-use crate::bench::speed::targets::{IoCounts, JournalMode};
-use crate::bench::speed::verdict::{chance_limit, conclusion_line, first_appearances, Comparison};
-use crate::report::chart::{BarChart, Series};
+use crate::bench::common::checksum;
+use crate::bench::common::counts;
+use crate::bench::common::export::{Markdown, Report};
+use crate::bench::common::pagecache::CacheState;
+use crate::bench::common::paired::{relative_time_chart, ChartRow, Compared};
+use crate::bench::common::settings::JournalMode;
+use crate::bench::common::verdict::{
+    conclusion_line, first_appearances, geometric_mean, Comparison,
+};
+use crate::report::chart::BarChart;
 use crate::report::export::markdown_table;
 use crate::report::stats::{
-    self, format_bytes, format_seconds, PairedRatio, Relative, Summary, Verdict, Warning,
+    self, format_bytes, format_mean_stddev_compact, format_seconds, PairedRatio, Relative, Summary,
+    Verdict, Warning,
 };
 use crate::report::table;
 
@@ -47,6 +55,9 @@ pub struct Combo {
     pub target: String,
     pub vfs: String,
     pub journal: JournalMode,
+    /// Whether the target's VFS counts its engine's work (`kernel_entries`): this
+    /// project's VFS only.
+    pub engine_counted: bool,
 }
 
 impl Combo {
@@ -68,7 +79,7 @@ pub struct ComboResult {
     pub read_relative: Option<f64>,
     pub checksum: u64,
     /// VFS calls per run (mean).
-    pub io: Option<IoCounts>,
+    pub io: Option<IoStats>,
     /// Pages still cached right after the eviction, mean over the (cold) runs.
     pub resident_after_evict_pages: Option<f64>,
     pub warnings: Vec<Warning>,
@@ -82,33 +93,6 @@ pub struct ComboResult {
 pub struct CaseResult {
     pub case: Case,
     pub rows: Vec<ComboResult>,
-}
-
-/// Mean of the VFS counts of the runs that have them.
-fn mean_io(runs: &[RunOutcome]) -> Option<IoCounts> {
-    let counted: Vec<IoCounts> = runs.iter().filter_map(|o| o.io).collect();
-    if counted.is_empty() {
-        return None;
-    }
-    let n = counted.len() as u64;
-    let mean = |f: fn(&IoCounts) -> u64| counted.iter().map(f).sum::<u64>() / n;
-    let mean_opt = |f: fn(&IoCounts) -> Option<u64>| {
-        counted
-            .iter()
-            .map(f)
-            .sum::<Option<u64>>()
-            .map(|total| total / n)
-    };
-    Some(IoCounts {
-        read_calls: mean(|c| c.read_calls),
-        write_calls: mean(|c| c.write_calls),
-        sync_calls: mean(|c| c.sync_calls),
-        truncate_calls: mean(|c| c.truncate_calls),
-        bytes_read: mean(|c| c.bytes_read),
-        bytes_written: mean(|c| c.bytes_written),
-        fsyncs: mean_opt(|c| c.fsyncs),
-        kernel_entries: mean_opt(|c| c.kernel_entries),
-    })
 }
 
 /// The results of one case from the outcomes of each combo (in round order), each
@@ -132,54 +116,38 @@ pub fn summarise(
     let mut rows = Vec::new();
     for (index, (combo, runs)) in combos.iter().zip(outcomes).enumerate() {
         let samples = times(runs);
-        let summary = Summary::from_samples(&samples).with_context(|| {
-            format!("{} on {} has no valid timing", case.title(), combo.label())
-        })?;
-        let read_bytes = Summary::from_samples(&bytes(runs))
-            .with_context(|| format!("{} on {} has no read count", case.title(), combo.label()))?;
         let base = baseline_of(combo);
         let is_baseline = base == Some(index);
-        let (relative, paired, read_relative) = match base.filter(|&b| b != index) {
-            Some(b) => {
-                let base_times = times(&outcomes[b]);
-                let base_summary = Summary::from_samples(&base_times);
-                let base_bytes = Summary::from_samples(&bytes(&outcomes[b]));
-                (
-                    base_summary.and_then(|s| summary.relative_to(&s)),
-                    stats::paired_ratio(&samples, &base_times),
-                    base_bytes
-                        .filter(|b| b.mean > 0.0)
-                        .map(|b| read_bytes.mean / b.mean),
-                )
-            }
-            None if is_baseline => (
-                Some(Relative {
-                    ratio: 1.0,
-                    error: None,
-                }),
-                None,
-                None,
-            ),
-            None => (None, None, None),
-        };
+        let base_times = base.map(|b| times(&outcomes[b]));
+        let compared =
+            Compared::of(&samples, base_times.as_deref(), is_baseline).with_context(|| {
+                format!("{} on {} has no valid timing", case.title(), combo.label())
+            })?;
+        let read_bytes = Summary::from_samples(&bytes(runs))
+            .with_context(|| format!("{} on {} has no read count", case.title(), combo.label()))?;
+        let read_relative = base
+            .filter(|&b| b != index)
+            .and_then(|b| Summary::from_samples(&bytes(&outcomes[b])))
+            .filter(|b| b.mean > 0.0)
+            .map(|b| read_bytes.mean / b.mean);
         let resident: Vec<f64> = runs
             .iter()
             .filter_map(|o| o.resident_after_evict_pages.map(|p| p as f64))
             .collect();
         rows.push(ComboResult {
             combo: combo.clone(),
-            summary,
+            summary: compared.summary,
             cpu_mean_s: runs.iter().map(|o| o.cpu_s).sum::<f64>() / runs.len().max(1) as f64,
             read_bytes,
             read_relative,
             checksum: runs.first().map_or(0, |o| o.checksum),
-            io: mean_io(runs),
+            io: counts::mean(runs.iter().map(|o| o.io)),
             resident_after_evict_pages: (!resident.is_empty())
                 .then(|| resident.iter().sum::<f64>() / resident.len() as f64),
             warnings: stats::warnings(&samples),
             is_baseline,
-            relative,
-            paired,
+            relative: compared.relative,
+            paired: compared.paired,
         });
     }
     Ok(CaseResult { case, rows })
@@ -188,42 +156,18 @@ pub fn summarise(
 /// Every run of every combo must have seen the same rows (and VACUUM INTO written a file
 /// of the same size, CREATE INDEX left the same page count).
 fn check_checksums(case: Case, combos: &[Combo], outcomes: &[Vec<RunOutcome>]) -> Result<()> {
-    let all: Vec<(String, u64)> = combos
-        .iter()
-        .zip(outcomes)
-        .flat_map(|(combo, runs)| runs.iter().map(move |o| (combo.label(), o.checksum)))
-        .collect();
-    let Some((_, first)) = all.first() else {
-        return Ok(());
-    };
-    if all.iter().all(|(_, c)| c == first) {
-        return Ok(());
-    }
-    let listing: Vec<String> = all
-        .iter()
-        .map(|(label, c)| format!("{label}: {c:016x}"))
-        .collect();
-    bail!(
-        "CHECKSUM MISMATCH in {}: the targets returned different results from the same \
-         database, so at least one storage layer is wrong and no timing of it can be \
-         trusted. Checksums per run: {}",
-        case.title(),
-        listing.join(", ")
-    )
-}
-
-/// `12.30 ± 0.40 ms`: the mean and σ with one unit when they share it.
-fn mean_stddev(summary: &Summary) -> String {
-    let mean = format_seconds(summary.mean);
-    let Some(stddev) = summary.stddev else {
-        return mean;
-    };
-    let stddev = format_seconds(stddev);
-    match (mean.rsplit_once(' '), stddev.rsplit_once(' ')) {
-        (Some((value, unit)), Some((sigma, sigma_unit))) if unit == sigma_unit => {
-            format!("{value} ± {sigma} {unit}")
-        }
-        _ => format!("{mean} ± {stddev}"),
+    let runs = combos.iter().zip(outcomes).flat_map(|(combo, runs)| {
+        runs.iter()
+            .map(move |o| (combo.label(), format!("{:016x}", o.checksum)))
+    });
+    match checksum::mismatch(runs) {
+        None => Ok(()),
+        Some(listing) => bail!(
+            "CHECKSUM MISMATCH in {}: the targets returned different results from the same \
+             database, so at least one storage layer is wrong and no timing of it can be \
+             trusted. Checksums per run: {listing}",
+            case.title(),
+        ),
     }
 }
 
@@ -277,7 +221,7 @@ fn terminal_rows(result: &CaseResult) -> Vec<Vec<String>> {
         .map(|row| {
             vec![
                 row.combo.label(),
-                mean_stddev(&row.summary),
+                format_mean_stddev_compact(&row.summary),
                 if row.is_baseline {
                     "baseline".into()
                 } else {
@@ -318,7 +262,7 @@ fn rows(result: &CaseResult) -> Vec<Vec<String>> {
         .map(|row| {
             vec![
                 row.combo.label(),
-                mean_stddev(&row.summary),
+                format_mean_stddev_compact(&row.summary),
                 format_seconds(row.summary.min),
                 format_seconds(row.summary.max),
                 relative_cell(row),
@@ -395,15 +339,7 @@ fn comparisons(results: &[CaseResult], baseline: &str) -> Vec<Found> {
                 Some(index) => index,
                 None => {
                     found.push(Found {
-                        comparison: Comparison {
-                            target: row.combo.target.clone(),
-                            journal: journal.to_string(),
-                            faster: vec![],
-                            slower: vec![],
-                            same: vec![],
-                            undecided: vec![],
-                            typical_ratio: None,
-                        },
+                        comparison: Comparison::new(&row.combo.target, journal),
                         cache: result.case.cache,
                         read_ratios: vec![],
                     });
@@ -411,56 +347,24 @@ fn comparisons(results: &[CaseResult], baseline: &str) -> Vec<Found> {
                 }
             };
             let entry = &mut found[index];
-            let test = result.case.test.number();
-            match row.paired.and_then(|p| p.verdict()) {
-                Some(Verdict::Below) => entry.comparison.faster.push(test),
-                Some(Verdict::Above) => entry.comparison.slower.push(test),
-                Some(Verdict::Straddles) => entry.comparison.same.push(test),
-                None => entry.comparison.undecided.push(test),
-            }
+            entry
+                .comparison
+                .add(result.case.test.number(), row.paired, false);
             if let Some(ratio) = row.read_relative.filter(|r| *r > 0.0 && r.is_finite()) {
                 entry.read_ratios.push(ratio);
             }
         }
     }
-    for entry in &mut found {
-        let medians: Vec<f64> = results
-            .iter()
-            .filter(|r| r.case.cache == entry.cache)
-            .flat_map(|r| &r.rows)
-            .filter(|row| {
-                row.combo.target == entry.comparison.target
-                    && row.combo.journal.name() == entry.comparison.journal
-            })
-            .filter_map(|row| row.paired.map(|p| p.median))
-            .filter(|m| *m > 0.0 && m.is_finite())
-            .collect();
-        entry.comparison.typical_ratio = geometric_mean(&medians);
-    }
     found
 }
 
-fn geometric_mean(values: &[f64]) -> Option<f64> {
-    (!values.is_empty())
-        .then(|| (values.iter().map(|v| v.ln()).sum::<f64>() / values.len() as f64).exp())
-}
-
-/// `scan-rowid, index-range`, `no test`; `(within chance)` when chance alone gives as
-/// many.
-fn tests_phrase(numbers: &[u32], limit: usize) -> String {
-    if numbers.is_empty() {
-        return "no test".into();
-    }
+/// `scan-rowid, index-range`: the tests of a verdict line by name.
+fn test_names(numbers: &[u32]) -> String {
     let names: Vec<&str> = numbers
         .iter()
         .map(|&n| ColdTest::ALL[n as usize - 1].name())
         .collect();
-    let within = if numbers.len() <= limit {
-        " (within chance)"
-    } else {
-        ""
-    };
-    format!("{}{within}", names.join(", "))
+    names.join(", ")
 }
 
 /// The closing verdict: per target, per journal mode and cache state, the tests on which
@@ -494,25 +398,13 @@ pub fn verdict(results: &[CaseResult], baseline: &str) -> Vec<String> {
             .collect();
         for entry in &of_target {
             let c = &entry.comparison;
-            let limit = chance_limit(c.decided());
             let mut line = format!(
-                "    {} · {}: faster on {} · slower on {} · same on {} of {}",
-                c.journal,
-                entry.cache.name(),
-                tests_phrase(&c.faster, limit),
-                tests_phrase(&c.slower, limit),
-                c.same.len(),
-                c.decided() + c.undecided.len()
+                "    {}",
+                c.line(
+                    &format!("{} · {}", c.journal, entry.cache.name()),
+                    test_names
+                )
             );
-            if !c.undecided.is_empty() {
-                line.push_str(&format!(
-                    " · {} with too few runs (need ≥ 6)",
-                    c.undecided.len()
-                ));
-            }
-            if let Some(ratio) = c.typical_ratio {
-                line.push_str(&format!(" · time ×{ratio:.2}"));
-            }
             if let Some(ratio) = geometric_mean(&entry.read_ratios) {
                 line.push_str(&format!(" · read ×{ratio:.2}"));
             }
@@ -643,7 +535,9 @@ pub fn records(results: &[CaseResult], info: &RecordInfo) -> Vec<ColdRecord> {
                 vfs_bytes_read: io.map(|c| c.bytes_read),
                 write_calls: io.map(|c| c.write_calls),
                 vfs_bytes_written: io.map(|c| c.bytes_written),
-                kernel_entries: io.and_then(|c| c.kernel_entries),
+                kernel_entries: io
+                    .filter(|_| row.combo.engine_counted)
+                    .map(|c| c.kernel_entries),
                 resident_after_evict_pages: row.resident_after_evict_pages,
                 warnings: row
                     .warnings
@@ -658,115 +552,62 @@ pub fn records(results: &[CaseResult], info: &RecordInfo) -> Vec<ColdRecord> {
 }
 
 /// Relative time per case (categories `1 cold`, `1 hot`, … by test number) and
-/// non-baseline combo (series); the baseline is the dashed line at 1.0.
+/// non-baseline combo (series).
 pub fn chart(results: &[CaseResult], baseline: &str) -> Result<BarChart, String> {
-    let labels = first_appearances(
-        results
-            .iter()
-            .flat_map(|r| &r.rows)
-            .filter(|row| !row.is_baseline)
-            .map(|row| row.combo.label())
-            .collect::<Vec<_>>()
-            .iter()
-            .map(String::as_str),
-    )
-    .into_iter()
-    .map(String::from)
-    .collect::<Vec<String>>();
-    if labels.is_empty() {
+    if results
+        .iter()
+        .flat_map(|r| &r.rows)
+        .all(|row| row.is_baseline)
+    {
         return Err(format!("no target besides {baseline} to chart"));
     }
-    let series = labels
-        .into_iter()
-        .map(|label| {
-            let relatives: Vec<Option<Relative>> = results
+    let cases: Vec<Vec<ChartRow>> = results
+        .iter()
+        .map(|result| {
+            result
+                .rows
                 .iter()
-                .map(|result| {
-                    result
-                        .rows
-                        .iter()
-                        .find(|row| row.combo.label() == label)
-                        .and_then(|row| row.relative)
+                .map(|row| ChartRow {
+                    label: row.combo.label(),
+                    is_baseline: row.is_baseline,
+                    relative: row.relative,
                 })
-                .collect();
-            Series {
-                name: label,
-                values: relatives.iter().map(|r| r.map(|r| r.ratio)).collect(),
-                errors: relatives.iter().map(|r| r.and_then(|r| r.error)).collect(),
-            }
+                .collect()
         })
         .collect();
-    Ok(BarChart {
-        title: format!(
-            "bench cold: time relative to {baseline} in the same journal mode (lower is faster)"
-        ),
-        y_label: format!("time / {baseline} time"),
-        categories: results
-            .iter()
-            .map(|r| format!("{} {}", r.case.test.number(), r.case.cache.name()))
-            .collect(),
-        series,
-        reference_line: Some(1.0),
-    })
+    let categories = results
+        .iter()
+        .map(|r| format!("{} {}", r.case.test.number(), r.case.cache.name()))
+        .collect();
+    Ok(relative_time_chart("cold", baseline, categories, &cases))
 }
 
-/// Everything `bench cold` exports.
-pub struct ColdReport {
-    pub records: Vec<ColdRecord>,
-    pub header: Vec<String>,
-    pub results: Vec<CaseResult>,
-    pub verdict: Vec<String>,
-    pub baseline: String,
+/// The Markdown report: the header, the verdict, and a section per case.
+pub fn markdown(header: &[String], results: &[CaseResult], verdict: &[String]) -> String {
+    let mut out = Markdown::new("sqlite-uring bench cold", header);
+    out.block("Verdict", "text", verdict);
+    for result in results {
+        out.section(
+            &format!("{}. {}", result.case.test.number(), result.case.title()),
+            &markdown_table(&HEADERS, &rows(result)),
+        );
+        out.notes(&notes(result));
+    }
+    out.finish()
 }
 
-pub fn markdown(report: &ColdReport) -> String {
-    let mut out = String::from("# sqlite-uring bench cold\n\n");
-    for line in &report.header {
-        out.push_str(&format!("- {line}\n"));
-    }
-    out.push_str("\n## Verdict\n\n```text\n");
-    for line in &report.verdict {
-        out.push_str(line);
-        out.push('\n');
-    }
-    out.push_str("```\n");
-    for result in &report.results {
-        out.push_str(&format!(
-            "\n## {}. {}\n\n",
-            result.case.test.number(),
-            result.case.title()
-        ));
-        out.push_str(&markdown_table(&HEADERS, &rows(result)));
-        let notes = notes(result);
-        if !notes.is_empty() {
-            out.push('\n');
-            for note in notes {
-                out.push_str(&format!("- {note}\n"));
-            }
-        }
-    }
-    out
-}
-
-impl crate::bench::export::Exportable for ColdReport {
-    type CsvRow = ColdRecord;
-    type JsonItem = ColdRecord;
-    type Chart = BarChart;
-
-    fn csv_rows(&self) -> &[ColdRecord] {
-        &self.records
-    }
-
-    fn json_items(&self) -> &[ColdRecord] {
-        &self.records
-    }
-
-    fn markdown(&self) -> String {
-        markdown(self)
-    }
-
-    fn chart(&self) -> Result<BarChart, String> {
-        chart(&self.results, &self.baseline)
+/// Everything `bench cold` exports, once the run is over: `header` is the environment,
+/// database and settings printed above the tables.
+pub fn report(
+    header: &[String],
+    results: &[CaseResult],
+    info: &RecordInfo,
+    verdict: &[String],
+) -> Report<ColdRecord, BarChart> {
+    Report {
+        records: records(results, info),
+        markdown: markdown(header, results, verdict),
+        chart: chart(results, &info.baseline),
     }
 }
 
@@ -781,9 +622,9 @@ mod tests {
             cpu_s: elapsed_s / 2.0,
             read_bytes,
             checksum,
-            io: Some(IoCounts {
+            io: Some(IoStats {
                 read_calls: 1000,
-                ..IoCounts::default()
+                ..IoStats::default()
             }),
             resident_after_evict_pages: Some(0),
         }
@@ -794,6 +635,7 @@ mod tests {
             target: target.into(),
             vfs: target.into(),
             journal,
+            engine_counted: target != "unix",
         };
         vec![
             combo("unix", JournalMode::Delete),

@@ -19,13 +19,17 @@ use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
 use rusqlite::{Connection, Statement};
 use serde::{Deserialize, Serialize};
+use sqlite_uring::IoStats;
 
-use crate::bench::pagecache::{self, CacheState};
-use crate::bench::process_usage::ProcessUsage;
-use crate::bench::rng::{mix, SplitMix64, GOLDEN_GAMMA};
-use crate::bench::signals::check_interrupted;
-use crate::bench::speed::targets::{self, IoCounts, JournalMode, Settings, Synchronous, Target};
-use crate::bench::speed::workload::Checksum;
+use crate::bench::common::checksum::Checksum;
+use crate::bench::common::counts;
+use crate::bench::common::database;
+use crate::bench::common::pagecache::{self, CacheState};
+use crate::bench::common::process_usage::ProcessUsage;
+use crate::bench::common::rng::{mix, SplitMix64, GOLDEN_GAMMA};
+use crate::bench::common::settings::{JournalMode, Settings, Synchronous};
+use crate::bench::common::signals::check_interrupted;
+use crate::bench::common::targets::Target;
 
 /// Seed of every row; changing it changes every database and checksum.
 pub const SEED: u64 = 0xC01D_DA7A_5EED_0001;
@@ -227,7 +231,8 @@ pub struct RunOutcome {
     /// The query results, folded (see [`Checksum`]).
     pub checksum: u64,
     /// VFS calls of the timed part.
-    pub io: Option<IoCounts>,
+    #[serde(with = "counts::wire")]
+    pub io: Option<IoStats>,
     /// Pages of the database's files still in the page cache right after the eviction
     /// (cold runs): 0 unless the filesystem keeps them (tmpfs) or someone maps them.
     pub resident_after_evict_pages: Option<u64>,
@@ -334,7 +339,7 @@ struct Scratch<'p>(&'p Path);
 
 impl Drop for Scratch<'_> {
     fn drop(&mut self) {
-        targets::remove_database_files(self.0);
+        database::remove_database_files(self.0);
     }
 }
 
@@ -359,14 +364,14 @@ pub fn run_once(target: &Target, spec: &RunSpec) -> Result<RunOutcome> {
         journal: spec.journal,
         synchronous: spec.synchronous,
     };
-    let connection = targets::connect(target, vfs, &spec.database)?;
-    targets::configure(&connection, target, settings)?;
+    let connection = database::connect(target, vfs, &spec.database)?;
+    database::configure(&connection, target, settings)?;
     let wal = spec.journal == JournalMode::Wal;
     if wal {
         checkpoint(&connection)?;
     }
     let scratch = Scratch(&spec.scratch);
-    targets::remove_database_files(scratch.0);
+    database::remove_database_files(scratch.0);
     let mut prepared =
         prepare(&connection, spec).with_context(|| format!("preparing {}", spec.test.name()))?;
 
@@ -452,7 +457,7 @@ fn undo(connection: &Connection, spec: &RunSpec, wal: bool, checksum: &mut Check
                 .with_context(|| format!("VACUUM INTO wrote no {}", spec.scratch.display()))?
                 .len();
             checksum.value(rusqlite::types::ValueRef::Integer(length as i64));
-            targets::remove_database_files(&spec.scratch);
+            database::remove_database_files(&spec.scratch);
         }
         _ => {}
     }

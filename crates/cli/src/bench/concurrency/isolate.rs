@@ -1,6 +1,6 @@
 //! One measured run of `bench concurrency` in a fresh process (`--isolation process`,
 //! the default), and the reader processes of the processes pattern: both are jobs of
-//! `bench worker` (bench/worker.rs).
+//! `bench worker` (bench/common/worker.rs).
 //!
 //! Why a fresh process per run: a run's threads, its ring and the io-wq workers a ring
 //! leaves behind stay in the process, and later runs in that process would pay for them
@@ -11,72 +11,36 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use serde::{Deserialize, Serialize};
 
-use super::processes::{self, ReaderJob};
+use super::cell::{Job, RunJob};
+use super::processes;
 use super::workload::{
     create, databases_plans, readers_plans, resolve_target, run_threads, CellOutcome, Latencies,
-    Pattern, Shape,
+    Pattern,
 };
-use crate::bench::speed::targets::JournalMode;
-use crate::bench::{signals, worker};
-
-/// What a `bench worker` process of `bench concurrency` does.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Job {
-    /// One measured run.
-    Run(RunJob),
-    /// One reader process of the processes pattern.
-    Reader(ReaderJob),
-}
-
-/// One measured run: a pattern with N, on one target.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RunJob {
-    pub pattern: Pattern,
-    /// Of the databases pattern; the others are WAL.
-    pub journal: JournalMode,
-    pub threads: u32,
-    /// The `--targets` name (URI parameters included).
-    pub target: String,
-    pub shape: Shape,
-    /// A directory the run creates for its databases and removes again.
-    pub dir: PathBuf,
-    /// The stock `sqlite3` program of the processes pattern.
-    pub sqlite3: PathBuf,
-}
-
-impl RunJob {
-    /// The run, in error messages.
-    pub fn describe(&self) -> String {
-        format!(
-            "{} ({}, N = {}) on {}",
-            self.pattern.name(),
-            self.journal.name(),
-            self.threads,
-            self.target
-        )
-    }
-}
+use crate::bench::common::{signals, worker};
 
 /// Runs `job` in a fresh process of `exe`.
 pub fn run_in_worker(exe: &Path, job: &RunJob) -> Result<CellOutcome> {
     worker::run(
         exe,
-        &worker::Job::Concurrency(Job::Run(job.clone())),
+        &Job::Run(job.clone()),
         &job.describe(),
         &mut worker::no_other_lines,
         &signals::supervise_worker,
     )
 }
 
-/// The worker side.
-pub fn serve(job: &Job) -> Result<()> {
-    signals::install_handlers()?;
-    match job {
-        Job::Run(run) => worker::send_result(&run_here(run)?),
-        Job::Reader(reader) => processes::serve_reader(reader),
+impl worker::WorkerJob for Job {
+    const KIND: &'static str = "concurrency";
+
+    /// The worker side.
+    fn serve(self) -> Result<()> {
+        signals::install_handlers()?;
+        match self {
+            Job::Run(run) => worker::send_result(&run_here(&run)?),
+            Job::Reader(reader) => processes::serve_reader(&reader),
+        }
     }
 }
 

@@ -8,6 +8,7 @@
 //! round; each run's rates are paired with the baseline's of the same round. How to read
 //! the output: `docs/BENCH_CONCURRENCY.md`.
 
+mod cell;
 pub(crate) mod isolate;
 mod output;
 mod processes;
@@ -17,15 +18,15 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 
-use super::export::ExportManager;
-use super::options::{ExportOptions, PairingOptions, RunOptions};
-use super::signals;
-use crate::bench::speed::targets::JournalMode;
+use super::common::export::ExportManager;
+use super::common::options::{once_each, ExportOptions, RunOptions, TargetHelp, TargetOptions};
+use super::common::rounds::{memory_filesystem_caution, print_header, Rounds};
+use super::common::signals;
+use crate::bench::common::settings::JournalMode;
 use crate::report::envinfo;
-use isolate::RunJob;
-use workload::{CellOutcome, Pattern, Shape, SCAN_ROWS};
+use cell::{Cell, RunJob};
+use workload::{Pattern, Shape, SCAN_ROWS};
 
 /// Thread counts measured by default: a pool's range, from one reader to many more
 /// threads than cores.
@@ -59,30 +60,8 @@ pub struct ConcurrencyArgs {
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub threads: Vec<u32>,
 
-    /// Targets to compare, comma-separated: unix (SQLite's own VFS), io_uring (ours),
-    /// sync (our VFS on plain syscalls), io_uring_ring, io_uring_direct, or any registered
-    /// VFS; ours take URI parameters: `io_uring?uring_syncs=ring`.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "unix,io_uring",
-        value_name = "LIST"
-    )]
-    pub targets: Vec<String>,
-
     #[command(flatten)]
-    pub pairing: PairingOptions,
-
-    /// Journal modes of the databases and readers patterns, comma-separated (in a
-    /// rollback-journal mode the readers pattern has no writer, which would lock its
-    /// readers out; processes is WAL: readers in other processes beside a writer need it).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "delete,wal",
-        value_name = "LIST"
-    )]
-    pub journal: Vec<JournalMode>,
+    pub compare: TargetOptions<ConcurrencyTargets>,
 
     /// Length of each measured run's window, in milliseconds (10 to 600000). Every
     /// thread works until the window closes: a fixed window keeps all N threads busy
@@ -115,24 +94,24 @@ pub struct ConcurrencyArgs {
     pub export: ExportOptions,
 }
 
-/// One line of results: a pattern with its N and journal mode.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Cell {
-    pub pattern: Pattern,
-    pub journal: JournalMode,
-    pub threads: u32,
-}
+/// The kind of job `bench worker` runs for `bench concurrency`.
+pub const WORKER_JOB: super::common::worker::JobKind =
+    super::common::worker::JobKind::of::<cell::Job>();
 
-impl Cell {
-    pub fn title(&self) -> String {
-        format!(
-            "{} ({}), N = {}: {}",
-            self.pattern.name(),
-            self.journal.name(),
-            self.threads,
-            self.pattern.describe(self.threads, self.journal)
-        )
-    }
+/// `bench concurrency`'s `--targets` and `--journal`.
+#[derive(Clone, Debug)]
+pub struct ConcurrencyTargets;
+
+impl TargetHelp for ConcurrencyTargets {
+    const DEFAULT_TARGETS: &'static str = "unix,io_uring";
+    const TARGETS: &'static str = "Targets to compare, comma-separated: unix (SQLite's own \
+        VFS), io_uring (ours), sync (our VFS on plain syscalls), io_uring_ring, \
+        io_uring_direct, or any registered VFS; ours take URI parameters: \
+        `io_uring?uring_syncs=ring`";
+    const JOURNAL: &'static str = "Journal modes of the databases and readers patterns, \
+        comma-separated (in a rollback-journal mode the readers pattern has no writer, which \
+        would lock its readers out; processes is WAL: readers in other processes beside a \
+        writer need it)";
 }
 
 /// Every cell of the run, pattern by pattern, N ascending.
@@ -140,18 +119,8 @@ pub fn cells(args: &ConcurrencyArgs) -> Vec<Cell> {
     let mut threads = args.threads.clone();
     threads.sort_unstable();
     threads.dedup();
-    let mut patterns: Vec<Pattern> = Vec::new();
-    for pattern in &args.patterns {
-        if !patterns.contains(pattern) {
-            patterns.push(*pattern);
-        }
-    }
-    let mut journals: Vec<JournalMode> = Vec::new();
-    for journal in &args.journal {
-        if !journals.contains(journal) {
-            journals.push(*journal);
-        }
-    }
+    let patterns = once_each(&args.patterns);
+    let journals = args.compare.journals();
     let mut cells = Vec::new();
     for pattern in patterns {
         let modes = match pattern {
@@ -175,7 +144,7 @@ impl ConcurrencyArgs {
     fn shape(&self) -> Shape {
         Shape {
             rows: self.rows,
-            synchronous: self.pairing.synchronous,
+            synchronous: self.compare.pairing.synchronous,
             duration_ms: self.duration_ms,
             seed: SEED,
         }
@@ -201,17 +170,19 @@ impl ConcurrencyArgs {
         }
         if (self.patterns.contains(&Pattern::Databases)
             || self.patterns.contains(&Pattern::Readers))
-            && self.journal.is_empty()
+            && self.compare.journal.is_empty()
         {
             bail!("--journal is empty; name at least one journal mode, e.g. --journal delete,wal");
         }
-        self.pairing
-            .check_baseline(self.targets.iter().map(|t| t.trim()), &self.targets)?;
-        for target in &self.targets {
+        self.compare.pairing.check_baseline(
+            self.compare.targets.iter().map(|t| t.trim()),
+            &self.compare.targets,
+        )?;
+        for target in &self.compare.targets {
             workload::resolve_target(target.trim())?;
         }
         let mut seen: Vec<&str> = Vec::new();
-        for target in &self.targets {
+        for target in &self.compare.targets {
             if seen.contains(&target.trim()) {
                 bail!(
                     "--targets names {} twice; list each target once",
@@ -254,19 +225,24 @@ pub fn run(args: ConcurrencyArgs) -> Result<()> {
     let debug_warning = args.run.check()?;
     let exports = ExportManager::new(&args.export)?;
     args.check()?;
-    let targets: Vec<String> = args.targets.iter().map(|t| t.trim().to_string()).collect();
+    let targets: Vec<String> = args
+        .compare
+        .targets
+        .iter()
+        .map(|t| t.trim().to_string())
+        .collect();
     let cells = cells(&args);
 
     let env = envinfo::EnvInfo::collect(&args.run.place.dir);
     let mut header = env.lines();
     header.push(format!(
         "settings:    synchronous={} · {} ms window · {} rows · {} warmup + {} runs · baseline {} · isolation {}",
-        args.pairing.synchronous.name(),
+        args.compare.pairing.synchronous.name(),
         args.duration_ms,
         args.rows,
-        args.pairing.warmup,
+        args.compare.pairing.warmup,
         args.runs,
-        args.pairing.baseline,
+        args.compare.pairing.baseline,
         isolation.name(),
     ));
     if args.patterns.contains(&Pattern::Processes) {
@@ -277,13 +253,7 @@ pub fn run(args: ConcurrencyArgs) -> Result<()> {
         ));
     }
     let mut cautions: Vec<String> = debug_warning.into_iter().collect();
-    if matches!(env.filesystem.as_str(), "tmpfs" | "ramfs") {
-        cautions.push(format!(
-            "WARNING: --dir is on {}: fsync costs nothing there, so these numbers say nothing \
-             about a disk; point --dir at the disk you care about",
-            env.filesystem
-        ));
-    }
+    cautions.extend(memory_filesystem_caution(&env));
     if args.run.trace.is_some() {
         cautions.push(
             "NOTE: --trace: every call to this project's VFS is written to the trace, so its \
@@ -291,84 +261,55 @@ pub fn run(args: ConcurrencyArgs) -> Result<()> {
                 .to_string(),
         );
     }
-    for line in header.iter().chain(&cautions) {
-        println!("{line}");
-    }
-    header.extend(cautions);
-    println!();
+    let header = print_header(header, cautions, None);
 
     let run_dir = args
         .run
         .place
         .dir
         .join(format!("sqlite-uring-concurrency-{}", std::process::id()));
-    let rounds = args.pairing.warmup + args.runs;
-    let progress = ProgressBar::new(cells.len() as u64 * u64::from(rounds) * targets.len() as u64);
-    progress.set_style(
-        ProgressStyle::with_template("{bar:32} {pos}/{len} {msg} [{elapsed_precise}, ETA {eta}]")
-            .expect("the template is valid"),
-    );
+    let pairing = &args.compare.pairing;
+    let rounds = Rounds::new(pairing.warmup, args.runs, cells.len(), targets.len());
     let table_output = crate::report::table::Output::stdout();
     let trace = crate::trace_file::start(args.run.trace.as_deref())?;
     signals::install_handlers()?;
     let mut results = Vec::new();
     for cell in &cells {
-        let mut outcomes: Vec<Vec<CellOutcome>> = vec![Vec::new(); targets.len()];
-        for round in 0..rounds {
-            for step in 0..targets.len() {
-                let index = (step + round as usize) % targets.len();
-                let phase = if round < args.pairing.warmup {
-                    "warmup"
-                } else {
-                    "run"
-                };
-                let job = args.job(cell, &targets[index], &run_dir);
-                progress.set_message(format!("{phase} · {}", job.describe()));
-                crate::trace_file::mark(format_args!(
-                    "concurrency {} · {phase} {}",
-                    job.describe(),
-                    round + 1
-                ));
-                let outcome = match &worker_exe {
-                    Some(exe) => isolate::run_in_worker(exe, &job)?,
-                    None => isolate::run_here(&job)?,
-                };
-                if round >= args.pairing.warmup {
-                    outcomes[index].push(outcome);
-                }
-                progress.inc(1);
+        let outcomes = rounds.case(targets.len(), |step| {
+            let job = args.job(cell, &targets[step.index], &run_dir);
+            rounds.message(format!("{} · {}", step.phase, job.describe()));
+            crate::trace_file::mark(format_args!(
+                "concurrency {} · {} {}",
+                job.describe(),
+                step.phase,
+                step.round + 1
+            ));
+            match &worker_exe {
+                Some(exe) => isolate::run_in_worker(exe, &job),
+                None => isolate::run_here(&job),
             }
-        }
-        let result = output::summarise(*cell, &targets, &outcomes, &args.pairing.baseline)
+        })?;
+        let result = output::summarise(*cell, &targets, &outcomes, &pairing.baseline)
             .with_context(|| cell.title())?;
-        progress.suspend(|| {
-            println!("{}", cell.title());
-            println!("{}", output::terminal_table(&result, table_output));
-            for note in output::notes(&result) {
-                println!("{note}");
-            }
-            println!();
-        });
+        rounds.show(
+            &cell.title(),
+            output::terminal_table(&result, table_output),
+            &output::notes(&result),
+        );
         results.push(result);
     }
-    progress.finish_and_clear();
-    if let Some(trace) = trace {
-        let path = trace.path().to_path_buf();
-        trace.finish()?;
-        println!("Trace written to {}", path.display());
-        println!();
-    }
-    let verdict = output::verdict(&results, &args.pairing.baseline);
+    rounds.finish(trace)?;
+    let verdict = output::verdict(&results, &args.compare.pairing.baseline);
     for line in &verdict {
         println!("{line}");
     }
-    let report = output::ConcurrencyReport {
-        records: output::records(&results, &args),
-        header,
-        results,
-        verdict,
-        baseline: args.pairing.baseline.clone(),
+    let info = output::RecordInfo {
+        synchronous: pairing.synchronous.name().to_string(),
+        duration_ms: args.duration_ms,
+        rows: args.rows,
+        baseline: pairing.baseline.clone(),
     };
+    let report = output::report(&header, &results, &info, &verdict);
     for warning in exports.write(&report)? {
         eprintln!("warning: {warning}");
     }
@@ -378,11 +319,11 @@ pub fn run(args: ConcurrencyArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::speed::targets::Synchronous;
+    use crate::bench::common::settings::Synchronous;
     use std::path::Path;
 
     fn parse(words: &[&str]) -> Result<ConcurrencyArgs, clap::Error> {
-        super::super::parse_flags(words.iter().copied())
+        crate::bench::common::options::parse_flags(words.iter().copied())
     }
 
     #[test]
@@ -393,13 +334,19 @@ mod tests {
             [Pattern::Readers, Pattern::Databases, Pattern::Processes]
         );
         assert_eq!(args.threads, [1, 2, 4, 8, 16, 64]);
-        assert_eq!(args.targets, ["unix", "io_uring"]);
-        assert_eq!(args.pairing.baseline, "unix");
-        assert_eq!(args.journal, [JournalMode::Delete, JournalMode::Wal]);
-        assert_eq!(args.pairing.synchronous, Synchronous::Full);
+        assert_eq!(args.compare.targets, ["unix", "io_uring"]);
+        assert_eq!(args.compare.pairing.baseline, "unix");
+        assert_eq!(
+            args.compare.journal,
+            [JournalMode::Delete, JournalMode::Wal]
+        );
+        assert_eq!(args.compare.pairing.synchronous, Synchronous::Full);
         assert_eq!(args.duration_ms, 250);
         assert!(args.duration_ms <= 1000);
-        assert_eq!((args.pairing.warmup, args.runs, args.rows), (1, 6, 10_000));
+        assert_eq!(
+            (args.compare.pairing.warmup, args.runs, args.rows),
+            (1, 6, 10_000)
+        );
         assert_eq!(args.sqlite3, Path::new("sqlite3"));
         assert_eq!(args.run.place.dir, Path::new("."));
         // 6 N × (readers and databases in 2 modes each + processes).
@@ -428,7 +375,7 @@ mod tests {
             "c.svg",
         ])
         .unwrap();
-        assert_eq!(args.targets[1], "io_uring?uring_syncs=ring");
+        assert_eq!(args.compare.targets[1], "io_uring?uring_syncs=ring");
         assert_eq!(args.export.chart.as_deref(), Some(Path::new("c.svg")));
         let found: Vec<(Pattern, JournalMode, u32)> = cells(&args)
             .iter()
@@ -511,11 +458,10 @@ mod tests {
         .unwrap();
         let dir = Path::new("/var/tmp/some dir/run");
         for cell in cells(&args) {
-            for target in &args.targets {
+            for target in &args.compare.targets {
                 let job = args.job(&cell, target, dir);
-                let sent = crate::bench::worker::Job::Concurrency(isolate::Job::Run(job.clone()));
-                let crate::bench::worker::Job::Concurrency(isolate::Job::Run(back)) =
-                    sent.round_trip()
+                let cell::Job::Run(back) =
+                    crate::bench::common::worker::round_trip(&cell::Job::Run(job.clone()))
                 else {
                     panic!("a concurrency run came back as another job")
                 };
@@ -532,21 +478,20 @@ mod tests {
                 assert_eq!(back.sqlite3, Path::new("/opt/odd dir/sqlite3"));
             }
         }
-        let reader = isolate::Job::Reader(processes::ReaderJob {
+        let reader = cell::Job::Reader(cell::ReaderJob {
             target: "io_uring?uring_syncs=ring".into(),
             database: dir.join("shared.db"),
             shape: args.shape(),
             index: 5,
         });
-        let sent = crate::bench::worker::Job::Concurrency(reader.clone());
-        assert_eq!(sent.round_trip(), sent);
+        assert_eq!(crate::bench::common::worker::round_trip(&reader), reader);
     }
 
     /// A tiny real run of both in-process patterns (the processes pattern needs this
     /// program's binary: tests/concurrency.rs runs it), with every export.
     #[test]
     fn tiny_run_in_this_process_exports_every_format() {
-        let _counters = crate::bench::speed::targets::counters_lock();
+        let _counters = crate::bench::common::targets::counters_lock();
         let dir = tempfile::tempdir().unwrap();
         let out = tempfile::tempdir().unwrap();
         let mut args = parse(&[

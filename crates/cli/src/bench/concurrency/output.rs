@@ -7,9 +7,11 @@ use anyhow::{bail, Result};
 use comfy_table::Table;
 use serde::{Deserialize, Serialize};
 
+use super::cell::Cell;
 use super::workload::{resolve_target, CellOutcome, Kind, Pattern};
-use super::{Cell, ConcurrencyArgs};
-use crate::bench::speed::verdict::{chance_limit, first_appearances};
+use crate::bench::common::export::{Markdown, Report};
+use crate::bench::common::paired::Compared;
+use crate::bench::common::verdict::{chance_limit, entry, first_appearances, Comparison};
 use crate::report::chart::{Line, LineChart};
 use crate::report::export::markdown_table;
 use crate::report::stats::{self, PairedRatio, Relative, Summary, Verdict, Warning};
@@ -86,16 +88,12 @@ pub fn summarise(
         let rates_of =
             |index: usize| -> Vec<f64> { of_kind[index].iter().map(|k| k.rate_per_s).collect() };
         let baseline_rates = baseline_index.map(rates_of);
-        let baseline_summary = baseline_rates.as_deref().and_then(Summary::from_samples);
         for (index, target) in targets.iter().enumerate() {
             let rates = rates_of(index);
-            let Some(summary) = Summary::from_samples(&rates) else {
-                bail!("{target}: no valid {} rate", kind.name());
-            };
             let is_baseline = Some(index) == baseline_index;
-            let paired = match (&baseline_rates, is_baseline) {
-                (Some(base), false) => stats::paired_ratio(&rates, base),
-                _ => None,
+            // The baseline's own row keeps the ratio of its mean to itself, with its error.
+            let Some(compared) = Compared::of(&rates, baseline_rates.as_deref(), false) else {
+                bail!("{target}: no valid {} rate", kind.name());
             };
             let per_op_s: Vec<f64> = rates.iter().map(|r| 1.0 / r).collect();
             let warnings = if rates.iter().all(|r| *r > 0.0) {
@@ -108,14 +106,12 @@ pub fn summarise(
                 target: target.clone(),
                 vfs: resolve_target(target)?.vfs.unwrap_or_default(),
                 kind,
-                relative: baseline_summary
-                    .as_ref()
-                    .and_then(|b| summary.relative_to(b)),
+                relative: compared.relative,
                 ops_mean: runs.iter().map(|k| k.ops as f64).sum::<f64>() / runs.len() as f64,
                 p50_s: median_of_some(runs.iter().map(|k| k.p50_s)),
                 p99_s: median_of_some(runs.iter().map(|k| k.p99_s)),
-                rates: summary,
-                paired,
+                rates: compared.summary,
+                paired: compared.paired.filter(|_| !is_baseline),
                 warnings,
             });
         }
@@ -197,19 +193,8 @@ pub fn notes(result: &CellResult) -> Vec<String> {
         .collect()
 }
 
-/// The verdict of one target on one kind in one pattern and journal mode, over N.
-struct Comparison {
-    target: String,
-    what: String,
-    faster: Vec<u32>,
-    slower: Vec<u32>,
-    same: Vec<u32>,
-    undecided: Vec<u32>,
-    /// A baseline run made no operation of the kind: no ratio, so no verdict.
-    unpaired: Vec<u32>,
-    medians: Vec<f64>,
-}
-
+/// The comparisons of every target but the baseline, per pattern, journal mode and kind
+/// (`databases (wal) commits/s`), over N.
 fn comparisons(results: &[CellResult], baseline: &str) -> Vec<Comparison> {
     let mut found: Vec<Comparison> = Vec::new();
     for result in results {
@@ -221,39 +206,11 @@ fn comparisons(results: &[CellResult], baseline: &str) -> Vec<Comparison> {
                 cell.journal.name(),
                 row.kind.rate_unit()
             );
-            let index = match found
-                .iter()
-                .position(|c| c.target == row.target && c.what == what)
-            {
-                Some(index) => index,
-                None => {
-                    found.push(Comparison {
-                        target: row.target.clone(),
-                        what,
-                        faster: vec![],
-                        slower: vec![],
-                        same: vec![],
-                        undecided: vec![],
-                        unpaired: vec![],
-                        medians: vec![],
-                    });
-                    found.len() - 1
-                }
-            };
-            let comparison = &mut found[index];
-            let Some(paired) = row.paired else {
-                comparison.unpaired.push(cell.threads);
-                continue;
-            };
-            // Rate ratios: above 1 is faster.
-            match paired.verdict() {
-                Some(Verdict::Above) => comparison.faster.push(cell.threads),
-                Some(Verdict::Below) => comparison.slower.push(cell.threads),
-                Some(Verdict::Straddles) => comparison.same.push(cell.threads),
-                None => comparison.undecided.push(cell.threads),
-            }
-            if paired.median > 0.0 && paired.median.is_finite() {
-                comparison.medians.push(paired.median);
+            let comparison = entry(&mut found, &row.target, &what);
+            match row.paired {
+                // Rate ratios: above 1 is faster.
+                Some(paired) => comparison.add(cell.threads, Some(paired), true),
+                None => comparison.unpaired.push(cell.threads),
             }
         }
     }
@@ -291,7 +248,7 @@ pub fn verdict(results: &[CellResult], baseline: &str) -> Vec<String> {
         for c in comparisons.iter().filter(|c| c.target == target) {
             let mut line = format!(
                 "    {}: faster at {} · slower at {} · same at {}",
-                c.what,
+                c.journal,
                 list_n(&c.faster),
                 list_n(&c.slower),
                 list_n(&c.same)
@@ -308,10 +265,8 @@ pub fn verdict(results: &[CellResult], baseline: &str) -> Vec<String> {
                     list_n(&c.unpaired)
                 ));
             }
-            if !c.medians.is_empty() {
-                let mean_log =
-                    c.medians.iter().map(|m| m.ln()).sum::<f64>() / c.medians.len() as f64;
-                line.push_str(&format!(" · rate ×{:.2}", mean_log.exp()));
+            if let Some(ratio) = c.typical_ratio() {
+                line.push_str(&format!(" · rate ×{ratio:.2}"));
             }
             lines.push(line);
             faster += c.faster.len();
@@ -386,7 +341,15 @@ pub struct ConcurrencyRecord {
     pub warnings: String,
 }
 
-pub fn records(results: &[CellResult], args: &ConcurrencyArgs) -> Vec<ConcurrencyRecord> {
+/// What every record shares: the settings of the run.
+pub struct RecordInfo {
+    pub synchronous: String,
+    pub duration_ms: u64,
+    pub rows: u64,
+    pub baseline: String,
+}
+
+pub fn records(results: &[CellResult], info: &RecordInfo) -> Vec<ConcurrencyRecord> {
     let mut records = Vec::new();
     for result in results {
         for row in &result.rows {
@@ -398,9 +361,9 @@ pub fn records(results: &[CellResult], args: &ConcurrencyArgs) -> Vec<Concurrenc
                 target: row.target.clone(),
                 vfs: row.vfs.clone(),
                 kind: row.kind.name().into(),
-                synchronous: args.pairing.synchronous.name().into(),
-                duration_ms: args.duration_ms,
-                rows: args.rows,
+                synchronous: info.synchronous.clone(),
+                duration_ms: info.duration_ms,
+                rows: info.rows,
                 runs: row.rates.runs,
                 ops_mean: row.ops_mean,
                 rate_mean_per_s: row.rates.mean,
@@ -410,7 +373,7 @@ pub fn records(results: &[CellResult], args: &ConcurrencyArgs) -> Vec<Concurrenc
                 rate_max_per_s: row.rates.max,
                 p50_latency_us: row.p50_s.map(|s| s * 1e6),
                 p99_latency_us: row.p99_s.map(|s| s * 1e6),
-                baseline: args.pairing.baseline.clone(),
+                baseline: info.baseline.clone(),
                 relative: row.relative.map(|r| r.ratio),
                 relative_error: row.relative.and_then(|r| r.error),
                 paired_median: row.paired.map(|p| p.median),
@@ -512,35 +475,32 @@ fn summary_table(results: &[CellResult], baseline: &str) -> String {
     markdown_table(&headers, &rows)
 }
 
-pub fn markdown(report: &ConcurrencyReport) -> String {
-    let mut out = String::from("# sqlite-uring bench concurrency\n\n");
-    for line in &report.header {
-        out.push_str(&format!("- {line}\n"));
+/// The Markdown report: the header, the summary table, the verdict, and a section per
+/// cell.
+pub fn markdown(
+    header: &[String],
+    results: &[CellResult],
+    verdict: &[String],
+    baseline: &str,
+) -> String {
+    let mut out = Markdown::new("sqlite-uring bench concurrency", header);
+    out.section(
+        "Summary",
+        &format!(
+            "Paired median of the rate ratio to {baseline} [95 % interval]; **bold**: more \
+             operations per second than {baseline} beyond the noise, _italic_: fewer.\n\n{}",
+            summary_table(results, baseline)
+        ),
+    );
+    out.block("Verdict", "", verdict);
+    for result in results {
+        out.section(
+            &result.cell.title(),
+            &markdown_table(&HEADERS, &table_rows(result)),
+        );
+        out.notes(&notes(result));
     }
-    out.push_str(&format!(
-        "\n## Summary\n\nPaired median of the rate ratio to {0} [95 % interval]; **bold**: \
-         more operations per second than {0} beyond the noise, _italic_: fewer.\n\n",
-        report.baseline
-    ));
-    out.push_str(&summary_table(&report.results, &report.baseline));
-    out.push_str("\n## Verdict\n\n```\n");
-    for line in &report.verdict {
-        out.push_str(line);
-        out.push('\n');
-    }
-    out.push_str("```\n");
-    for result in &report.results {
-        out.push_str(&format!("\n## {}\n\n", result.cell.title()));
-        out.push_str(&markdown_table(&HEADERS, &table_rows(result)));
-        let notes = notes(result);
-        if !notes.is_empty() {
-            out.push('\n');
-            for note in notes {
-                out.push_str(&format!("- {note}\n"));
-            }
-        }
-    }
-    out
+    out.finish()
 }
 
 /// Mean rate against N: one colour per pattern, journal mode and kind, one marker per
@@ -590,47 +550,31 @@ pub fn chart(results: &[CellResult], targets: &[String]) -> Result<LineChart, St
     })
 }
 
-/// Everything `bench concurrency` exports.
-pub struct ConcurrencyReport {
-    pub records: Vec<ConcurrencyRecord>,
-    pub header: Vec<String>,
-    pub results: Vec<CellResult>,
-    pub verdict: Vec<String>,
-    pub baseline: String,
-}
-
-impl crate::bench::export::Exportable for ConcurrencyReport {
-    type CsvRow = ConcurrencyRecord;
-    type JsonItem = ConcurrencyRecord;
-    type Chart = LineChart;
-
-    fn csv_rows(&self) -> &[ConcurrencyRecord] {
-        &self.records
-    }
-
-    fn json_items(&self) -> &[ConcurrencyRecord] {
-        &self.records
-    }
-
-    fn markdown(&self) -> String {
-        markdown(self)
-    }
-
-    fn chart(&self) -> Result<LineChart, String> {
-        let targets: Vec<String> =
-            first_appearances(self.records.iter().map(|r| r.target.as_str()))
-                .into_iter()
-                .map(String::from)
-                .collect();
-        chart(&self.results, &targets)
+/// Everything `bench concurrency` exports, once the run is over: `header` is the
+/// environment and settings printed above the tables.
+pub fn report(
+    header: &[String],
+    results: &[CellResult],
+    info: &RecordInfo,
+    verdict: &[String],
+) -> Report<ConcurrencyRecord, LineChart> {
+    let records = records(results, info);
+    let targets: Vec<String> = first_appearances(records.iter().map(|r| r.target.as_str()))
+        .into_iter()
+        .map(String::from)
+        .collect();
+    Report {
+        markdown: markdown(header, results, verdict, &info.baseline),
+        chart: chart(results, &targets),
+        records,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::common::settings::JournalMode;
     use crate::bench::concurrency::workload::KindOutcome;
-    use crate::bench::speed::targets::JournalMode;
 
     fn outcome(commit_rate: f64) -> CellOutcome {
         CellOutcome {
@@ -657,7 +601,7 @@ mod tests {
     /// round is faster, fewer slower, and the verdict says so per N.
     #[test]
     fn rate_ratios_read_the_right_way_round() {
-        let _counters = crate::bench::speed::targets::counters_lock();
+        let _counters = crate::bench::common::targets::counters_lock();
         let targets = vec!["unix".to_string(), "io_uring".to_string()];
         let unix: Vec<CellOutcome> = (0..8).map(|i| outcome(100.0 + i as f64)).collect();
         let run = |factor: f64, threads| {
@@ -687,8 +631,13 @@ mod tests {
         // Equal rates make the interval [1, 1], which contains 1.
         let same = &results[2].rows[1];
         assert_eq!(same.paired.unwrap().verdict(), Some(Verdict::Straddles));
-        let args: ConcurrencyArgs = crate::bench::parse_flags(["--runs", "8"]).unwrap();
-        let records = records(&results, &args);
+        let info = RecordInfo {
+            synchronous: "FULL".into(),
+            duration_ms: 250,
+            rows: 10_000,
+            baseline: "unix".into(),
+        };
+        let records = records(&results, &info);
         let verdicts: Vec<Option<&str>> = records.iter().map(|r| r.verdict.as_deref()).collect();
         assert_eq!(
             verdicts,

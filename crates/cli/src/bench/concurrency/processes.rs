@@ -17,30 +17,19 @@ use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
-use serde::{Deserialize, Serialize};
 
-use super::isolate;
+use super::cell::{Job, ReaderJob};
 use super::workload::{
     self, create, lookup, open, reader_processes, resolve_target, run_role, run_threads, Kind,
     Latencies, Role, Shape, ThreadPlan, PAYLOAD_BYTES,
 };
-use crate::bench::rng::SplitMix64;
-use crate::bench::speed::targets::{JournalMode, Target};
-use crate::bench::worker;
+use crate::bench::common::rng::SplitMix64;
+use crate::bench::common::settings::JournalMode;
+use crate::bench::common::targets::Target;
+use crate::bench::common::worker;
 
 /// Index offset of reader processes' random streams (threads use 0..N).
 const PROCESS_STREAMS: u64 = 1 << 20;
-
-/// One reader process of this program.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ReaderJob {
-    /// The `--targets` name it reads through.
-    pub target: String,
-    pub database: PathBuf,
-    pub shape: Shape,
-    /// Which random stream it uses.
-    pub index: u64,
-}
 
 /// The reader process's side.
 pub fn serve_reader(job: &ReaderJob) -> Result<()> {
@@ -107,7 +96,7 @@ struct OurReader {
 
 impl OurReader {
     fn start(exe: &Path, job: ReaderJob) -> Result<OurReader> {
-        let job = worker::Job::Concurrency(isolate::Job::Reader(job));
+        let job = Job::Reader(job);
         let mut child = worker::command(exe, &job)?
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -288,7 +277,7 @@ impl StockReader {
             if started >= deadline {
                 return Ok(latencies);
             }
-            crate::bench::signals::check_interrupted()?;
+            crate::bench::common::signals::check_interrupted()?;
             self.lookup(&mut rng, shape.rows)?;
             latencies.record(Kind::Sqlite3Lookup, started.elapsed().as_nanos() as u64);
         }

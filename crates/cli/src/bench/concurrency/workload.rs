@@ -23,9 +23,11 @@ use anyhow::{anyhow, bail, Context, Result};
 use rusqlite::{params, Connection};
 use serde::{Deserialize, Serialize};
 
-use crate::bench::rng::{mix, SplitMix64};
-use crate::bench::signals;
-use crate::bench::speed::targets::{self, JournalMode, Settings, Synchronous, Target};
+use crate::bench::common::database;
+use crate::bench::common::rng::{mix, SplitMix64};
+use crate::bench::common::settings::{JournalMode, Settings, Synchronous};
+use crate::bench::common::signals;
+use crate::bench::common::targets::{self, Target};
 
 /// Bytes of each row's payload.
 pub const PAYLOAD_BYTES: usize = 100;
@@ -260,9 +262,9 @@ pub fn open(target: &Target, path: &Path, settings: Settings) -> Result<Connecti
         .vfs
         .as_deref()
         .ok_or_else(|| anyhow!("target {} has no VFS", target.label))?;
-    let connection = targets::connect(target, vfs, path)?;
+    let connection = database::connect(target, vfs, path)?;
     connection.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS))?;
-    targets::configure(&connection, target, settings)?;
+    database::configure(&connection, target, settings)?;
     Ok(connection)
 }
 
@@ -280,7 +282,7 @@ fn payload(id: u64, generation: u64) -> [u8; PAYLOAD_BYTES] {
 /// Creates the database at `path` (removing any old one) with `rows` rows, through
 /// `target`, and closes it.
 pub fn create(target: &Target, path: &Path, settings: Settings, rows: u64) -> Result<()> {
-    targets::remove_database_files(path);
+    database::remove_database_files(path);
     let connection = open(target, path, settings)?;
     connection.execute_batch(
         "CREATE TABLE kv(id INTEGER PRIMARY KEY, v INTEGER NOT NULL, payload BLOB NOT NULL)",

@@ -27,13 +27,13 @@ use std::path::Path;
 
 use anyhow::{bail, Context};
 
-use super::export::ExportManager;
+use super::common::export::{ExportManager, Exportable};
+use super::common::pagecache;
+use crate::report::envinfo::{self, EnvInfo};
 use crate::report::stats::format_bytes;
 pub use options::IoArgs;
 use options::Plan;
 use output::RunRecord;
-
-use crate::report::envinfo::{self, EnvInfo};
 
 /// Free space kept on top of `--size`, so the benchmark never fills the disk to the brim.
 const SPACE_MARGIN_BYTES: u64 = 64 << 20;
@@ -54,10 +54,7 @@ pub fn run(args: IoArgs) -> anyhow::Result<()> {
     preflight(&plan)?;
 
     let plan_line = plan_line(&plan);
-    for line in output::header_lines(&env) {
-        eprintln!("{line}");
-    }
-    eprintln!("plan:        {plan_line}");
+    print_plan(&env, &plan_line);
     if args.methods.contains(&options::MethodKind::Dd)
         && !plan.methods.contains(&options::Method::Dd)
     {
@@ -65,12 +62,9 @@ pub fn run(args: IoArgs) -> anyhow::Result<()> {
     }
     eprintln!();
 
-    let stdout = std::io::stdout();
     let records = execute(&plan, &mut |record: &RunRecord| {
         // Printed as each run ends, like IO Playground's programs: stdout is the CSV.
-        let mut out = stdout.lock();
-        let _ = writeln!(out, "{}", record.csv_row());
-        let _ = out.flush();
+        print_csv_row(&record.csv_row());
         let workers = if record.kind == "io_uring" {
             format!(", {} iou-wrk", record.io_wq_workers_max)
         } else {
@@ -87,19 +81,13 @@ pub fn run(args: IoArgs) -> anyhow::Result<()> {
 
     let summaries = output::summarize(&plan, &records);
     let notes = output::notes(&plan, &env, &summaries);
-    eprintln!();
-    eprintln!(
-        "{}",
-        output::summary_table(&summaries, crate::report::table::Output::stderr())
+    print_summary(
+        &output::summary_table(&summaries, crate::report::table::Output::stderr()),
+        &notes,
+        summaries
+            .iter()
+            .map(|s| (s.method.as_str(), s.warnings.as_slice())),
     );
-    for note in &notes {
-        eprintln!("note: {note}");
-    }
-    for summary in &summaries {
-        for warning in &summary.warnings {
-            eprintln!("warning: {}: {warning}", summary.method);
-        }
-    }
 
     let report = output::JsonReport {
         env: &env,
@@ -114,16 +102,7 @@ pub fn run(args: IoArgs) -> anyhow::Result<()> {
         summaries: &summaries,
         notes: &notes,
     };
-    let exported = output::IoReport {
-        json: report,
-        env: &env,
-        plan: &plan,
-        plan_line: &plan_line,
-    };
-    for warning in exports.write(&exported)? {
-        eprintln!("warning: {warning}");
-    }
-    Ok(())
+    write_exports(&exports, &output::report(report, &plan, &plan_line))
 }
 
 /// `--wal`: the commit stream, with the same header, exports and statistics.
@@ -145,19 +124,13 @@ fn run_wal(args: &IoArgs) -> anyhow::Result<()> {
     wal::preflight(&plan)?;
 
     let plan_line = wal_output::plan_line(&plan);
-    for line in output::header_lines(&env) {
-        eprintln!("{line}");
-    }
-    eprintln!("plan:        {plan_line}");
+    print_plan(&env, &plan_line);
     eprintln!();
 
-    let stdout = std::io::stdout();
     let mut records = Vec::new();
     wal::execute(&plan, &mut |round, case, outcome| {
         let record = wal_output::WalRunRecord::new(&plan, round, case, outcome);
-        let mut out = stdout.lock();
-        let _ = writeln!(out, "{}", record.csv_row());
-        let _ = out.flush();
+        print_csv_row(&record.csv_row());
         eprintln!(
             "  round {:>2}  {:<42} {:>10}  {:>8.0} commits/s  p50 {:>7.0} µs  p99 {:>7.0} µs",
             record.round,
@@ -172,21 +145,15 @@ fn run_wal(args: &IoArgs) -> anyhow::Result<()> {
 
     let summaries = wal_output::summarize(&plan, &records);
     let notes = wal_output::notes(&plan);
-    eprintln!();
-    eprintln!(
-        "{}",
-        wal_output::summary_table(&summaries, crate::report::table::Output::stderr())
+    print_summary(
+        &wal_output::summary_table(&summaries, crate::report::table::Output::stderr()),
+        &notes,
+        summaries
+            .iter()
+            .map(|s| (s.method.as_str(), s.warnings.as_slice())),
     );
-    for note in &notes {
-        eprintln!("note: {note}");
-    }
-    for summary in &summaries {
-        for warning in &summary.warnings {
-            eprintln!("warning: {}: {warning}", summary.method);
-        }
-    }
-    let exported = wal_output::WalReport {
-        json: wal_output::WalJsonReport {
+    let exported = wal_output::report(
+        wal_output::WalJsonReport {
             env: &env,
             workload: "wal",
             commits: plan.commits,
@@ -200,13 +167,10 @@ fn run_wal(args: &IoArgs) -> anyhow::Result<()> {
             summaries: &summaries,
             notes: &notes,
         },
-        plan: &plan,
-        plan_line: &plan_line,
-    };
-    for warning in exports.write(&exported)? {
-        eprintln!("warning: {warning}");
-    }
-    Ok(())
+        &plan,
+        &plan_line,
+    );
+    write_exports(&exports, &exported)
 }
 
 /// `--reads`: random reads by queue depth, with the same header, exports and statistics.
@@ -229,10 +193,7 @@ fn run_reads(args: &IoArgs) -> anyhow::Result<()> {
     read::preflight(&plan)?;
 
     let plan_line = read_output::plan_line(&plan);
-    for line in output::header_lines(&env) {
-        eprintln!("{line}");
-    }
-    eprintln!("plan:        {plan_line}");
+    print_plan(&env, &plan_line);
     if plan.existing.is_none() {
         eprintln!(
             "setup:       writing the {} test file once and fsyncing it (not timed)",
@@ -241,16 +202,13 @@ fn run_reads(args: &IoArgs) -> anyhow::Result<()> {
     }
     eprintln!();
 
-    let stdout = std::io::stdout();
     let mut records = Vec::new();
     read::execute(
         &plan,
-        &mut read::evict_page_cache,
+        &mut pagecache::drop_clean_pages,
         &mut |round, case, outcome| {
             let record = read_output::ReadRunRecord::new(&plan, round, case, outcome);
-            let mut out = stdout.lock();
-            let _ = writeln!(out, "{}", record.csv_row());
-            let _ = out.flush();
+            print_csv_row(&record.csv_row());
             let workers = if case.method == options::ReadMethod::IoUring {
                 format!(", {} iou-wrk", record.io_wq_workers_max)
             } else {
@@ -272,21 +230,15 @@ fn run_reads(args: &IoArgs) -> anyhow::Result<()> {
 
     let summaries = read_output::summarize(&plan, &records);
     let notes = read_output::notes(&plan, &summaries);
-    eprintln!();
-    eprintln!(
-        "{}",
-        read_output::summary_table(&plan, &summaries, crate::report::table::Output::stderr())
+    print_summary(
+        &read_output::summary_table(&plan, &summaries, crate::report::table::Output::stderr()),
+        &notes,
+        summaries
+            .iter()
+            .map(|s| (s.method.as_str(), s.warnings.as_slice())),
     );
-    for note in &notes {
-        eprintln!("note: {note}");
-    }
-    for summary in &summaries {
-        for warning in &summary.warnings {
-            eprintln!("warning: {}: {warning}", summary.method);
-        }
-    }
-    let exported = read_output::ReadReport {
-        json: read_output::ReadJsonReport {
+    let exported = read_output::report(
+        read_output::ReadJsonReport {
             env: &env,
             workload: "randread",
             file_size_bytes: plan.size_bytes,
@@ -306,10 +258,48 @@ fn run_reads(args: &IoArgs) -> anyhow::Result<()> {
             summaries: &summaries,
             notes: &notes,
         },
-        plan: &plan,
-        plan_line: &plan_line,
-    };
-    for warning in exports.write(&exported)? {
+        &plan,
+        &plan_line,
+    );
+    write_exports(&exports, &exported)
+}
+
+/// The environment (without SQLite's lines) and the plan, on stderr: stdout is the CSV.
+fn print_plan(env: &EnvInfo, plan_line: &str) {
+    for line in output::header_lines(env) {
+        eprintln!("{line}");
+    }
+    eprintln!("plan:        {plan_line}");
+}
+
+/// One run's CSV row on stdout, as each run ends, like IO Playground's programs.
+fn print_csv_row(row: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{row}");
+    let _ = out.flush();
+}
+
+/// The summary table, its notes and each method's warnings, on stderr.
+fn print_summary<'a>(
+    table: &str,
+    notes: &[String],
+    warnings: impl Iterator<Item = (&'a str, &'a [String])>,
+) {
+    eprintln!();
+    eprintln!("{table}");
+    for note in notes {
+        eprintln!("note: {note}");
+    }
+    for (method, method_warnings) in warnings {
+        for warning in method_warnings {
+            eprintln!("warning: {method}: {warning}");
+        }
+    }
+}
+
+/// Writes the requested result files; a chart with nothing to draw is a warning.
+fn write_exports(exports: &ExportManager, results: &impl Exportable) -> anyhow::Result<()> {
+    for warning in exports.write(results)? {
         eprintln!("warning: {warning}");
     }
     Ok(())

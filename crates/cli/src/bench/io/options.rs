@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::bail;
 use clap::{Args, ValueEnum};
 
-use crate::bench::options::{ExportOptions, PlaceOptions};
+use crate::bench::common::options::{ExportOptions, PlaceOptions};
 use crate::report::stats::format_bytes;
 
 /// Largest accepted `--block-size`: bigger buffers stop being "an IO model"
@@ -322,6 +322,23 @@ pub enum Strategy {
     Refill,
 }
 
+impl Strategy {
+    /// Buffers a ring of `entries` allocates with this strategy (reads use `refill`).
+    ///
+    /// `batch` keeps a second set: while one batch is in the device, the data of the
+    /// next one is generated into the other set, so the time to fill E buffers is not
+    /// spent with an idle device. The model is unchanged (E submitted together, all E
+    /// awaited before the next E are submitted); fio, which reuses its buffers without
+    /// refilling them, has no fill time to hide. `refill` has no free buffer while its
+    /// queue is full, so a second set would never be used.
+    pub fn buffers_per_ring(self, entries: u32) -> u32 {
+        match self {
+            Strategy::Batch => entries.saturating_mul(2),
+            Strategy::Refill => entries,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Durability {
@@ -508,7 +525,7 @@ impl Plan {
             let max_buffers = args
                 .strategy
                 .iter()
-                .map(|&strategy| u64::from(super::ring::buffers_per_ring(max_entries, strategy)))
+                .map(|&strategy| u64::from(strategy.buffers_per_ring(max_entries)))
                 .max()
                 .unwrap_or(u64::from(max_entries));
             let buffers_bytes = max_threads * max_buffers * args.block_size;

@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use super::options::{Durability, Method, Plan, Strategy};
+use crate::bench::common::export::Document;
 use crate::report::chart::{BarChart, Series};
 use crate::report::envinfo::EnvInfo;
 use crate::report::stats::{self, Relative, Summary, Warning};
@@ -140,7 +141,14 @@ pub fn summarize(plan: &Plan, records: &[RunRecord]) -> Vec<MethodSummary> {
                 io_wq_workers_max: runs.iter().map(|r| r.io_wq_workers_max).max().unwrap_or(0),
                 warnings: stats::warnings(&times)
                     .iter()
-                    .filter_map(warning_message)
+                    .filter_map(|w| {
+                        round_warning(
+                            w,
+                            "first round much slower than the rest (cold caches, writeback of \
+                             an earlier run)",
+                            NOISE,
+                        )
+                    })
                     .collect(),
             })
         })
@@ -168,27 +176,27 @@ pub fn summarize(plan: &Plan, records: &[RunRecord]) -> Vec<MethodSummary> {
     summaries
 }
 
-/// The shared warnings, with this command's flag names (`--rounds`, not `--runs`).
-fn warning_message(warning: &Warning) -> Option<String> {
+/// The shared warnings in this command's words (`--rounds`, not `--runs`): `first_round`
+/// says why a first round is slow, `noise` what to make of a high variance.
+pub fn round_warning(warning: &Warning, first_round: &str, noise: &str) -> Option<String> {
     Some(match warning {
-        Warning::ColdFirstRun => {
-            "first round much slower than the rest (cold caches, writeback of an earlier run)"
-                .into()
-        }
+        Warning::ColdFirstRun => first_round.to_string(),
         Warning::Outliers { count } => format!(
             "{count} outlier round(s): other load on the machine or disk interfered; rerun when quiet"
         ),
-        Warning::HighVariance { percent } => format!(
-            "σ is {percent}% of the mean: differences smaller than that mean nothing; use more --rounds"
-        ),
+        Warning::HighVariance { percent } => format!("σ is {percent}% of the mean: {noise}"),
         // Said once for the whole run (see `notes`), not once per method.
         Warning::SingleRun => return None,
     })
 }
 
+/// What a high variance means, unless a benchmark says more.
+pub const NOISE: &str = "differences smaller than that mean nothing; use more --rounds";
+
 pub use crate::report::stats::format_rate;
 
-fn format_iops(iops: f64) -> String {
+/// `750`, `3.0k`, `45.2k`: IOPS short enough for a table.
+pub fn format_iops(iops: f64) -> String {
     if iops >= 1e3 {
         format!("{:.1}k", iops / 1e3)
     } else {
@@ -433,36 +441,16 @@ pub fn throughput_chart(plan: &Plan, summaries: &[MethodSummary]) -> BarChart {
 
 /// Everything `bench io` exports: CSV holds every run, JSON one report per invocation
 /// (files of several invocations concatenate into one array).
-pub struct IoReport<'a> {
-    pub json: JsonReport<'a>,
-    pub env: &'a EnvInfo,
-    pub plan: &'a super::options::Plan,
-    pub plan_line: &'a str,
-}
-
-impl<'a> crate::bench::export::Exportable for IoReport<'a> {
-    type CsvRow = RunRecord;
-    type JsonItem = JsonReport<'a>;
-    type Chart = BarChart;
-
-    fn csv_rows(&self) -> &[RunRecord] {
-        self.json.runs
-    }
-
-    fn json_items(&self) -> &[JsonReport<'a>] {
-        std::slice::from_ref(&self.json)
-    }
-
-    fn markdown(&self) -> String {
-        markdown_report(
-            self.env,
-            self.plan_line,
-            self.json.summaries,
-            self.json.notes,
-        )
-    }
-
-    fn chart(&self) -> Result<BarChart, String> {
-        Ok(throughput_chart(self.plan, self.json.summaries))
+/// Everything `bench io` exports.
+pub fn report<'a>(
+    json: JsonReport<'a>,
+    plan: &Plan,
+    plan_line: &str,
+) -> Document<'a, RunRecord, JsonReport<'a>, BarChart> {
+    Document {
+        rows: json.runs,
+        markdown: markdown_report(json.env, plan_line, json.summaries, json.notes),
+        chart: Ok(throughput_chart(plan, json.summaries)),
+        json,
     }
 }

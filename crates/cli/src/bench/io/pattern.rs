@@ -9,7 +9,7 @@
 
 use std::os::unix::fs::FileExt;
 
-use crate::bench::rng;
+use crate::bench::common::rng;
 
 /// Words per 4 KiB page: each page gets its own key.
 const PAGE_WORDS: u64 = 512;

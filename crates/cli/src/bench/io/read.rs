@@ -32,7 +32,8 @@ use super::options::{
 };
 use super::pattern;
 use super::ring::{self, ReadTally, RingFile, RingJob, SqpollAnchor};
-use crate::bench::rng::{self, SplitMix64};
+use crate::bench::common::pagecache::{self, Failed};
+use crate::bench::common::rng::{self, SplitMix64};
 use crate::report::stats::format_bytes;
 
 /// Bytes written per call while the test file is made (outside any clock).
@@ -320,54 +321,6 @@ pub fn share(offsets: &[u64], index: usize, threads: usize) -> &[u64] {
     &offsets[n * index / threads..n * (index + 1) / threads]
 }
 
-/// Drops the file's pages from the page cache (`POSIX_FADV_DONTNEED` on the whole file).
-/// Clean pages go; the test file is never dirty (written and fsynced once). No root needed.
-pub fn evict_page_cache(file: &File) -> io::Result<()> {
-    // SAFETY: plain syscall on a descriptor `file` keeps open; no memory is passed.
-    let error = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-    if error != 0 {
-        // posix_fadvise returns the error number instead of setting errno.
-        return Err(io::Error::from_raw_os_error(error));
-    }
-    Ok(())
-}
-
-/// Pages of the first `size_bytes` of `file` that are in the page cache (`mincore` on a
-/// read-only mapping, which maps without reading anything).
-pub fn resident_pages(file: &File, size_bytes: u64) -> io::Result<u64> {
-    if size_bytes == 0 {
-        return Ok(0);
-    }
-    let len = usize::try_from(size_bytes)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file too large to map"))?;
-    // SAFETY: a new shared read-only mapping of an open descriptor at a kernel-chosen
-    // address; it aliases no Rust memory and is only passed to mincore, never read.
-    let map = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            file.as_raw_fd(),
-            0,
-        )
-    };
-    if map == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    let mut vec = vec![0u8; len.div_ceil(PAGE_BYTES as usize)];
-    // SAFETY: map is a live mapping of len bytes; vec has one byte per page of it.
-    let rc = unsafe { libc::mincore(map, len, vec.as_mut_ptr()) };
-    let error = io::Error::last_os_error();
-    // SAFETY: map and len are exactly what mmap returned and was given; nothing uses
-    // the mapping after this.
-    unsafe { libc::munmap(map, len) };
-    if rc != 0 {
-        return Err(error);
-    }
-    Ok(vec.iter().filter(|&&page| page & 1 == 1).count() as u64)
-}
-
 /// Opens `path` for reading, with O_DIRECT for `ReadCache::Direct`.
 fn open_for_reading(path: &Path, cache: ReadCache, flag: &str) -> anyhow::Result<File> {
     let mut flags = libc::O_RDONLY | libc::O_CLOEXEC;
@@ -535,7 +488,10 @@ pub fn run_once(
             path.display()
         )
     })?;
-    let resident = resident_pages(file, plan.size_bytes)
+    let size_bytes = usize::try_from(plan.size_bytes)
+        .with_context(|| format!("{name}: {} is too large to map", path.display()))?;
+    let resident = pagecache::resident_pages(file, size_bytes)
+        .map_err(Failed::into_error)
         .with_context(|| format!("{name}: mincore of {} failed", path.display()))?;
     let anchor = if case.method == ReadMethod::IoUring {
         SqpollAnchor::new(case.ring)?

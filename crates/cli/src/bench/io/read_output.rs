@@ -5,10 +5,12 @@
 use serde::Serialize;
 
 use super::options::{ReadCache, ReadMethod};
+use super::output::{format_iops, round_warning, NOISE};
 use super::read::{ReadCase, ReadOutcome, ReadPlan};
+use crate::bench::common::export::Document;
 use crate::report::chart::{BarChart, Series};
 use crate::report::envinfo::EnvInfo;
-use crate::report::stats::{self, format_bytes, Relative, Summary, Warning};
+use crate::report::stats::{self, format_bytes, Relative, Summary};
 use crate::report::table;
 
 const MIB: f64 = (1u64 << 20) as f64;
@@ -148,7 +150,7 @@ pub fn summarize(plan: &ReadPlan, records: &[ReadRunRecord]) -> Vec<ReadSummary>
             resident_pages_max: runs.iter().map(|r| r.resident_pages).max().unwrap_or(0),
             warnings: stats::warnings(&times)
                 .iter()
-                .filter_map(warning_message)
+                .filter_map(|w| round_warning(w, "first round much slower than the rest", NOISE))
                 .collect(),
             time_s,
             iops,
@@ -156,28 +158,6 @@ pub fn summarize(plan: &ReadPlan, records: &[ReadRunRecord]) -> Vec<ReadSummary>
         });
     }
     summaries
-}
-
-fn warning_message(warning: &Warning) -> Option<String> {
-    Some(match warning {
-        Warning::ColdFirstRun => "first round much slower than the rest".into(),
-        Warning::Outliers { count } => format!(
-            "{count} outlier round(s): other load on the machine or disk interfered; rerun when quiet"
-        ),
-        Warning::HighVariance { percent } => format!(
-            "σ is {percent}% of the mean: differences smaller than that mean nothing; use more --rounds"
-        ),
-        Warning::SingleRun => return None,
-    })
-}
-
-/// `750`, `3.0k`, `45.2k`: IOPS short enough for the table.
-fn format_iops(iops: f64) -> String {
-    if iops >= 1e3 {
-        format!("{:.1}k", iops / 1e3)
-    } else {
-        format!("{iops:.0}")
-    }
 }
 
 /// `mean ± σ` (just the mean with one run), each formatted by `format`.
@@ -413,36 +393,16 @@ pub fn iops_chart(plan: &ReadPlan, summaries: &[ReadSummary]) -> BarChart {
     }
 }
 
-pub struct ReadReport<'a> {
-    pub json: ReadJsonReport<'a>,
-    pub plan: &'a ReadPlan,
-    pub plan_line: &'a str,
-}
-
-impl<'a> crate::bench::export::Exportable for ReadReport<'a> {
-    type CsvRow = ReadRunRecord;
-    type JsonItem = ReadJsonReport<'a>;
-    type Chart = BarChart;
-
-    fn csv_rows(&self) -> &[ReadRunRecord] {
-        self.json.runs
-    }
-
-    fn json_items(&self) -> &[ReadJsonReport<'a>] {
-        std::slice::from_ref(&self.json)
-    }
-
-    fn markdown(&self) -> String {
-        markdown_report(
-            self.json.env,
-            self.plan,
-            self.plan_line,
-            self.json.summaries,
-            self.json.notes,
-        )
-    }
-
-    fn chart(&self) -> Result<BarChart, String> {
-        Ok(iops_chart(self.plan, self.json.summaries))
+/// Everything `bench io --reads` exports.
+pub fn report<'a>(
+    json: ReadJsonReport<'a>,
+    plan: &ReadPlan,
+    plan_line: &str,
+) -> Document<'a, ReadRunRecord, ReadJsonReport<'a>, BarChart> {
+    Document {
+        rows: json.runs,
+        markdown: markdown_report(json.env, plan, plan_line, json.summaries, json.notes),
+        chart: Ok(iops_chart(plan, json.summaries)),
+        json,
     }
 }

@@ -13,11 +13,10 @@ use clap::Parser;
 use proptest::prelude::*;
 
 use super::options::{IoArgs, ReadCache, ReadMethod, RingFlags, Strategy};
-use super::read::{
-    self, evict_page_cache, random_offsets, resident_pages, share, ReadCase, ReadOutcome, ReadPlan,
-};
+use super::read::{self, random_offsets, share, ReadCase, ReadOutcome, ReadPlan};
 use super::read_output::{self, ReadRunRecord};
 use super::ring::{RingFile, RingJob};
+use crate::bench::common::pagecache::{drop_clean_pages, resident_pages};
 
 #[derive(Parser)]
 struct Wrapper {
@@ -323,7 +322,7 @@ fn eviction_empties_the_page_cache() {
     let mut sink = Vec::new();
     std::io::Read::read_to_end(&mut &reader, &mut sink).unwrap();
     assert!(resident_pages(&reader, 1 << 20).unwrap() > 0);
-    evict_page_cache(&reader).unwrap();
+    drop_clean_pages(&reader).unwrap();
     assert_eq!(resident_pages(&reader, 1 << 20).unwrap(), 0);
     assert_eq!(resident_pages(&reader, 0).unwrap(), 0);
 }
@@ -360,7 +359,7 @@ fn evicts_before_every_run_and_accounts_exactly() {
     let events_cell = std::cell::RefCell::new(&mut events);
     let mut evict = |file: &File| {
         events_cell.borrow_mut().push("evict".into());
-        evict_page_cache(file)
+        drop_clean_pages(file)
     };
     let mut records = Vec::new();
     read::execute(&plan, &mut evict, &mut |round, case, outcome| {
@@ -424,7 +423,7 @@ fn an_existing_file_is_read_and_kept() {
         &plan,
         &mut |file| {
             evictions += 1;
-            evict_page_cache(file)
+            drop_clean_pages(file)
         },
         &mut |_, _, outcome| {
             runs += 1;
@@ -465,7 +464,7 @@ fn failing_read_removes_the_test_file() {
         .unwrap();
         let victim = plan.round_offsets(1)[100];
         plan.inject_failure_at = Some(victim);
-        let error = read::execute(&plan, &mut evict_page_cache, &mut |_, _, _| {})
+        let error = read::execute(&plan, &mut drop_clean_pages, &mut |_, _, _| {})
             .unwrap_err()
             .to_string();
         assert!(

@@ -1,5 +1,5 @@
 //! io_uring over one file: one ring per thread with `entries` operations in flight,
-//! writing a range (`batch` has twice as many buffers: see [`buffers_per_ring`]) or
+//! writing a range (`batch` has twice as many buffers: see [`Strategy::buffers_per_ring`]) or
 //! reading a list of offsets. The only file of `bench io` that drives a ring for the
 //! file models (the WAL model's one-op commits are in `wal`).
 //!
@@ -45,27 +45,29 @@ enum Op {
     Read,
 }
 
+impl Op {
+    fn name(self) -> &'static str {
+        match self {
+            Op::Write => "write",
+            Op::Read => "read",
+        }
+    }
+
+    /// What a completion of 0 bytes means.
+    fn nothing_transferred(self) -> &'static str {
+        match self {
+            Op::Write => "write made no progress (0 bytes; disk full?)",
+            Op::Read => "read returned 0 bytes (past the end of the file)",
+        }
+    }
+}
+
 /// What a read run did: completed reads and bytes read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReadTally {
     /// Blocks read in full.
     pub reads: u64,
     pub bytes: u64,
-}
-
-/// Buffers a ring of `entries` allocates for `strategy` (reads use `refill`).
-///
-/// `batch` keeps a second set: while one batch is in the device, the data of the
-/// next one is generated into the other set, so the time to fill E buffers is not
-/// spent with an idle device. The model is unchanged (E submitted together, all E
-/// awaited before the next E are submitted); fio, which reuses its buffers without
-/// refilling them, has no fill time to hide. `refill` has no free buffer while its
-/// queue is full, so a second set would never be used.
-pub fn buffers_per_ring(entries: u32, strategy: Strategy) -> u32 {
-    match strategy {
-        Strategy::Batch => entries.saturating_mul(2),
-        Strategy::Refill => entries,
-    }
 }
 
 /// Creates a ring; with SQPOLL, `attach_to` is the ring whose poller thread
@@ -154,7 +156,7 @@ pub struct RingFile {
 }
 
 impl RingFile {
-    /// A ring of `entries` with [`buffers_per_ring`] block-sized buffers, optionally
+    /// A ring of `entries` with [`Strategy::buffers_per_ring`] block-sized buffers, optionally
     /// registered with the kernel. `fd` must outlive the ring.
     pub fn new(
         fd: RawFd,
@@ -166,7 +168,7 @@ impl RingFile {
     ) -> anyhow::Result<RingFile> {
         let ring =
             create_ring(entries, flags, attach_to).map_err(|e| explain_ring_error(e, flags))?;
-        let buffers = buffers_per_ring(entries, strategy);
+        let buffers = strategy.buffers_per_ring(entries);
         let mut slots = Vec::with_capacity(buffers as usize);
         for _ in 0..buffers {
             slots.push(Slot {
@@ -325,6 +327,63 @@ impl RingFile {
         Ok(Some(index))
     }
 
+    /// Reaps every completion the ring holds (into `completions`, reused). A slot whose
+    /// operation failed with EINTR or EAGAIN (up to [`MAX_RETRIES`] times) or transferred
+    /// only part of its bytes goes to `resubmit`; one done in full to `finished`. Returns
+    /// the bytes transferred; an error names `method_name`, the offset and `op`.
+    fn reap(
+        &mut self,
+        completions: &mut Vec<(u64, i32)>,
+        op: Op,
+        method_name: &str,
+        resubmit: &mut Vec<usize>,
+        mut finished: impl FnMut(usize, &Slot) -> anyhow::Result<()>,
+    ) -> anyhow::Result<u64> {
+        completions.clear();
+        completions.extend(
+            self.ring
+                .completion()
+                .map(|cqe| (cqe.user_data(), cqe.result())),
+        );
+        // Counted before handling them: an error below must not make Drop
+        // wait for completions that were already reaped.
+        self.in_flight -= completions.len();
+        let mut bytes = 0;
+        for &(user_data, result) in completions.iter() {
+            let index = user_data as usize;
+            let slot = self
+                .slots
+                .get_mut(index)
+                .ok_or_else(|| anyhow!("completion with unknown user_data {user_data}"))?;
+            let at = slot.offset + slot.done as u64;
+            if result < 0 {
+                let errno = -result;
+                if (errno == libc::EINTR || errno == libc::EAGAIN) && slot.retries < MAX_RETRIES {
+                    slot.retries += 1;
+                    resubmit.push(index);
+                    continue;
+                }
+                bail!(
+                    "{method_name} at offset {at}: {} failed: {}",
+                    op.name(),
+                    io::Error::from_raw_os_error(errno)
+                );
+            }
+            if result == 0 {
+                bail!("{method_name} at offset {at}: {}", op.nothing_transferred());
+            }
+            slot.done += result as usize;
+            bytes += result as u64;
+            if slot.done < slot.len {
+                // Short transfer: continue with the rest of the same buffer.
+                resubmit.push(index);
+            } else {
+                finished(index, slot)?;
+            }
+        }
+        Ok(bytes)
+    }
+
     /// Writes `range` of the file in block-size writes with up to `entries` in flight.
     pub fn write_range(
         &mut self,
@@ -380,50 +439,16 @@ impl RingFile {
             self.submit_and_wait(want)
                 .with_context(|| format!("{}: io_uring_enter failed", job.method_name))?;
 
-            completions.clear();
-            completions.extend(
-                self.ring
-                    .completion()
-                    .map(|cqe| (cqe.user_data(), cqe.result())),
-            );
-            // Counted before handling them: an error below must not make Drop
-            // wait for completions that were already reaped.
-            self.in_flight -= completions.len();
-            for &(user_data, result) in &completions {
-                let index = user_data as usize;
-                let slot = self
-                    .slots
-                    .get_mut(index)
-                    .ok_or_else(|| anyhow!("completion with unknown user_data {user_data}"))?;
-                let at = slot.offset + slot.done as u64;
-                if result < 0 {
-                    let errno = -result;
-                    if (errno == libc::EINTR || errno == libc::EAGAIN) && slot.retries < MAX_RETRIES
-                    {
-                        slot.retries += 1;
-                        resubmit.push(index);
-                        continue;
-                    }
-                    bail!(
-                        "{} at offset {at}: write failed: {}",
-                        job.method_name,
-                        io::Error::from_raw_os_error(errno)
-                    );
-                }
-                if result == 0 {
-                    bail!(
-                        "{} at offset {at}: write made no progress (0 bytes; disk full?)",
-                        job.method_name
-                    );
-                }
-                slot.done += result as usize;
-                if slot.done < slot.len {
-                    // Short write: continue with the rest of the same buffer.
-                    resubmit.push(index);
-                } else {
+            self.reap(
+                &mut completions,
+                Op::Write,
+                job.method_name,
+                &mut resubmit,
+                |index, _| {
                     free.push(index);
-                }
-            }
+                    Ok(())
+                },
+            )?;
         }
     }
 
@@ -478,53 +503,18 @@ impl RingFile {
             }
             self.submit_and_wait(1)
                 .with_context(|| format!("{}: io_uring_enter failed", job.method_name))?;
-            completions.clear();
-            completions.extend(
-                self.ring
-                    .completion()
-                    .map(|cqe| (cqe.user_data(), cqe.result())),
-            );
-            // Counted before handling them: an error below must not make Drop
-            // wait for completions that were already reaped.
-            self.in_flight -= completions.len();
-            for &(user_data, result) in &completions {
-                let index = user_data as usize;
-                let slot = self
-                    .slots
-                    .get_mut(index)
-                    .ok_or_else(|| anyhow!("completion with unknown user_data {user_data}"))?;
-                let at = slot.offset + slot.done as u64;
-                if result < 0 {
-                    let errno = -result;
-                    if (errno == libc::EINTR || errno == libc::EAGAIN) && slot.retries < MAX_RETRIES
-                    {
-                        slot.retries += 1;
-                        resubmit.push(index);
-                        continue;
-                    }
-                    bail!(
-                        "{} at offset {at}: read failed: {}",
-                        job.method_name,
-                        io::Error::from_raw_os_error(errno)
-                    );
-                }
-                if result == 0 {
-                    bail!(
-                        "{} at offset {at}: read returned 0 bytes (past the end of the file)",
-                        job.method_name
-                    );
-                }
-                slot.done += result as usize;
-                tally.bytes += result as u64;
-                if slot.done < slot.len {
-                    // Short read: continue with the rest of the same buffer.
-                    resubmit.push(index);
-                } else {
+            tally.bytes += self.reap(
+                &mut completions,
+                Op::Read,
+                job.method_name,
+                &mut resubmit,
+                |index, slot| {
                     tally.reads += 1;
                     on_read(slot.offset, &slot.buf.as_slice()[..slot.len])?;
                     free.push(index);
-                }
-            }
+                    Ok(())
+                },
+            )?;
         }
     }
 }

@@ -5,10 +5,12 @@
 use serde::Serialize;
 
 use super::options::{WalMethod, WalSpace};
+use super::output::round_warning;
 use super::wal::{WalCase, WalOutcome, WalPlan, FRAME_BYTES, MIN_PAIRED_ROUNDS};
+use crate::bench::common::export::Document;
 use crate::report::chart::{BarChart, Series};
 use crate::report::envinfo::EnvInfo;
-use crate::report::stats::{self, Relative, Summary, Verdict, Warning};
+use crate::report::stats::{self, Relative, Summary, Verdict};
 use crate::report::table;
 
 /// One run, flat so it exports as one CSV row; the first three columns are the ones
@@ -181,26 +183,19 @@ pub fn summarize(plan: &WalPlan, records: &[WalRunRecord]) -> Vec<WalSummary> {
             io_wq_workers_max: runs.iter().map(|r| r.io_wq_workers).max().unwrap_or(0),
             warnings: stats::warnings(&times)
                 .iter()
-                .filter_map(warning_message)
+                .filter_map(|w| {
+                    round_warning(
+                        w,
+                        "first round much slower than the rest",
+                        "read the paired ratio, or use more --rounds",
+                    )
+                })
                 .collect(),
             time_s,
             commits_per_s,
         });
     }
     summaries
-}
-
-fn warning_message(warning: &Warning) -> Option<String> {
-    Some(match warning {
-        Warning::ColdFirstRun => "first round much slower than the rest".into(),
-        Warning::Outliers { count } => format!(
-            "{count} outlier round(s): other load on the machine or disk interfered; rerun when quiet"
-        ),
-        Warning::HighVariance { percent } => format!(
-            "σ is {percent}% of the mean: read the paired ratio, or use more --rounds"
-        ),
-        Warning::SingleRun => return None,
-    })
 }
 
 const HEADERS: [&str; 12] = [
@@ -388,35 +383,16 @@ pub fn commits_chart(plan: &WalPlan, summaries: &[WalSummary]) -> BarChart {
     }
 }
 
-pub struct WalReport<'a> {
-    pub json: WalJsonReport<'a>,
-    pub plan: &'a WalPlan,
-    pub plan_line: &'a str,
-}
-
-impl<'a> crate::bench::export::Exportable for WalReport<'a> {
-    type CsvRow = WalRunRecord;
-    type JsonItem = WalJsonReport<'a>;
-    type Chart = BarChart;
-
-    fn csv_rows(&self) -> &[WalRunRecord] {
-        self.json.runs
-    }
-
-    fn json_items(&self) -> &[WalJsonReport<'a>] {
-        std::slice::from_ref(&self.json)
-    }
-
-    fn markdown(&self) -> String {
-        markdown_report(
-            self.json.env,
-            self.plan_line,
-            self.json.summaries,
-            self.json.notes,
-        )
-    }
-
-    fn chart(&self) -> Result<BarChart, String> {
-        Ok(commits_chart(self.plan, self.json.summaries))
+/// Everything `bench io --wal` exports.
+pub fn report<'a>(
+    json: WalJsonReport<'a>,
+    plan: &WalPlan,
+    plan_line: &str,
+) -> Document<'a, WalRunRecord, WalJsonReport<'a>, BarChart> {
+    Document {
+        rows: json.runs,
+        markdown: markdown_report(json.env, plan_line, json.summaries, json.notes),
+        chart: Ok(commits_chart(plan, json.summaries)),
+        json,
     }
 }

@@ -9,7 +9,7 @@ use clap::Parser;
 use super::options::{IoArgs, WalMethod, WalSpace};
 use super::wal::{self, aligned_range, WalCase, WalPlan, FRAME_BYTES, WAL_HEADER_BYTES};
 use super::wal_output::{self, WalRunRecord};
-use crate::bench::export::ExportManager;
+use crate::bench::common::export::ExportManager;
 
 #[derive(Parser)]
 struct Wrapper {
@@ -282,8 +282,8 @@ fn every_wal_method_commits_sqlites_bytes_and_exports() {
     let notes = wal_output::notes(&plan);
     let env = crate::report::envinfo::EnvInfo::collect(&plan.dir);
     let line = wal_output::plan_line(&plan);
-    let report = wal_output::WalReport {
-        json: wal_output::WalJsonReport {
+    let report = wal_output::report(
+        wal_output::WalJsonReport {
             env: &env,
             workload: "wal",
             commits: plan.commits,
@@ -297,9 +297,9 @@ fn every_wal_method_commits_sqlites_bytes_and_exports() {
             summaries: &summaries,
             notes: &notes,
         },
-        plan: &plan,
-        plan_line: &line,
-    };
+        &plan,
+        &line,
+    );
     let exports = ExportManager::new(&args.export).unwrap();
     assert!(exports.write(&report).unwrap().is_empty());
 

@@ -7,24 +7,27 @@
 //! io_uring's threads (ARCHITECTURE.md, "Threads the ring adds"). hyperfine runs each
 //! command in its own process for the same reason.
 //!
-//! Protocol (bench/worker.rs): the parent re-executes this binary as a worker with one
-//! [`Job`] (the test, the target, the settings, the database FILE). The worker builds
+//! Protocol (bench/common/worker.rs): the parent re-executes this binary as a worker with
+//! one [`Job`] (the test, the target, the settings, the database FILE). The worker builds
 //! the test's plan, runs it once on FILE (a fresh database it removes again, as
 //! in-process runs do) and writes one line to its stdout, `result JSON`, with the
-//! [`RunOutcome`]. A SIGINT/SIGTERM to the parent is
-//! passed on to the worker, which stops before its next statement and removes FILE.
+//! [`RunOutcome`]. A SIGINT/SIGTERM to the parent is passed on to the worker, which
+//! stops before its next statement and removes FILE.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
 use serde::{Deserialize, Serialize};
+use sqlite_uring::IoStats;
 
 use super::runner::{self, Mode, RunOutcome, TestPlan};
-use super::targets::{self, IoCounts, JournalMode, Settings, Synchronous};
-use super::workload::{Checksum, Sizes};
-use super::{Combo, SpeedArgs};
-use crate::bench::pagecache::CacheState;
-use crate::bench::{signals, worker};
+use super::workload::Sizes;
+use crate::bench::common::checksum::Checksum;
+use crate::bench::common::counts;
+use crate::bench::common::pagecache::CacheState;
+use crate::bench::common::settings::{JournalMode, Settings, Synchronous};
+use crate::bench::common::targets;
+use crate::bench::common::{signals, worker};
 
 /// One [`RunOutcome`] as it crosses the pipe.
 #[derive(Debug, PartialEq, Serialize, Deserialize)]
@@ -32,7 +35,8 @@ struct WireOutcome {
     elapsed_s: f64,
     cpu_s: f64,
     checksum: u64,
-    io: Option<IoCounts>,
+    #[serde(with = "counts::wire")]
+    io: Option<IoStats>,
 }
 
 impl WireOutcome {
@@ -74,20 +78,6 @@ pub struct Job {
 }
 
 impl Job {
-    /// The job of test `number` on `combo`, with the parent's settings.
-    pub(super) fn new(args: &SpeedArgs, number: u32, combo: &Combo, database: &Path) -> Job {
-        Job {
-            test: number,
-            target: combo.target.label.clone(),
-            journal: combo.journal.unwrap_or(JournalMode::Delete),
-            synchronous: args.pairing.synchronous,
-            scale: args.scale,
-            prepared: args.prepared,
-            cache: args.cache,
-            database: database.to_path_buf(),
-        }
-    }
-
     fn mode(&self) -> Mode {
         if self.prepared {
             Mode::Prepared
@@ -101,7 +91,7 @@ impl Job {
 pub fn run_in_worker(exe: &Path, job: &Job) -> anyhow::Result<RunOutcome> {
     let wire: WireOutcome = worker::run(
         exe,
-        &worker::Job::Speed(job.clone()),
+        job,
         &format!("test {} on {}", job.test, job.target),
         &mut worker::no_other_lines,
         &signals::supervise_worker,
@@ -109,9 +99,17 @@ pub fn run_in_worker(exe: &Path, job: &Job) -> anyhow::Result<RunOutcome> {
     Ok(wire.into_outcome())
 }
 
+impl worker::WorkerJob for Job {
+    const KIND: &'static str = "speed";
+
+    fn serve(self) -> anyhow::Result<()> {
+        serve(&self)
+    }
+}
+
 /// The worker side: runs the job's test once on its target and reports the outcome on
 /// stdout.
-pub fn serve(job: &Job) -> anyhow::Result<()> {
+fn serve(job: &Job) -> anyhow::Result<()> {
     signals::install_handlers()?;
     let [target] = targets::resolve(std::slice::from_ref(&job.target))?
         .try_into()
@@ -129,64 +127,6 @@ pub fn serve(job: &Job) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::speed::parse_test_args;
-
-    fn parse(words: &[&str]) -> SpeedArgs {
-        parse_test_args(words.iter().copied()).unwrap()
-    }
-
-    /// A worker's job describes exactly one run of the parent's test on one of its
-    /// targets, for every combination, URI parameters and an odd scale included, and
-    /// crosses the command line unchanged.
-    #[test]
-    fn worker_jobs_reproduce_each_run_of_the_parent() {
-        let parent = parse(&[
-            "--targets",
-            "memory,unix,io_uring?uring_syncs=syscall&uring_sync_plan=separate,sync",
-            "--journal",
-            "wal,delete",
-            "--synchronous",
-            "normal",
-            "--scale",
-            "0.0123456789",
-            "--prepared",
-            "--cache",
-            "cold",
-            "--runs",
-            "7",
-            "--warmup",
-            "2",
-            "--dir",
-            "/var/tmp/some dir",
-        ]);
-        let targets = targets::resolve(&parent.targets).unwrap();
-        let combos = super::super::combos(&targets, &parent.journal);
-        assert_eq!(combos.len(), 1 + 3 * 2);
-        let database = Path::new("/var/tmp/some dir/x.db");
-        for combo in &combos {
-            let job = Job::new(&parent, 12, combo, database);
-            let back = worker::Job::round_trip(&worker::Job::Speed(job.clone()));
-            let worker::Job::Speed(child) = back else {
-                panic!("a speed job came back as another kind")
-            };
-            assert_eq!(child, job);
-            assert_eq!(child.test, 12);
-            assert_eq!(child.target, combo.target.label);
-            assert_eq!(child.journal, combo.journal.unwrap_or(JournalMode::Delete));
-            assert_eq!(child.synchronous, parent.pairing.synchronous);
-            assert_eq!(child.scale.to_bits(), parent.scale.to_bits());
-            assert!(child.prepared);
-            assert_eq!(child.cache, CacheState::Cold);
-            assert_eq!(child.database, database);
-            // The worker can resolve the target it is sent.
-            let [resolved] = targets::resolve(std::slice::from_ref(&child.target))
-                .unwrap()
-                .try_into()
-                .ok()
-                .unwrap();
-            assert_eq!(resolved.uri_parameters, combo.target.uri_parameters);
-        }
-    }
 
     #[test]
     fn outcomes_cross_the_pipe_unchanged() {
@@ -194,15 +134,15 @@ mod tests {
             elapsed_s: 0.123_456_789_012_345_6,
             cpu_s: 1e-9,
             checksum: Checksum::from_u64(u64::MAX - 5),
-            io: Some(IoCounts {
+            io: Some(IoStats {
                 read_calls: 1,
                 write_calls: 2,
                 sync_calls: 3,
                 truncate_calls: 4,
                 bytes_read: 1 << 40,
                 bytes_written: 6,
-                fsyncs: Some(7),
-                kernel_entries: None,
+                fsyncs: 7,
+                ..IoStats::default()
             }),
         };
         let text = serde_json::to_string(&WireOutcome::from_outcome(&outcome)).unwrap();

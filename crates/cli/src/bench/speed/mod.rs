@@ -11,23 +11,28 @@
 pub(crate) mod isolate;
 mod output;
 mod runner;
-pub(crate) mod targets;
-pub(crate) mod verdict;
+mod verdict;
 pub(crate) mod workload;
+
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 
-use super::export::ExportManager;
-use super::options::{ExportOptions, PairingOptions, RunOptions};
-use super::pagecache::CacheState;
-use super::signals;
+use super::common::export::ExportManager;
+use super::common::options::{ExportOptions, Isolation, RunOptions, TargetHelp, TargetOptions};
+use super::common::pagecache::CacheState;
+use super::common::rounds::{memory_filesystem_caution, print_header, Rounds};
+use super::common::signals;
+use crate::bench::common::checksum;
+use crate::bench::common::counts;
+use crate::bench::common::paired::Compared;
+use crate::bench::common::settings::{JournalMode, Settings};
+use crate::bench::common::targets::Target;
 use crate::report::{envinfo, stats};
 use output::{ComboResult, RunInfo, TestResult};
 use runner::{Mode, RunOutcome, TestPlan};
-use targets::{IoCounts, JournalMode, Settings, Target};
-use workload::{Checksum, Sizes};
+use workload::Sizes;
 
 /// Measured runs per test and target by default: the fewest that give most comparisons
 /// a verdict (at 10 paired runs, the sign test's 95 % interval of the median ratio lies
@@ -39,31 +44,8 @@ pub const DEFAULT_RUNS: u32 = 10;
 /// Options of `bench speed`.
 #[derive(Args, Debug, Clone)]
 pub struct SpeedArgs {
-    /// Targets to compare, comma-separated: memory (`:memory:`, the CPU floor), unix
-    /// (SQLite's own VFS), io_uring (ours), sync (our VFS on plain syscalls), io_uring_ring
-    /// (reads, writes and syncs through the ring), io_uring_direct (O_DIRECT main database),
-    /// or the name of any registered VFS. Our targets take URI parameters:
-    /// `io_uring?uring_sync_plan=separate&uring_write_behind=off`.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "memory,unix,io_uring",
-        value_name = "LIST"
-    )]
-    pub targets: Vec<String>,
-
     #[command(flatten)]
-    pub pairing: PairingOptions,
-
-    /// Journal modes, comma-separated; every file target runs in each (memory always
-    /// journals in memory).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "delete,wal",
-        value_name = "LIST"
-    )]
-    pub journal: Vec<JournalMode>,
+    pub compare: TargetOptions<SpeedTargets>,
 
     /// Measured runs per test and target (at least 1; 3 or more give σ and error bars, 6 or
     /// more the paired 95 % interval, which the closing verdict needs).
@@ -100,6 +82,21 @@ pub struct SpeedArgs {
     pub export: ExportOptions,
 }
 
+/// `bench speed`'s `--targets` and `--journal`.
+#[derive(Clone, Debug)]
+pub struct SpeedTargets;
+
+impl TargetHelp for SpeedTargets {
+    const DEFAULT_TARGETS: &'static str = "memory,unix,io_uring";
+    const TARGETS: &'static str = "Targets to compare, comma-separated: memory (`:memory:`, \
+        the CPU floor), unix (SQLite's own VFS), io_uring (ours), sync (our VFS on plain \
+        syscalls), io_uring_ring (reads, writes and syncs through the ring), io_uring_direct \
+        (O_DIRECT main database), or the name of any registered VFS. Our targets take URI \
+        parameters: `io_uring?uring_sync_plan=separate&uring_write_behind=off`";
+    const JOURNAL: &'static str = "Journal modes, comma-separated; every file target runs in \
+        each (memory always journals in memory)";
+}
+
 fn parse_scale(text: &str) -> Result<f64, String> {
     let value: f64 = text.parse().map_err(|_| {
         format!("{text:?} is not a number; use e.g. --scale 0.1 for a tenth of the full size")
@@ -133,21 +130,34 @@ impl Combo {
     }
 }
 
+/// The kind of job `bench worker` runs for `bench speed`.
+pub const WORKER_JOB: super::common::worker::JobKind =
+    super::common::worker::JobKind::of::<isolate::Job>();
+
+/// The worker's job of test `number` on `combo`, with the parent's settings.
+fn worker_job(args: &SpeedArgs, number: u32, combo: &Combo, database: &Path) -> isolate::Job {
+    isolate::Job {
+        test: number,
+        target: combo.target.label.clone(),
+        journal: combo.journal.unwrap_or(JournalMode::Delete),
+        synchronous: args.compare.pairing.synchronous,
+        scale: args.scale,
+        prepared: args.prepared,
+        cache: args.cache,
+        database: database.to_path_buf(),
+    }
+}
+
 pub fn run(args: SpeedArgs) -> Result<()> {
     let isolation = args.run.isolation()?;
     let worker_exe = isolation.worker_exe()?;
     let debug_warning = args.run.check()?;
     let exports = ExportManager::new(&args.export)?;
-    if args.journal.is_empty() {
+    if args.compare.journal.is_empty() {
         bail!("--journal is empty; name at least one journal mode, e.g. --journal delete,wal");
     }
     // Keep the user's order (the first journal mode is memory's reference), once each.
-    let mut journals: Vec<JournalMode> = Vec::new();
-    for journal in &args.journal {
-        if !journals.contains(journal) {
-            journals.push(*journal);
-        }
-    }
+    let journals = args.compare.journals();
     let mut tests = if args.tests.is_empty() {
         (1..=16).collect()
     } else {
@@ -155,37 +165,129 @@ pub fn run(args: SpeedArgs) -> Result<()> {
     };
     tests.sort_unstable();
     tests.dedup();
-
-    let targets = targets::resolve(&args.targets)?;
-    args.pairing
-        .check_baseline(targets.iter().map(|t| t.label.as_str()), &args.targets)?;
+    let targets = args.compare.resolve()?;
     let combos = combos(&targets, &journals);
     let mode = if args.prepared {
         Mode::Prepared
     } else {
         Mode::Text
     };
-    let sizes = Sizes { scale: args.scale };
 
     let env = envinfo::EnvInfo::collect(&args.run.place.dir);
+    let mut cautions: Vec<String> = debug_warning.into_iter().collect();
+    if let Some(path) = &args.run.trace {
+        cautions.push(format!(
+            "NOTE: --trace {}: every call to this project's VFS is written there, so its \
+             targets run slower than untraced ones (unix and memory are not traced)",
+            path.display()
+        ));
+    }
+    cautions.extend(memory_filesystem_caution(&env));
+    let header = print_header(
+        header(&args, &env, &targets, &journals, mode, isolation),
+        cautions,
+        Some(output::TERMINAL_OMITS),
+    );
+
+    let database_path = args
+        .run
+        .place
+        .dir
+        .join(format!("sqlite-uring-speed-{}.db", std::process::id()));
+    let pairing = &args.compare.pairing;
+    let rounds = Rounds::new(pairing.warmup, args.runs, tests.len(), combos.len());
+    let table_output = crate::report::table::Output::stdout();
+    let trace = crate::trace_file::start(args.run.trace.as_deref())?;
+    signals::install_handlers()?;
+    let mut results = Vec::new();
+    for &number in &tests {
+        let plan = TestPlan::new(number, Sizes { scale: args.scale }, mode);
+        let outcomes = rounds.case(combos.len(), |step| {
+            let combo = &combos[step.index];
+            rounds.message(format!(
+                "test {number} · {} · {}",
+                step.phase,
+                combo.label()
+            ));
+            crate::trace_file::mark(format_args!(
+                "speed test {number} ({}) · {} {} · {}",
+                workload::test_name(number),
+                step.phase,
+                step.round + 1,
+                combo.label()
+            ));
+            match &worker_exe {
+                Some(exe) => {
+                    isolate::run_in_worker(exe, &worker_job(&args, number, combo, &database_path))
+                }
+                None => {
+                    let settings = Settings {
+                        journal: combo.journal.unwrap_or(JournalMode::Delete),
+                        synchronous: pairing.synchronous,
+                    };
+                    runner::run_once(
+                        &combo.target,
+                        settings,
+                        &database_path,
+                        &plan,
+                        mode,
+                        args.cache,
+                    )
+                }
+            }
+        })?;
+        let result = summarise(number, &combos, &outcomes, &pairing.baseline, &journals)?;
+        rounds.show(
+            &output::title(&result),
+            output::terminal_table(&result, table_output),
+            &output::notes(&result),
+        );
+        results.push(result);
+    }
+    rounds.finish(trace)?;
+
+    let verdict = print_closing(&results, &pairing.baseline);
+    let info = RunInfo {
+        synchronous: pairing.synchronous.name().to_string(),
+        mode: mode.name().to_string(),
+        scale: args.scale,
+        cache: args.cache.name().to_string(),
+    };
+    let report = output::report(&header, &results, &info, &verdict, &pairing.baseline);
+    for warning in exports.write(&report)? {
+        eprintln!("warning: {warning}");
+    }
+    Ok(())
+}
+
+/// The environment and the settings of the run, as its output begins.
+fn header(
+    args: &SpeedArgs,
+    env: &envinfo::EnvInfo,
+    targets: &[Target],
+    journals: &[JournalMode],
+    mode: Mode,
+    isolation: Isolation,
+) -> Vec<String> {
+    let pairing = &args.compare.pairing;
     let mut header = env.lines();
     header.push(format!(
         "settings:    synchronous={} · journal {} · {} statements · scale {} · {} warmup + {} runs · baseline {} · isolation {} · {}",
-        args.pairing.synchronous.name(),
+        pairing.synchronous.name(),
         journals.iter().map(|j| j.name()).collect::<Vec<_>>().join(","),
         mode.name(),
         args.scale,
-        args.pairing.warmup,
+        pairing.warmup,
         args.runs,
-        args.pairing.baseline,
+        pairing.baseline,
         isolation.name(),
         cache_setting(args.cache),
     ));
     if targets
         .iter()
-        .any(|t| t.vfs.as_deref() == Some(crate::bench::targets::IO_URING_VFS))
+        .any(|t| t.vfs.as_deref() == Some(crate::bench::common::targets::IO_URING_VFS))
     {
-        if let Ok(registration) = crate::bench::targets::io_uring_registration() {
+        if let Ok(registration) = crate::bench::common::targets::io_uring_registration() {
             header.push(format!(
                 "io_uring:    VFS {} on backend {}{}",
                 registration.vfs_name,
@@ -197,114 +299,13 @@ pub fn run(args: SpeedArgs) -> Result<()> {
             ));
         }
     }
-    let mut cautions: Vec<String> = debug_warning.into_iter().collect();
-    if let Some(path) = &args.run.trace {
-        cautions.push(format!(
-            "NOTE: --trace {}: every call to this project's VFS is written there, so its \
-             targets run slower than untraced ones (unix and memory are not traced)",
-            path.display()
-        ));
-    }
-    if matches!(env.filesystem.as_str(), "tmpfs" | "ramfs") {
-        cautions.push(format!(
-            "WARNING: --dir is on {}: fsync costs nothing there, so these numbers say nothing \
-             about a disk; point --dir at the disk you care about",
-            env.filesystem
-        ));
-    }
-    for line in header.iter().chain(&cautions) {
-        println!("{line}");
-    }
-    header.extend(cautions);
-    println!("tables:      {}", output::TERMINAL_OMITS);
-    println!();
+    header
+}
 
-    let database_path = args
-        .run
-        .place
-        .dir
-        .join(format!("sqlite-uring-speed-{}.db", std::process::id()));
-    let rounds = args.pairing.warmup + args.runs;
-    let progress = ProgressBar::new(tests.len() as u64 * u64::from(rounds) * combos.len() as u64);
-    progress.set_style(
-        ProgressStyle::with_template("{bar:32} {pos}/{len} {msg} [{elapsed_precise}, ETA {eta}]")
-            .expect("the template is valid"),
-    );
-
-    let table_output = crate::report::table::Output::stdout();
-    let trace = crate::trace_file::start(args.run.trace.as_deref())?;
-    signals::install_handlers()?;
-    let mut results = Vec::new();
-    for &number in &tests {
-        let plan = TestPlan::new(number, sizes, mode);
-        let mut outcomes: Vec<Vec<RunOutcome>> = vec![Vec::new(); combos.len()];
-        for round in 0..rounds {
-            for step in 0..combos.len() {
-                // Rotating the order each round spreads any "goes first" effect over all.
-                let index = (step + round as usize) % combos.len();
-                let combo = &combos[index];
-                let phase = if round < args.pairing.warmup {
-                    "warmup"
-                } else {
-                    "run"
-                };
-                progress.set_message(format!("test {number} · {phase} · {}", combo.label()));
-                let settings = Settings {
-                    journal: combo.journal.unwrap_or(JournalMode::Delete),
-                    synchronous: args.pairing.synchronous,
-                };
-                crate::trace_file::mark(format_args!(
-                    "speed test {number} ({}) · {phase} {} · {}",
-                    workload::test_name(number),
-                    round + 1,
-                    combo.label()
-                ));
-                let outcome = match &worker_exe {
-                    Some(exe) => isolate::run_in_worker(
-                        exe,
-                        &isolate::Job::new(&args, number, combo, &database_path),
-                    )?,
-                    None => runner::run_once(
-                        &combo.target,
-                        settings,
-                        &database_path,
-                        &plan,
-                        mode,
-                        args.cache,
-                    )?,
-                };
-                if round >= args.pairing.warmup {
-                    outcomes[index].push(outcome);
-                }
-                progress.inc(1);
-            }
-        }
-        let result = summarise(
-            number,
-            &combos,
-            &outcomes,
-            &args.pairing.baseline,
-            &journals,
-        )?;
-        progress.suspend(|| {
-            println!("{}", output::title(&result));
-            println!("{}", output::terminal_table(&result, table_output));
-            for note in output::notes(&result) {
-                println!("{note}");
-            }
-            println!();
-        });
-        results.push(result);
-    }
-    progress.finish_and_clear();
-    if let Some(trace) = trace {
-        let path = trace.path().to_path_buf();
-        trace.finish()?;
-        println!("Trace written to {}", path.display());
-        println!();
-    }
-
-    let remedies = output::warning_remedies(&results);
+/// Prints what closes the output: the remedies of the warnings, the geometric means and
+/// the verdict, which it returns.
+fn print_closing(results: &[TestResult], baseline: &str) -> Vec<String> {
+    let remedies = output::warning_remedies(results);
     if !remedies.is_empty() {
         println!("About the warnings:");
         for remedy in remedies {
@@ -313,30 +314,15 @@ pub fn run(args: SpeedArgs) -> Result<()> {
         println!();
     }
     println!("Geometric mean of Relative over {} test(s):", results.len());
-    for (label, mean, count) in output::geometric_means(&results) {
+    for (label, mean, count) in output::geometric_means(results) {
         println!("  {label:<24} {mean:.3}  ({count} tests)");
     }
     println!();
-    for line in verdict::summary(&results, &args.pairing.baseline) {
+    let verdict = verdict::summary(results, baseline);
+    for line in &verdict {
         println!("{line}");
     }
-
-    let info = RunInfo {
-        synchronous: args.pairing.synchronous.name().to_string(),
-        mode: mode.name().to_string(),
-        scale: args.scale,
-        cache: args.cache.name().to_string(),
-    };
-    let report = output::SpeedReport {
-        records: output::records(&results, &info),
-        header,
-        results,
-        baseline: args.pairing.baseline.clone(),
-    };
-    for warning in exports.write(&report)? {
-        eprintln!("warning: {warning}");
-    }
-    Ok(())
+    verdict
 }
 
 /// The cache state as the settings header states it.
@@ -387,14 +373,13 @@ fn summarise(
     };
     let times = |runs: &[RunOutcome]| -> Vec<f64> { runs.iter().map(|o| o.elapsed_s).collect() };
     let mut results = Vec::new();
-    for (combo, runs) in combos.iter().zip(outcomes) {
+    for (index, (combo, runs)) in combos.iter().zip(outcomes).enumerate() {
         let samples = times(runs);
         let baseline = baseline_of(combo);
+        let is_baseline = baseline == Some(index);
         // Outcomes are stored in round order, so index i of two combos is one pair.
-        let paired = baseline
-            .filter(|&b| combos[b].label() != combo.label())
-            .and_then(|b| stats::paired_ratio(&samples, &times(&outcomes[b])));
-        let summary = stats::Summary::from_samples(&samples)
+        let base_samples = baseline.map(|b| times(&outcomes[b]));
+        let compared = Compared::of(&samples, base_samples.as_deref(), is_baseline)
             .with_context(|| format!("test {number} on {} has no valid timing", combo.label()))?;
         results.push(ComboResult {
             label: combo.label(),
@@ -405,13 +390,16 @@ fn summarise(
                 .clone()
                 .unwrap_or_else(|| ":memory:".into()),
             journal: combo.journal_name().to_string(),
-            summary,
+            summary: compared.summary,
             cpu_mean_s: runs.iter().map(|o| o.cpu_s).sum::<f64>() / runs.len().max(1) as f64,
             checksum: runs[0].checksum,
-            io: mean_io(runs),
+            io: counts::mean(runs.iter().map(|o| o.io)),
+            engine_counted: combo.target.counter.counts_engine(),
             warnings: stats::warnings(&samples),
             baseline,
-            paired,
+            is_baseline,
+            relative: compared.relative,
+            paired: compared.paired,
         });
     }
     let unfair = unfair_comparisons(&results);
@@ -425,55 +413,19 @@ fn summarise(
 
 /// Every run of every target must have seen the same rows and left the same database.
 fn check_checksums(number: u32, combos: &[Combo], outcomes: &[Vec<RunOutcome>]) -> Result<()> {
-    let all: Vec<(String, Checksum)> = combos
+    let runs = combos
         .iter()
         .zip(outcomes)
-        .flat_map(|(combo, runs)| runs.iter().map(move |o| (combo.label(), o.checksum)))
-        .collect();
-    let Some((_, first)) = all.first() else {
-        return Ok(());
-    };
-    if all.iter().all(|(_, c)| c == first) {
-        return Ok(());
+        .flat_map(|(combo, runs)| runs.iter().map(move |o| (combo.label(), o.checksum.hex())));
+    match checksum::mismatch(runs) {
+        None => Ok(()),
+        Some(listing) => bail!(
+            "CHECKSUM MISMATCH in test {number} ({}): the targets returned different query \
+             results or stored different data, so at least one storage layer is wrong and no \
+             timing of this suite can be trusted. Checksums per run: {listing}",
+            workload::test_name(number),
+        ),
     }
-    let listing: Vec<String> = all
-        .iter()
-        .map(|(label, c)| format!("{label}: {}", c.hex()))
-        .collect();
-    bail!(
-        "CHECKSUM MISMATCH in test {number} ({}): the targets returned different query results \
-         or stored different data, so at least one storage layer is wrong and no timing of this \
-         suite can be trusted. Checksums per run: {}",
-        workload::test_name(number),
-        listing.join(", ")
-    )
-}
-
-/// Per-run mean of the VFS counts (they are normally identical run to run).
-fn mean_io(runs: &[RunOutcome]) -> Option<IoCounts> {
-    let counted: Vec<IoCounts> = runs.iter().filter_map(|o| o.io).collect();
-    if counted.is_empty() {
-        return None;
-    }
-    let n = counted.len() as u64;
-    let mean = |f: fn(&IoCounts) -> u64| counted.iter().map(f).sum::<u64>() / n;
-    let mean_opt = |f: fn(&IoCounts) -> Option<u64>| -> Option<u64> {
-        counted
-            .iter()
-            .map(f)
-            .sum::<Option<u64>>()
-            .map(|total| total / n)
-    };
-    Some(IoCounts {
-        read_calls: mean(|c| c.read_calls),
-        write_calls: mean(|c| c.write_calls),
-        sync_calls: mean(|c| c.sync_calls),
-        truncate_calls: mean(|c| c.truncate_calls),
-        bytes_read: mean(|c| c.bytes_read),
-        bytes_written: mean(|c| c.bytes_written),
-        fsyncs: mean_opt(|c| c.fsyncs),
-        kernel_entries: mean_opt(|c| c.kernel_entries),
-    })
 }
 
 /// SQLite decides when to sync from what the VFS tells it (sector size, device
@@ -512,16 +464,70 @@ fn unfair_comparisons(results: &[ComboResult]) -> Vec<String> {
 pub(crate) fn parse_test_args<'a>(
     words: impl IntoIterator<Item = &'a str>,
 ) -> Result<SpeedArgs, clap::Error> {
-    super::parse_flags(words)
+    super::common::options::parse_flags(words)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::common::checksum::Checksum;
+    use crate::bench::common::targets;
+    use sqlite_uring::IoStats;
     use std::path::PathBuf;
 
     fn parse(extra: &[&str]) -> Result<SpeedArgs, clap::Error> {
         parse_test_args(extra.iter().copied())
+    }
+
+    /// A worker's job describes exactly one run of the parent's test on one of its
+    /// targets, for every combination, URI parameters and an odd scale included, and
+    /// crosses the command line unchanged.
+    #[test]
+    fn worker_jobs_reproduce_each_run_of_the_parent() {
+        let parent = parse(&[
+            "--targets",
+            "memory,unix,io_uring?uring_syncs=syscall&uring_sync_plan=separate,sync",
+            "--journal",
+            "wal,delete",
+            "--synchronous",
+            "normal",
+            "--scale",
+            "0.0123456789",
+            "--prepared",
+            "--cache",
+            "cold",
+            "--runs",
+            "7",
+            "--warmup",
+            "2",
+            "--dir",
+            "/var/tmp/some dir",
+        ])
+        .unwrap();
+        let targets = targets::resolve(&parent.compare.targets).unwrap();
+        let combos = combos(&targets, &parent.compare.journal);
+        assert_eq!(combos.len(), 1 + 3 * 2);
+        let database = Path::new("/var/tmp/some dir/x.db");
+        for combo in &combos {
+            let job = worker_job(&parent, 12, combo, database);
+            let child = crate::bench::common::worker::round_trip(&job);
+            assert_eq!(child, job);
+            assert_eq!(child.test, 12);
+            assert_eq!(child.target, combo.target.label);
+            assert_eq!(child.journal, combo.journal.unwrap_or(JournalMode::Delete));
+            assert_eq!(child.synchronous, parent.compare.pairing.synchronous);
+            assert_eq!(child.scale.to_bits(), parent.scale.to_bits());
+            assert!(child.prepared);
+            assert_eq!(child.cache, CacheState::Cold);
+            assert_eq!(child.database, database);
+            // The worker can resolve the target it is sent.
+            let [resolved] = targets::resolve(std::slice::from_ref(&child.target))
+                .unwrap()
+                .try_into()
+                .ok()
+                .unwrap();
+            assert_eq!(resolved.uri_parameters, combo.target.uri_parameters);
+        }
     }
 
     #[test]
@@ -540,8 +546,11 @@ mod tests {
             assert!(message.contains(flag), "{argv:?}: {message}");
         }
         let args = parse(&["--targets", "memory,unix", "--scale", "0.5"]).unwrap();
-        assert_eq!(args.targets, ["memory", "unix"]);
-        assert_eq!(args.journal, [JournalMode::Delete, JournalMode::Wal]);
+        assert_eq!(args.compare.targets, ["memory", "unix"]);
+        assert_eq!(
+            args.compare.journal,
+            [JournalMode::Delete, JournalMode::Wal]
+        );
         assert_eq!(args.cache, CacheState::Hot);
     }
 
@@ -602,14 +611,14 @@ mod tests {
 
         let dir = tempfile::tempdir().unwrap();
         args.run.place.dir = dir.path().to_path_buf();
-        args.targets = vec!["memory".into(), "tape".into()];
+        args.compare.targets = vec!["memory".into(), "tape".into()];
         let message = format!("{:#}", run(args.clone()).unwrap_err());
         assert!(
             message.contains("--targets") && message.contains("tape"),
             "{message}"
         );
 
-        args.targets = vec!["memory".into()];
+        args.compare.targets = vec!["memory".into()];
         let message = format!("{:#}", run(args.clone()).unwrap_err());
         assert!(
             message.contains("--baseline unix is not among --targets"),
@@ -626,9 +635,9 @@ mod tests {
             elapsed_s: 0.01,
             cpu_s: 0.01,
             checksum,
-            io: Some(IoCounts {
+            io: Some(IoStats {
                 sync_calls: syncs,
-                ..IoCounts::default()
+                ..IoStats::default()
             }),
         }
     }

@@ -2,12 +2,16 @@
 
 use comfy_table::Table;
 use serde::{Deserialize, Serialize};
+use sqlite_uring::IoStats;
 
-use super::targets::IoCounts;
-use super::workload::Checksum;
-use crate::report::chart::{BarChart, Series};
+use crate::bench::common::checksum::Checksum;
+use crate::bench::common::export::{Markdown, Report};
+use crate::bench::common::paired::{relative_time_chart, ChartRow};
+use crate::report::chart::BarChart;
+use crate::report::export::markdown_table;
 use crate::report::stats::{
-    format_bytes, format_mean_stddev, format_seconds, PairedRatio, Relative, Summary, Warning,
+    format_bytes, format_mean_stddev, format_mean_stddev_compact, format_seconds, PairedRatio,
+    Relative, Summary, Warning,
 };
 use crate::report::table;
 
@@ -25,26 +29,26 @@ pub struct ComboResult {
     pub cpu_mean_s: f64,
     pub checksum: Checksum,
     /// VFS calls per measured run (mean over runs); `None` where nothing is counted.
-    pub io: Option<IoCounts>,
+    pub io: Option<IoStats>,
+    /// Whether `io` has the engine's counters (`fsyncs`, `kernel_entries`): this
+    /// project's VFS only.
+    pub engine_counted: bool,
     pub warnings: Vec<Warning>,
     /// Index of the result this one is compared to (itself for the baseline).
     pub baseline: Option<usize>,
+    /// Whether this is the baseline itself.
+    pub is_baseline: bool,
+    /// Mean ÷ the baseline's mean (exactly 1 for the baseline itself).
+    pub relative: Option<Relative>,
     /// Run-by-run ratios to the baseline's runs of the same rounds (`None` for the
     /// baseline itself).
     pub paired: Option<PairedRatio>,
 }
 
 impl ComboResult {
-    pub fn relative(&self, all: &[ComboResult]) -> Option<Relative> {
-        let baseline = &all[self.baseline?];
-        if baseline.label == self.label {
-            // The reference itself: exactly 1, with no error of its own (as hyperfine).
-            return Some(Relative {
-                ratio: 1.0,
-                error: None,
-            });
-        }
-        self.summary.relative_to(&baseline.summary)
+    /// The counters of the engine, where counted.
+    fn engine(&self) -> Option<IoStats> {
+        self.io.filter(|_| self.engine_counted)
     }
 }
 
@@ -122,7 +126,7 @@ pub fn records(results: &[TestResult], info: &RunInfo) -> Vec<SpeedRecord> {
     let mut out = Vec::new();
     for test in results {
         for combo in &test.combos {
-            let relative = combo.relative(&test.combos);
+            let relative = combo.relative;
             let io = combo.io;
             out.push(SpeedRecord {
                 test: test.number,
@@ -154,8 +158,8 @@ pub fn records(results: &[TestResult], info: &RunInfo) -> Vec<SpeedRecord> {
                 truncate_calls: io.map(|c| c.truncate_calls),
                 bytes_read: io.map(|c| c.bytes_read),
                 bytes_written: io.map(|c| c.bytes_written),
-                fsyncs: io.and_then(|c| c.fsyncs),
-                kernel_entries: io.and_then(|c| c.kernel_entries),
+                fsyncs: combo.engine().map(|c| c.fsyncs),
+                kernel_entries: combo.engine().map(|c| c.kernel_entries),
                 warnings: combo
                     .warnings
                     .iter()
@@ -181,7 +185,7 @@ const HEADERS: [&str; 10] = [
     "Kernel entries",
 ];
 
-fn io_cell(io: Option<IoCounts>) -> String {
+fn io_cell(io: Option<IoStats>) -> String {
     io.map_or_else(
         || "–".into(),
         |c| format!("{} / {} / {}", c.read_calls, c.write_calls, c.sync_calls),
@@ -190,12 +194,8 @@ fn io_cell(io: Option<IoCounts>) -> String {
 
 /// One row of cells per result, shared by the terminal and Markdown tables.
 /// The Relative cell: `1.85 ± 0.07`, or `None` for the baseline itself.
-fn relative_cell(test: &TestResult, combo: &ComboResult) -> Option<String> {
-    Some(match (combo.baseline, combo.relative(&test.combos)) {
-        (Some(b), Some(r)) if test.combos[b].label != combo.label => r.display(),
-        (Some(_), Some(_)) => return None,
-        _ => "–".into(),
-    })
+fn relative_cell(combo: &ComboResult) -> Option<String> {
+    (!combo.is_baseline).then(|| combo.relative.map_or_else(|| "–".into(), |r| r.display()))
 }
 
 fn paired_cell(combo: &ComboResult) -> String {
@@ -217,15 +217,14 @@ fn rows(test: &TestResult) -> Vec<Vec<String>> {
                 format_mean_stddev(&combo.summary),
                 format_seconds(combo.summary.min),
                 format_seconds(combo.summary.max),
-                relative_cell(test, combo).unwrap_or_else(|| "1.00 (baseline)".into()),
+                relative_cell(combo).unwrap_or_else(|| "1.00 (baseline)".into()),
                 paired_cell(combo),
                 format_seconds(combo.cpu_mean_s),
                 io_cell(combo.io),
                 written_cell(combo),
                 combo
-                    .io
-                    .and_then(|c| c.kernel_entries)
-                    .map_or_else(|| "–".into(), |k| k.to_string()),
+                    .engine()
+                    .map_or_else(|| "–".into(), |c| c.kernel_entries.to_string()),
             ]
         })
         .collect()
@@ -316,21 +315,6 @@ const TERMINAL_HEADERS: [&str; 6] = [
 pub const TERMINAL_OMITS: &str =
     "min, max, CPU time and kernel entries of every row: --export-markdown or --export-json";
 
-/// `12.30 ± 0.40 ms`: the mean and σ with one unit when they share it.
-fn compact_mean_stddev(summary: &crate::report::stats::Summary) -> String {
-    let mean = format_seconds(summary.mean);
-    let Some(stddev) = summary.stddev else {
-        return mean;
-    };
-    let stddev = format_seconds(stddev);
-    match (mean.rsplit_once(' '), stddev.rsplit_once(' ')) {
-        (Some((mean_value, unit)), Some((stddev_value, stddev_unit))) if unit == stddev_unit => {
-            format!("{mean_value} ± {stddev_value} {unit}")
-        }
-        _ => format!("{mean} ± {stddev}"),
-    }
-}
-
 /// One row of the terminal table per result.
 fn terminal_rows(test: &TestResult) -> Vec<Vec<String>> {
     test.combos
@@ -338,8 +322,8 @@ fn terminal_rows(test: &TestResult) -> Vec<Vec<String>> {
         .map(|combo| {
             vec![
                 combo.label.clone(),
-                compact_mean_stddev(&combo.summary),
-                relative_cell(test, combo).unwrap_or_else(|| "baseline".into()),
+                format_mean_stddev_compact(&combo.summary),
+                relative_cell(combo).unwrap_or_else(|| "baseline".into()),
                 paired_cell(combo),
                 io_cell(combo.io),
                 written_cell(combo),
@@ -375,10 +359,7 @@ pub fn geometric_means(results: &[TestResult]) -> Vec<(String, f64, usize)> {
                 .iter()
                 .filter_map(|test| {
                     let combo = test.combos.iter().find(|c| c.label == label)?;
-                    combo
-                        .relative(&test.combos)
-                        .map(|r| r.ratio)
-                        .filter(|r| *r > 0.0)
+                    combo.relative.map(|r| r.ratio).filter(|r| *r > 0.0)
                 })
                 .collect();
             (!ratios.is_empty()).then(|| {
@@ -389,113 +370,61 @@ pub fn geometric_means(results: &[TestResult]) -> Vec<(String, f64, usize)> {
         .collect()
 }
 
-pub fn markdown(header: &[String], results: &[TestResult]) -> String {
-    let mut out = String::from("# sqlite-uring bench speed\n\n");
-    for line in header {
-        out.push_str(&format!("- {line}\n"));
-    }
+/// The Markdown report: the header, a section per test, the geometric means and the
+/// verdict.
+pub fn markdown(header: &[String], results: &[TestResult], verdict: &[String]) -> String {
+    let mut out = Markdown::new("sqlite-uring bench speed", header);
     for test in results {
-        out.push_str(&format!("\n## {}\n\n", title(test)));
-        out.push_str(&crate::report::export::markdown_table(
-            &HEADERS,
-            &rows(test),
-        ));
-        let notes = notes(test);
-        if !notes.is_empty() {
-            out.push('\n');
-            for note in notes {
-                out.push_str(&format!("- {note}\n"));
-            }
-        }
+        out.section(&title(test), &markdown_table(&HEADERS, &rows(test)));
+        out.notes(&notes(test));
     }
-    out.push_str("\n## Geometric mean of relative time over the tests\n\n");
     let summary: Vec<Vec<String>> = geometric_means(results)
         .into_iter()
         .map(|(label, mean, n)| vec![label, format!("{mean:.3}"), n.to_string()])
         .collect();
-    out.push_str(&crate::report::export::markdown_table(
-        &["Command", "Geometric mean of Relative", "Tests"],
-        &summary,
-    ));
-    out
+    out.section(
+        "Geometric mean of relative time over the tests",
+        &markdown_table(
+            &["Command", "Geometric mean of Relative", "Tests"],
+            &summary,
+        ),
+    );
+    out.block("Verdict", "text", verdict);
+    out.finish()
 }
 
-/// Relative time per test (categories) and result (series); the baselines are the
-/// dashed line at 1.0 rather than bars.
+/// Relative time per test (categories) and result (series).
 pub fn chart(results: &[TestResult], baseline_name: &str) -> BarChart {
-    let mut labels: Vec<String> = Vec::new();
-    for test in results {
-        for combo in &test.combos {
-            let is_baseline = combo
-                .baseline
-                .is_some_and(|b| test.combos[b].label == combo.label);
-            if !is_baseline && !labels.contains(&combo.label) {
-                labels.push(combo.label.clone());
-            }
-        }
-    }
-    let series = labels
-        .into_iter()
-        .map(|label| {
-            let relatives: Vec<Option<Relative>> = results
+    let cases: Vec<Vec<ChartRow>> = results
+        .iter()
+        .map(|test| {
+            test.combos
                 .iter()
-                .map(|test| {
-                    let combo = test.combos.iter().find(|c| c.label == label)?;
-                    combo.relative(&test.combos)
+                .map(|combo| ChartRow {
+                    label: combo.label.clone(),
+                    is_baseline: combo.is_baseline,
+                    relative: combo.relative,
                 })
-                .collect();
-            Series {
-                name: label,
-                values: relatives.iter().map(|r| r.map(|r| r.ratio)).collect(),
-                errors: relatives.iter().map(|r| r.and_then(|r| r.error)).collect(),
-            }
+                .collect()
         })
         .collect();
-    BarChart {
-        title: format!(
-            "bench speed: time relative to {baseline_name} in the same journal mode (lower is faster)"
-        ),
-        y_label: format!("time / {baseline_name} time"),
-        categories: results.iter().map(|t| t.number.to_string()).collect(),
-        series,
-        reference_line: Some(1.0),
-    }
+    let categories = results.iter().map(|t| t.number.to_string()).collect();
+    relative_time_chart("speed", baseline_name, categories, &cases)
 }
 
-/// Everything `bench speed` exports, computed once at the end of the run.
-pub struct SpeedReport {
-    pub records: Vec<SpeedRecord>,
-    /// The environment header and cautions printed above the tables.
-    pub header: Vec<String>,
-    pub results: Vec<TestResult>,
-    pub baseline: String,
-}
-
-impl crate::bench::export::Exportable for SpeedReport {
-    type CsvRow = SpeedRecord;
-    type JsonItem = SpeedRecord;
-    type Chart = BarChart;
-
-    fn csv_rows(&self) -> &[SpeedRecord] {
-        &self.records
-    }
-
-    fn json_items(&self) -> &[SpeedRecord] {
-        &self.records
-    }
-
-    fn markdown(&self) -> String {
-        let mut out = markdown(&self.header, &self.results);
-        out.push_str("\n## Verdict\n\n```text\n");
-        for line in super::verdict::summary(&self.results, &self.baseline) {
-            out.push_str(&format!("{line}\n"));
-        }
-        out.push_str("```\n");
-        out
-    }
-
-    fn chart(&self) -> Result<BarChart, String> {
-        Ok(chart(&self.results, &self.baseline))
+/// Everything `bench speed` exports, once the run is over: `header` is the environment
+/// and settings printed above the tables.
+pub fn report(
+    header: &[String],
+    results: &[TestResult],
+    info: &RunInfo,
+    verdict: &[String],
+    baseline: &str,
+) -> Report<SpeedRecord, BarChart> {
+    Report {
+        records: records(results, info),
+        markdown: markdown(header, results, verdict),
+        chart: Ok(chart(results, baseline)),
     }
 }
 
@@ -513,22 +442,43 @@ mod tests {
             summary: Summary::from_samples(samples).unwrap(),
             cpu_mean_s: 0.01,
             checksum: Checksum::default(),
-            io: Some(IoCounts {
+            io: Some(IoStats {
                 read_calls: 123_456,
                 write_calls: 234_567,
                 sync_calls: 34_567,
                 bytes_written: 987_654_321,
-                kernel_entries: Some(1_234_567),
-                ..IoCounts::default()
+                kernel_entries: 1_234_567,
+                ..IoStats::default()
             }),
+            engine_counted: true,
             warnings: vec![],
             baseline: Some(baseline),
+            is_baseline: false,
+            relative: None,
             paired: paired.then_some(PairedRatio {
                 median: 0.9712,
                 interval: Some((0.9512, 0.9912)),
                 pairs: 10,
             }),
         }
+    }
+
+    /// Each result's mean relative to its baseline's, the baseline itself exactly 1.
+    fn with_relatives(mut combos: Vec<ComboResult>) -> Vec<ComboResult> {
+        let summaries: Vec<Summary> = combos.iter().map(|c| c.summary.clone()).collect();
+        for (index, combo) in combos.iter_mut().enumerate() {
+            let baseline = combo.baseline.unwrap();
+            combo.is_baseline = baseline == index;
+            combo.relative = if combo.is_baseline {
+                Some(Relative {
+                    ratio: 1.0,
+                    error: None,
+                })
+            } else {
+                combo.summary.relative_to(&summaries[baseline])
+            };
+        }
+        combos
     }
 
     /// The widest rows a default run produces (and a long URI-parameter label) still
@@ -538,7 +488,7 @@ mod tests {
         let test = TestResult {
             number: 12,
             name: "DELETE with an index",
-            combos: vec![
+            combos: with_relatives(vec![
                 combo("unix (delete)", 0, &[1.234_567, 1.3, 1.25], false),
                 combo(
                     "io_uring?uring_sync_plan=separate&uring_write_behind=off (delete)",
@@ -547,7 +497,7 @@ mod tests {
                     true,
                 ),
                 combo("io_uring (delete)", 0, &[0.000_123, 0.000_13], true),
-            ],
+            ]),
             unfair: vec![],
         };
         let rendered = terminal_table(&test, Output::Piped).to_string();
@@ -558,17 +508,7 @@ mod tests {
             "{rendered}"
         );
         // The Markdown export keeps every column.
-        let markdown = markdown(&[], std::slice::from_ref(&test));
+        let markdown = markdown(&[], std::slice::from_ref(&test), &[]);
         assert!(markdown.contains("1.00 (baseline)") && markdown.contains("1234567"));
-    }
-
-    #[test]
-    fn mean_and_sigma_share_their_unit() {
-        let same = Summary::from_samples(&[0.010, 0.014]).unwrap();
-        assert_eq!(compact_mean_stddev(&same), "12.00 ± 2.83 ms");
-        let mixed = Summary::from_samples(&[1.0, 1.004]).unwrap();
-        assert_eq!(compact_mean_stddev(&mixed), "1.002 s ± 2.83 ms");
-        let one = Summary::from_samples(&[0.5]).unwrap();
-        assert_eq!(compact_mean_stddev(&one), "500.00 ms");
     }
 }

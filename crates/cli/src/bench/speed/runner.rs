@@ -5,12 +5,16 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use rusqlite::{Connection, Statement as SqlStatement};
+use sqlite_uring::IoStats;
 
-use super::targets::{self, IoCounts, Settings, Target};
-use super::workload::{self, Checksum, Param, Sizes, Statement};
-use crate::bench::pagecache::{self, CacheState};
-use crate::bench::process_usage;
-use crate::bench::signals::check_interrupted;
+use super::workload::{self, Param, Sizes, Statement};
+use crate::bench::common::checksum::Checksum;
+use crate::bench::common::database;
+use crate::bench::common::pagecache::{self, CacheState};
+use crate::bench::common::process_usage;
+use crate::bench::common::settings::Settings;
+use crate::bench::common::signals::check_interrupted;
+use crate::bench::common::targets::Target;
 
 /// How the body's statements reach SQLite.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,7 +73,7 @@ pub struct RunOutcome {
     /// work moved off the calling thread.
     pub cpu_s: f64,
     pub checksum: Checksum,
-    pub io: Option<IoCounts>,
+    pub io: Option<IoStats>,
 }
 
 /// Runs test `plan` once on `target`: a fresh database at `path`, PRAGMAs verified, the
@@ -91,7 +95,7 @@ pub fn run_once(
     mode: Mode,
     cache: CacheState,
 ) -> Result<RunOutcome> {
-    let database = targets::open(target, path, settings)?;
+    let database = database::open(target, path, settings)?;
     let connection = database.connection();
     run_prologue(connection, &plan.prologue)
         .with_context(|| format!("prologue of test {} on {}", plan.number, target.label))?;
@@ -235,15 +239,16 @@ fn fold_state(connection: &Connection, checksum: &mut Checksum) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::targets::{resolve, JournalMode, Synchronous};
     use super::*;
+    use crate::bench::common::settings::{JournalMode, Synchronous};
+    use crate::bench::common::targets::resolve;
 
     /// Every test at a tiny scale gives the same checksum on memory and on unix in both
     /// journal modes, both statement modes and both cache states, and the checksums
     /// differ between tests.
     #[test]
     fn checksums_agree_across_targets_journals_and_modes() {
-        let _counters = super::super::targets::counters_lock();
+        let _counters = crate::bench::common::targets::counters_lock();
         let dir = tempfile::tempdir().unwrap();
         let mut names = vec!["memory".to_string(), "unix".to_string()];
         // Once the real VFS is linked, it must agree too; until then it is not available.

@@ -1,130 +1,11 @@
-//! The closing verdict of `bench speed`: per target and journal mode, the tests on which
-//! it was faster or slower than the baseline beyond the noise, and one line a person can
-//! act on, as hyperfine closes with "X ran 1.23 ± 0.04 times faster than Y".
-//!
-//! "Beyond the noise" is the paired comparison's own rule: the 95 % interval of the
-//! median run-by-run ratio (sign test, [`crate::report::stats::paired_ratio`]) lies
-//! wholly below 1 (faster) or above it (slower). Where there is no difference, a test
-//! still lands on one side by chance up to 1 time in 40 per side, so over 16 tests one or
-//! two such calls are expected from chance alone: a side counts towards the conclusion
-//! only with more calls than chance makes in 95 % of suites ([`chance_limit`]).
+//! The closing verdict of `bench speed` (common/verdict.rs has the rules): per target and
+//! journal mode, the tests on which it was faster or slower than the baseline beyond the
+//! noise, and one conclusion per target.
 
 use super::output::TestResult;
-use crate::report::stats::{Verdict, PAIRED_CONFIDENCE};
-
-/// What the tests of one target in one journal mode showed against the baseline.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Comparison {
-    /// The target's name (`io_uring`), without the journal mode.
-    pub target: String,
-    pub journal: String,
-    /// Test numbers whose paired interval lies wholly below 1.
-    pub faster: Vec<u32>,
-    /// … wholly above 1.
-    pub slower: Vec<u32>,
-    /// … contains 1: no difference beyond the noise.
-    pub same: Vec<u32>,
-    /// Too few paired runs for an interval (fewer than 6).
-    pub undecided: Vec<u32>,
-    /// Geometric mean over the tests of the paired median ratios (time ÷ baseline time).
-    pub typical_ratio: Option<f64>,
-}
-
-/// What a comparison amounts to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Conclusion {
-    /// Faster on more tests than chance explains, slower on no more than chance.
-    Faster,
-    Slower,
-    /// Both: faster on some workloads, slower on others.
-    Mixed,
-    /// Neither side beyond chance.
-    Same,
-    /// No test had enough paired runs for an interval.
-    Undecided,
-}
-
-/// Probability that a test without a real difference still lands on a given side.
-const CHANCE_PER_SIDE: f64 = (1.0 - PAIRED_CONFIDENCE) / 2.0;
-
-/// The most calls on one side that chance alone makes, among `tests` tests without any
-/// real difference, in 95 % of suites: the largest `k` with P(X ≥ k) > 5 % for
-/// X ~ Binomial(tests, 1/40). A side with more calls than this is a finding.
-pub fn chance_limit(tests: usize) -> usize {
-    let p = CHANCE_PER_SIDE;
-    // P(X = 0), then P(X = i) from P(X = i − 1).
-    let mut term = (1.0 - p).powi(tests as i32);
-    let mut at_least = 1.0; // P(X ≥ 0)
-    for k in 0..tests {
-        at_least -= term; // now P(X ≥ k + 1)
-        if at_least <= 1.0 - PAIRED_CONFIDENCE {
-            return k;
-        }
-        term *= (tests - k) as f64 / (k + 1) as f64 * p / (1.0 - p);
-    }
-    tests
-}
-
-impl Comparison {
-    pub fn decided(&self) -> usize {
-        self.faster.len() + self.slower.len() + self.same.len()
-    }
-
-    pub fn conclusion(&self) -> Conclusion {
-        let decided = self.decided();
-        if decided == 0 {
-            return Conclusion::Undecided;
-        }
-        let limit = chance_limit(decided);
-        match (self.faster.len() > limit, self.slower.len() > limit) {
-            (true, false) => Conclusion::Faster,
-            (false, true) => Conclusion::Slower,
-            (true, true) => Conclusion::Mixed,
-            (false, false) => Conclusion::Same,
-        }
-    }
-
-    /// `delete: faster on tests 2, 5, 9 · slower on test 12 (within chance) · same on 12
-    /// of 16 · time ×0.94`
-    pub fn line(&self) -> String {
-        let limit = chance_limit(self.decided());
-        let side = |tests: &[u32]| {
-            let numbers = tests
-                .iter()
-                .map(u32::to_string)
-                .collect::<Vec<_>>()
-                .join(", ");
-            let within = if !tests.is_empty() && tests.len() <= limit {
-                " (within chance)"
-            } else {
-                ""
-            };
-            match tests.len() {
-                0 => "no test".to_string(),
-                1 => format!("test {numbers}{within}"),
-                _ => format!("tests {numbers}{within}"),
-            }
-        };
-        let mut line = format!(
-            "{}: faster on {} · slower on {} · same on {} of {}",
-            self.journal,
-            side(&self.faster),
-            side(&self.slower),
-            self.same.len(),
-            self.decided() + self.undecided.len(),
-        );
-        if !self.undecided.is_empty() {
-            line.push_str(&format!(
-                " · {} with too few runs (need ≥ 6)",
-                self.undecided.len()
-            ));
-        }
-        if let Some(ratio) = self.typical_ratio {
-            line.push_str(&format!(" · time ×{ratio:.2}"));
-        }
-        line
-    }
-}
+use crate::bench::common::verdict::{
+    conclusion_line, entry, first_appearances, test_numbers, Comparison,
+};
 
 /// The comparisons of every target but the baseline and `:memory:` (the CPU floor, not
 /// a storage choice), per journal mode, in the order the results list them.
@@ -136,111 +17,7 @@ pub fn comparisons(results: &[TestResult], baseline: &str) -> Vec<Comparison> {
                 continue;
             }
             let Some(paired) = combo.paired else { continue };
-            let index = match found
-                .iter()
-                .position(|c| c.target == combo.target && c.journal == combo.journal)
-            {
-                Some(index) => index,
-                None => {
-                    found.push(Comparison {
-                        target: combo.target.clone(),
-                        journal: combo.journal.clone(),
-                        faster: vec![],
-                        slower: vec![],
-                        same: vec![],
-                        undecided: vec![],
-                        typical_ratio: None,
-                    });
-                    found.len() - 1
-                }
-            };
-            let comparison = &mut found[index];
-            match paired.verdict() {
-                Some(Verdict::Below) => comparison.faster.push(test.number),
-                Some(Verdict::Above) => comparison.slower.push(test.number),
-                Some(Verdict::Straddles) => comparison.same.push(test.number),
-                None => comparison.undecided.push(test.number),
-            }
-        }
-    }
-    for comparison in &mut found {
-        let medians: Vec<f64> = results
-            .iter()
-            .flat_map(|t| &t.combos)
-            .filter(|c| c.target == comparison.target && c.journal == comparison.journal)
-            .filter_map(|c| c.paired.map(|p| p.median))
-            .filter(|m| *m > 0.0 && m.is_finite())
-            .collect();
-        comparison.typical_ratio = (!medians.is_empty())
-            .then(|| (medians.iter().map(|m| m.ln()).sum::<f64>() / medians.len() as f64).exp());
-    }
-    found
-}
-
-/// The one-line conclusion for `target` from its comparisons (one per journal mode).
-pub fn conclusion_line(target: &str, baseline: &str, comparisons: &[&Comparison]) -> String {
-    let phrase = |conclusion: Conclusion| match conclusion {
-        Conclusion::Faster => format!("{target} is faster than {baseline}"),
-        Conclusion::Slower => format!("{target} is slower than {baseline}"),
-        Conclusion::Mixed => {
-            format!("{target} is faster than {baseline} on some tests and slower on others")
-        }
-        Conclusion::Same => format!("{target} and {baseline} perform the same within the noise"),
-        Conclusion::Undecided => format!(
-            "no verdict on {target}: too few paired runs; rerun with --runs 6 or more (10 \
-             gives most tests a verdict)"
-        ),
-    };
-    let conclusions: Vec<Conclusion> = comparisons.iter().map(|c| c.conclusion()).collect();
-    let journals = |wanted: Conclusion| -> Vec<&str> {
-        comparisons
-            .iter()
-            .zip(&conclusions)
-            .filter(|(_, c)| **c == wanted)
-            .map(|(comparison, _)| comparison.journal.as_str())
-            .collect()
-    };
-    match conclusions.first() {
-        None => phrase(Conclusion::Undecided),
-        Some(&first) if conclusions.iter().all(|c| *c == first) => {
-            let modes = if comparisons.len() == 1 {
-                format!("in journal mode {}", comparisons[0].journal)
-            } else {
-                "in every journal mode measured".to_string()
-            };
-            match first {
-                Conclusion::Undecided => phrase(first),
-                _ => format!("{} {modes}.", phrase(first)),
-            }
-        }
-        Some(_) => {
-            let mut parts = Vec::new();
-            for (wanted, words) in [
-                (Conclusion::Faster, "faster"),
-                (Conclusion::Slower, "slower"),
-                (Conclusion::Mixed, "faster on some tests, slower on others"),
-                (Conclusion::Same, "the same within the noise"),
-                (Conclusion::Undecided, "undecided (too few runs)"),
-            ] {
-                let modes = journals(wanted);
-                if !modes.is_empty() {
-                    parts.push(format!("{words} in {}", modes.join(" and ")));
-                }
-            }
-            format!(
-                "{target} against {baseline} depends on the journal mode: {}.",
-                parts.join("; ")
-            )
-        }
-    }
-}
-
-/// Each name once, in the order of its first appearance: the targets of a verdict.
-pub fn first_appearances<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
-    let mut found: Vec<&str> = Vec::new();
-    for name in names {
-        if !found.contains(&name) {
-            found.push(name);
+            entry(&mut found, &combo.target, &combo.journal).add(test.number, Some(paired), false);
         }
     }
     found
@@ -271,7 +48,10 @@ pub fn summary(results: &[TestResult], baseline: &str) -> Vec<String> {
             comparisons.iter().filter(|c| c.target == target).collect();
         lines.push(format!("  {target}"));
         for comparison in &of_target {
-            lines.push(format!("    {}", comparison.line()));
+            lines.push(format!(
+                "    {}",
+                comparison.line(&comparison.journal, test_numbers)
+            ));
         }
         lines.push(format!(
             "  => {}",
@@ -284,8 +64,9 @@ pub fn summary(results: &[TestResult], baseline: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::common::checksum::Checksum;
+    use crate::bench::common::verdict::Conclusion;
     use crate::bench::speed::output::ComboResult;
-    use crate::bench::speed::workload::Checksum;
     use crate::report::stats::{PairedRatio, Summary};
 
     /// A result whose paired interval is `interval` (`None`: too few runs).
@@ -304,8 +85,11 @@ mod tests {
             cpu_mean_s: 1.0,
             checksum: Checksum::default(),
             io: None,
+            engine_counted: false,
             warnings: vec![],
             baseline: Some(0),
+            is_baseline: target == "unix",
+            relative: None,
             paired: (target != "unix").then(|| PairedRatio {
                 median: interval.map_or(1.0, |(low, high)| (low + high) / 2.0),
                 interval,
@@ -337,20 +121,6 @@ mod tests {
                 unfair: vec![],
             })
             .collect()
-    }
-
-    #[test]
-    fn chance_limit_is_what_chance_alone_gives_in_95_percent_of_suites() {
-        // 16 tests at 1/40 per side: P(X ≥ 2) = 5.9 % > 5 %, P(X ≥ 3) = 0.7 %.
-        assert_eq!(chance_limit(16), 2);
-        // 32: P(X ≥ 3) = 4.5 % ≤ 5 %.
-        assert_eq!(chance_limit(32), 2);
-        // 1 test: P(X ≥ 1) = 2.5 %: a single call is a finding.
-        assert_eq!(chance_limit(1), 0);
-        assert_eq!(chance_limit(0), 0);
-        for tests in 1..200 {
-            assert!(chance_limit(tests) <= chance_limit(tests + 1));
-        }
     }
 
     #[test]
@@ -396,12 +166,12 @@ mod tests {
         assert_eq!(found[0].faster, [3]);
         assert_eq!(found[0].slower, [9]);
         assert!(
-            found[0].line().starts_with(
+            found[0].line(&found[0].journal, test_numbers).starts_with(
                 "delete: faster on test 3 (within chance) · slower on test 9 (within chance) \
                  · same on 14 of 16"
             ),
             "{}",
-            found[0].line()
+            found[0].line(&found[0].journal, test_numbers)
         );
         assert!(found.iter().all(|c| c.conclusion() == Conclusion::Same));
         let last = summary(&results, "unix").pop().unwrap();

@@ -8,8 +8,7 @@
 //! Random numbers come from a fixed-seed generator that is reseeded per test, so the
 //! prologue that rebuilds the state of tests 1…N−1 regenerates exactly the same rows.
 
-use crate::bench::rng::SplitMix64;
-use rusqlite::types::ValueRef;
+use crate::bench::common::rng::SplitMix64;
 
 /// Seed of the whole workload; changing it changes every checksum.
 const SEED: u64 = 0x5eed_0f59_117e_5f00;
@@ -347,71 +346,6 @@ pub fn statements(number: u32, sizes: Sizes) -> Vec<Statement> {
     out
 }
 
-/// FNV-1a over a typed stream of values: every row of every SELECT, and the final
-/// database contents, fold into one number that must not depend on the storage.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Checksum(u64);
-
-impl Default for Checksum {
-    fn default() -> Self {
-        Checksum(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Checksum {
-    fn bytes(&mut self, bytes: &[u8]) {
-        for byte in bytes {
-            self.0 ^= u64::from(*byte);
-            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-
-    /// Folds one value with a type tag and length, so `("ab","c")` ≠ `("a","bc")`.
-    pub fn value(&mut self, value: ValueRef<'_>) {
-        match value {
-            ValueRef::Null => self.bytes(&[0]),
-            ValueRef::Integer(i) => {
-                self.bytes(&[1]);
-                self.bytes(&i.to_le_bytes());
-            }
-            ValueRef::Real(r) => {
-                self.bytes(&[2]);
-                self.bytes(&r.to_bits().to_le_bytes());
-            }
-            ValueRef::Text(t) => {
-                self.bytes(&[3]);
-                self.bytes(&(t.len() as u64).to_le_bytes());
-                self.bytes(t);
-            }
-            ValueRef::Blob(b) => {
-                self.bytes(&[4]);
-                self.bytes(&(b.len() as u64).to_le_bytes());
-                self.bytes(b);
-            }
-        }
-    }
-
-    pub fn end_of_row(&mut self) {
-        self.bytes(&[0xff]);
-    }
-
-    pub fn text(&mut self, text: &str) {
-        self.value(ValueRef::Text(text.as_bytes()));
-    }
-
-    pub fn hex(&self) -> String {
-        format!("{:016x}", self.0)
-    }
-
-    pub fn as_u64(self) -> u64 {
-        self.0
-    }
-
-    pub fn from_u64(value: u64) -> Checksum {
-        Checksum(value)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -470,21 +404,5 @@ mod tests {
         let sizes = Sizes { scale: 0.1 };
         assert_eq!(statements(9, sizes), statements(9, sizes));
         assert_ne!(statements(1, sizes)[1], statements(15, sizes)[3]);
-    }
-
-    #[test]
-    fn checksum_separates_values() {
-        let mut a = Checksum::default();
-        a.text("ab");
-        a.text("c");
-        let mut b = Checksum::default();
-        b.text("a");
-        b.text("bc");
-        assert_ne!(a, b);
-        let mut c = Checksum::default();
-        c.value(ValueRef::Integer(1));
-        let mut d = Checksum::default();
-        d.value(ValueRef::Real(1.0));
-        assert_ne!(c, d);
     }
 }

@@ -1,230 +1,14 @@
-//! Where a test runs (the targets), how its database is opened and configured, and where
-//! its VFS call counts come from.
+//! The database of a measured run on a [`Target`]: opened through the target's VFS with
+//! its URI parameters, configured with the [`Settings`] every file target gets, the
+//! settings verified, and its files removed afterwards.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use rusqlite::{types::ValueRef, Connection, OpenFlags};
-use serde::{Deserialize, Serialize};
 
-use crate::bench::targets::{
-    checked_uri_parameters, library_vfs, our_vfs, uri_filename, OUR_TARGETS,
-};
-use crate::counting_vfs::{self, Behaviour, CountingVfs};
-
-/// Journal modes a file target can be measured in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum JournalMode {
-    Delete,
-    Truncate,
-    Persist,
-    Wal,
-}
-
-impl JournalMode {
-    pub fn name(self) -> &'static str {
-        match self {
-            JournalMode::Delete => "delete",
-            JournalMode::Truncate => "truncate",
-            JournalMode::Persist => "persist",
-            JournalMode::Wal => "wal",
-        }
-    }
-}
-
-/// `PRAGMA synchronous` levels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Synchronous {
-    Off,
-    Normal,
-    Full,
-    Extra,
-}
-
-impl Synchronous {
-    pub fn name(self) -> &'static str {
-        match self {
-            Synchronous::Off => "OFF",
-            Synchronous::Normal => "NORMAL",
-            Synchronous::Full => "FULL",
-            Synchronous::Extra => "EXTRA",
-        }
-    }
-
-    /// What `PRAGMA synchronous` reads back.
-    fn level(self) -> i64 {
-        match self {
-            Synchronous::Off => 0,
-            Synchronous::Normal => 1,
-            Synchronous::Full => 2,
-            Synchronous::Extra => 3,
-        }
-    }
-}
-
-/// Where the VFS call counts of a target come from.
-#[derive(Clone, Copy)]
-pub enum Counter {
-    /// `:memory:` does no file I/O.
-    None,
-    /// Our pass-through wrapper around a VFS that counts nothing itself (e.g. `unix`).
-    Wrapper(&'static CountingVfs),
-    /// The io_uring library's own counters of the VFS with this name.
-    Library(&'static str),
-}
-
-/// One thing to compare.
-#[derive(Clone)]
-pub struct Target {
-    /// What the user typed and the tables show: `memory`, `unix`, `io_uring`, …
-    pub label: String,
-    /// VFS to open the database with; `None` for `:memory:`.
-    pub vfs: Option<String>,
-    /// `uring_*` URI parameters the database is opened with (`io_uring?uring_direct=on`).
-    pub uri_parameters: Option<String>,
-    pub counter: Counter,
-}
-
-impl Target {
-    pub fn is_memory(&self) -> bool {
-        self.vfs.is_none()
-    }
-}
-
-/// VFS call counts of one measured run (the body only).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct IoCounts {
-    pub read_calls: u64,
-    pub write_calls: u64,
-    pub sync_calls: u64,
-    pub truncate_calls: u64,
-    pub bytes_read: u64,
-    pub bytes_written: u64,
-    /// fsync/fdatasync actually issued (our VFS only).
-    pub fsyncs: Option<u64>,
-    /// `io_uring_enter` calls or syscalls made for I/O (our VFS only).
-    pub kernel_entries: Option<u64>,
-}
-
-impl Counter {
-    pub fn reset(&self) {
-        match self {
-            Counter::None => {}
-            Counter::Wrapper(vfs) => vfs.reset(),
-            Counter::Library(name) => sqlite_uring::reset_vfs_stats(name),
-        }
-    }
-
-    pub fn read(&self) -> Option<IoCounts> {
-        match self {
-            Counter::None => None,
-            Counter::Wrapper(vfs) => {
-                let c = vfs.counts();
-                Some(IoCounts {
-                    read_calls: c.read_calls,
-                    write_calls: c.write_calls,
-                    sync_calls: c.sync_calls,
-                    truncate_calls: c.truncate_calls,
-                    bytes_read: c.bytes_read,
-                    bytes_written: c.bytes_written,
-                    fsyncs: None,
-                    kernel_entries: None,
-                })
-            }
-            Counter::Library(name) => sqlite_uring::vfs_stats(name).map(|s| IoCounts {
-                read_calls: s.read_calls,
-                write_calls: s.write_calls,
-                sync_calls: s.sync_calls,
-                truncate_calls: s.truncate_calls,
-                bytes_read: s.bytes_read,
-                bytes_written: s.bytes_written,
-                fsyncs: Some(s.fsyncs),
-                kernel_entries: Some(s.kernel_entries),
-            }),
-        }
-    }
-}
-
-/// Turns `--targets` names into targets, registering VFSes as needed.
-pub fn resolve(names: &[String]) -> Result<Vec<Target>> {
-    let mut targets: Vec<Target> = Vec::new();
-    for raw in names {
-        let name = raw.trim();
-        if name.is_empty() {
-            bail!("--targets contains an empty name; separate targets with commas, e.g. --targets memory,unix,io_uring");
-        }
-        if targets.iter().any(|t| t.label == name) {
-            bail!("--targets names {name} twice; list each target once");
-        }
-        let (base, uri_parameters) = match name.split_once('?') {
-            Some((base, parameters)) => {
-                (base, Some(checked_uri_parameters(name, base, parameters)?))
-            }
-            None => (name, None),
-        };
-        let target = match (base, our_vfs(base)) {
-            ("memory", _) => Target {
-                label: name.into(),
-                vfs: None,
-                uri_parameters: None,
-                counter: Counter::None,
-            },
-            ("unix", _) => counted_target(name, "unix")?,
-            (_, Some(vfs)) => match library_vfs(vfs) {
-                Ok(_) => Target {
-                    label: name.into(),
-                    vfs: Some(vfs.into()),
-                    uri_parameters,
-                    counter: Counter::Library(vfs),
-                },
-                Err(why) => bail!(
-                    "--targets {name}: the {vfs} VFS cannot be registered here: {why}; \
-                         run `sqlite-uring probe` for details, or leave {name} out of --targets"
-                ),
-            },
-            (other, None) => {
-                if counting_vfs::registered_vfs_names()
-                    .iter()
-                    .any(|n| n == other)
-                {
-                    counted_target(other, other)?
-                } else {
-                    bail!(
-                        "--targets: unknown target {other:?}; use memory, unix, {}, \
-                         or the name of a registered VFS ({})",
-                        OUR_TARGETS.map(|(label, _)| label).join(", "),
-                        counting_vfs::registered_vfs_names().join(", ")
-                    )
-                }
-            }
-        };
-        targets.push(target);
-    }
-    if targets.is_empty() {
-        bail!("--targets is empty; name at least one target, e.g. --targets memory,unix");
-    }
-    Ok(targets)
-}
-
-fn counted_target(label: &str, parent: &str) -> Result<Target> {
-    let wrapper =
-        counting_vfs::register(&format!("{parent}_counted"), parent, Behaviour::Faithful)?;
-    Ok(Target {
-        label: label.into(),
-        vfs: Some(wrapper.name().to_string()),
-        uri_parameters: None,
-        counter: Counter::Wrapper(wrapper),
-    })
-}
-
-/// The settings every file target gets, identically.
-#[derive(Clone, Copy, Debug)]
-pub struct Settings {
-    pub journal: JournalMode,
-    pub synchronous: Synchronous,
-}
+use super::settings::Settings;
+use super::targets::{uri_filename, Target};
 
 /// A database of one measured run: a fresh file (removed on drop) or `:memory:`.
 pub struct Database {
@@ -380,17 +164,12 @@ fn verify(
     }
 }
 
-/// VFS counters are process-wide, so tests that read them must not run while another
-/// test resets them.
-#[cfg(test)]
-pub(crate) fn counters_lock() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|poison| poison.into_inner())
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::settings::{JournalMode, Synchronous};
+    use super::super::targets::{counters_lock, resolve, Counter};
     use super::*;
+    use crate::counting_vfs::{self, Behaviour};
 
     fn settings() -> Settings {
         Settings {
@@ -438,20 +217,6 @@ mod tests {
             "{message}"
         );
         assert!(message.contains("refusing"), "{message}");
-    }
-
-    #[test]
-    fn unknown_targets_are_rejected_with_the_flag_name() {
-        let error = resolve(&["memory".into(), "floppy".into()]).err().unwrap();
-        let message = error.to_string();
-        assert!(
-            message.contains("--targets") && message.contains("floppy"),
-            "{message}"
-        );
-        assert!(resolve(&["unix".into(), "unix".into()]).is_err());
-        // Any registered VFS works by name, counted through a wrapper.
-        let other = resolve(&["unix-none".into()]).unwrap();
-        assert_eq!(other[0].vfs.as_deref(), Some("unix-none_counted"));
     }
 
     #[test]

@@ -60,14 +60,23 @@ pub fn evict(path: &Path) -> Result<()> {
     // DONTNEED skips dirty pages and pages under writeback; fdatasync leaves neither.
     file.sync_data()
         .with_context(|| format!("fdatasync of {} before evicting it", path.display()))?;
+    if let Err(error) = drop_clean_pages(&file) {
+        bail!(
+            "posix_fadvise(POSIX_FADV_DONTNEED) on {} failed: {error}",
+            path.display(),
+        );
+    }
+    Ok(())
+}
+
+/// Drops the clean pages of `file` from the page cache (`POSIX_FADV_DONTNEED` on the
+/// whole file); dirty pages and pages under writeback stay (see [`evict`]).
+pub fn drop_clean_pages(file: &File) -> std::io::Result<()> {
     // SAFETY: posix_fadvise only reads its arguments; the descriptor is open for the call.
     let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
     if rc != 0 {
-        bail!(
-            "posix_fadvise(POSIX_FADV_DONTNEED) on {} failed: {}",
-            path.display(),
-            std::io::Error::from_raw_os_error(rc)
-        );
+        // posix_fadvise returns the error number instead of setting errno.
+        return Err(std::io::Error::from_raw_os_error(rc));
     }
     Ok(())
 }
@@ -122,9 +131,7 @@ pub struct Residency {
     pub pages: u64,
 }
 
-/// Which pages of the file at `path` are in the page cache, from `mincore` on a mapping
-/// of it that is never touched (so looking reads nothing). Linux answers for a file this
-/// process owns or may write, which a benchmark's own files are.
+/// Which pages of the file at `path` are in the page cache ([`resident_pages`]).
 pub fn residency(path: &Path) -> Result<Residency> {
     let file = File::open(path)
         .with_context(|| format!("cannot open {} to look at its pages", path.display()))?;
@@ -137,10 +144,52 @@ pub fn residency(path: &Path) -> Result<Residency> {
     }
     let length = usize::try_from(length)
         .with_context(|| format!("{} is too large to map", path.display()))?;
+    let resident_pages = match resident_pages(&file, length) {
+        Ok(pages) => pages,
+        Err(Failed::Map(error)) => {
+            return Err(error)
+                .with_context(|| format!("cannot map {} to look at its pages", path.display()))
+        }
+        Err(Failed::Mincore(error)) => {
+            return Err(error).with_context(|| format!("mincore on {}", path.display()))
+        }
+    };
+    Ok(Residency {
+        resident_pages,
+        pages: length.div_ceil(page_size()) as u64,
+    })
+}
+
+/// Which call of [`resident_pages`] failed.
+#[derive(Debug)]
+pub enum Failed {
+    Map(std::io::Error),
+    Mincore(std::io::Error),
+}
+
+impl Failed {
+    /// The error, whichever call it came from.
+    pub fn into_error(self) -> std::io::Error {
+        match self {
+            Failed::Map(error) | Failed::Mincore(error) => error,
+        }
+    }
+}
+
+/// The system's page size, which `mincore` reports residency in.
+fn page_size() -> usize {
     // SAFETY: sysconf has no memory-safety preconditions.
     let page_size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    let page_size = usize::try_from(page_size).unwrap_or(4096).max(1);
-    let pages = length.div_ceil(page_size);
+    usize::try_from(page_size).unwrap_or(4096).max(1)
+}
+
+/// Pages of the first `length` bytes of `file` in the page cache, from `mincore` on a
+/// mapping of them that is never touched (so looking reads nothing). Linux answers for
+/// a file this process owns or may write, which a benchmark's own files are.
+pub fn resident_pages(file: &File, length: usize) -> Result<u64, Failed> {
+    if length == 0 {
+        return Ok(0);
+    }
     // SAFETY: a fresh shared read-only mapping of an open file, at an address the kernel
     // chooses; it is only passed to mincore and unmapped below, never dereferenced.
     let address = unsafe {
@@ -154,10 +203,9 @@ pub fn residency(path: &Path) -> Result<Residency> {
         )
     };
     if address == libc::MAP_FAILED {
-        return Err(std::io::Error::last_os_error())
-            .with_context(|| format!("cannot map {} to look at its pages", path.display()));
+        return Err(Failed::Map(std::io::Error::last_os_error()));
     }
-    let mut vector = vec![0u8; pages];
+    let mut vector = vec![0u8; length.div_ceil(page_size())];
     // SAFETY: `address` is a mapping of `length` bytes made above, and `vector` has one
     // byte for each of its pages, as mincore writes.
     let rc = unsafe { libc::mincore(address, length, vector.as_mut_ptr()) };
@@ -165,12 +213,9 @@ pub fn residency(path: &Path) -> Result<Residency> {
     // SAFETY: unmaps exactly the mapping made above, which nothing refers to any more.
     unsafe { libc::munmap(address, length) };
     if rc != 0 {
-        return Err(error).with_context(|| format!("mincore on {}", path.display()));
+        return Err(Failed::Mincore(error));
     }
-    Ok(Residency {
-        resident_pages: vector.iter().filter(|&&flags| flags & 1 != 0).count() as u64,
-        pages: pages as u64,
-    })
+    Ok(vector.iter().filter(|&&flags| flags & 1 != 0).count() as u64)
 }
 
 /// Resident pages of every file of the database at `path`, summed.

@@ -1,13 +1,68 @@
 //! Command-line options every benchmark shares, declared once and flattened into each
 //! benchmark's own arguments (`#[command(flatten)]`).
 
+use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use clap::Args;
+use clap::{Args, ValueEnum};
 
-use super::Isolation;
-use crate::bench::speed::targets::Synchronous;
+use super::settings::{JournalMode, Synchronous};
+use super::targets::{self, Target};
+
+/// Where the measured runs of `bench speed` and `bench blobs` execute.
+///
+/// A fresh process per run is the default because the state of a process changes what
+/// it measures, beyond what rotating the order of targets can spread: allocator history
+/// (BENCH_BLOBS.md, "Position in the process"), and threads. A run that handed work to
+/// io-wq leaves a kernel worker thread in the process until it exits, and a second
+/// thread makes every later file-descriptor system call dearer and, measured here, WAL
+/// commits 20–40 % slower — for every target measured after it in that process
+/// (ARCHITECTURE.md, "Threads the ring adds").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Isolation {
+    /// A fresh process of this binary per run (as hyperfine runs each command).
+    Process,
+    /// Every run in this process, one after the other.
+    None,
+}
+
+impl Isolation {
+    pub fn name(self) -> &'static str {
+        match self {
+            Isolation::Process => "process",
+            Isolation::None => "none",
+        }
+    }
+
+    /// `--isolation` as given, or its default: `process`, except with `--trace`, whose
+    /// file one process writes.
+    pub fn resolve(given: Option<Isolation>, tracing: bool) -> anyhow::Result<Isolation> {
+        match (given, tracing) {
+            (Some(Isolation::Process), true) => anyhow::bail!(
+                "--trace with --isolation process: the trace file is written by one process; \
+                 use --isolation none (the default with --trace)"
+            ),
+            (Some(isolation), _) => Ok(isolation),
+            (None, true) => Ok(Isolation::None),
+            (None, false) => Ok(Isolation::Process),
+        }
+    }
+
+    /// The binary to re-execute for `Process`, resolved before any run.
+    pub fn worker_exe(self) -> anyhow::Result<Option<std::path::PathBuf>> {
+        use anyhow::Context;
+        match self {
+            Isolation::Process => std::env::current_exe()
+                .context(
+                    "--isolation process: cannot find this program's path to re-run it; \
+                     use --isolation none",
+                )
+                .map(Some),
+            Isolation::None => Ok(None),
+        }
+    }
+}
 
 /// Where a benchmark writes and whether it may run at all.
 #[derive(Args, Debug, Clone)]
@@ -124,6 +179,72 @@ impl PairingOptions {
     }
 }
 
+/// What one benchmark's [`TargetOptions`] default to and say in `--help`.
+pub trait TargetHelp: Clone + std::fmt::Debug + Send + Sync + 'static {
+    /// `--targets` when not given.
+    const DEFAULT_TARGETS: &'static str;
+    /// The help of `--targets`: which targets this benchmark takes.
+    const TARGETS: &'static str;
+    /// The help of `--journal`: what a journal mode means to this benchmark.
+    const JOURNAL: &'static str;
+}
+
+/// The SQLite targets a benchmark compares (`speed`, `concurrency`, `cold`): `--targets`,
+/// what they are paired against ([`PairingOptions`]) and `--journal`, declared once with
+/// each benchmark's defaults and help ([`TargetHelp`]).
+#[derive(Args, Debug, Clone)]
+pub struct TargetOptions<H: TargetHelp> {
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = H::DEFAULT_TARGETS,
+        value_name = "LIST",
+        help = H::TARGETS
+    )]
+    pub targets: Vec<String>,
+
+    #[command(flatten)]
+    pub pairing: PairingOptions,
+
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "delete,wal",
+        value_name = "LIST",
+        help = H::JOURNAL
+    )]
+    pub journal: Vec<JournalMode>,
+
+    #[arg(skip)]
+    pub help: PhantomData<H>,
+}
+
+impl<H: TargetHelp> TargetOptions<H> {
+    /// `--targets` resolved (their VFSes registered), `--baseline` among them.
+    pub fn resolve(&self) -> anyhow::Result<Vec<Target>> {
+        let resolved = targets::resolve(&self.targets)?;
+        self.pairing
+            .check_baseline(resolved.iter().map(|t| t.label.as_str()), &self.targets)?;
+        Ok(resolved)
+    }
+
+    /// `--journal` in the user's order, each mode once.
+    pub fn journals(&self) -> Vec<JournalMode> {
+        once_each(&self.journal)
+    }
+}
+
+/// Each value once, in the order of its first appearance.
+pub fn once_each<T: Copy + PartialEq>(values: &[T]) -> Vec<T> {
+    let mut found: Vec<T> = Vec::new();
+    for value in values {
+        if !found.contains(value) {
+            found.push(*value);
+        }
+    }
+    found
+}
+
 /// The result files of a benchmark; [`super::export::ExportManager`] writes them.
 #[derive(Args, Debug, Clone, Default)]
 pub struct ExportOptions {
@@ -167,4 +288,20 @@ pub fn check_output_path(flag: &str, path: &Path) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// A benchmark's flags (without the subcommand words) parsed as the command line is, for
+/// the tests of its parts.
+#[cfg(test)]
+pub(crate) fn parse_flags<'a, T: clap::Args>(
+    words: impl IntoIterator<Item = &'a str>,
+) -> Result<T, clap::Error> {
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli<T: clap::Args> {
+        #[command(flatten)]
+        args: T,
+    }
+    Cli::<T>::try_parse_from(std::iter::once("bench").chain(words)).map(|cli| cli.args)
 }

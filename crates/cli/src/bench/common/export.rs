@@ -101,6 +101,114 @@ impl ExportManager {
     }
 }
 
+/// Results whose CSV rows are also the items of the JSON array, with their Markdown
+/// report and their chart, made once the run is over.
+pub struct Report<R, C> {
+    pub records: Vec<R>,
+    pub markdown: String,
+    /// What `--chart` draws, or why these results have nothing to chart.
+    pub chart: Result<C, String>,
+}
+
+impl<R: Serialize, C: SvgChart + Clone> Exportable for Report<R, C> {
+    type CsvRow = R;
+    type JsonItem = R;
+    type Chart = C;
+
+    fn csv_rows(&self) -> &[R] {
+        &self.records
+    }
+
+    fn json_items(&self) -> &[R] {
+        &self.records
+    }
+
+    fn markdown(&self) -> String {
+        self.markdown.clone()
+    }
+
+    fn chart(&self) -> Result<C, String> {
+        self.chart.clone()
+    }
+}
+
+/// Results written as CSV rows and as one JSON document (the settings, the runs and
+/// their summaries), with their Markdown report and their chart.
+pub struct Document<'a, R, J, C> {
+    pub rows: &'a [R],
+    pub json: J,
+    pub markdown: String,
+    /// What `--chart` draws, or why these results have nothing to chart.
+    pub chart: Result<C, String>,
+}
+
+impl<R: Serialize, J: Serialize, C: SvgChart + Clone> Exportable for Document<'_, R, J, C> {
+    type CsvRow = R;
+    type JsonItem = J;
+    type Chart = C;
+
+    fn csv_rows(&self) -> &[R] {
+        self.rows
+    }
+
+    fn json_items(&self) -> &[J] {
+        std::slice::from_ref(&self.json)
+    }
+
+    fn markdown(&self) -> String {
+        self.markdown.clone()
+    }
+
+    fn chart(&self) -> Result<C, String> {
+        self.chart.clone()
+    }
+}
+
+/// A benchmark's Markdown report, written in the order it reads: the title and the
+/// header lines (environment, settings, cautions) as a list, then sections.
+pub struct Markdown(String);
+
+impl Markdown {
+    /// `# title` and `header` as a list.
+    pub fn new(title: &str, header: &[String]) -> Markdown {
+        let mut text = format!("# {title}\n\n");
+        for line in header {
+            text.push_str(&format!("- {line}\n"));
+        }
+        Markdown(text)
+    }
+
+    /// `## heading` with `body` (a table, a paragraph) under it.
+    pub fn section(&mut self, heading: &str, body: &str) {
+        self.0.push_str(&format!("\n## {heading}\n\n{body}"));
+    }
+
+    /// Notes under the last section, as a list (nothing when there are none).
+    pub fn notes(&mut self, notes: &[String]) {
+        if notes.is_empty() {
+            return;
+        }
+        self.0.push('\n');
+        for note in notes {
+            self.0.push_str(&format!("- {note}\n"));
+        }
+    }
+
+    /// `## heading` with `lines` in a fenced block (`info`: its language, or none).
+    pub fn block(&mut self, heading: &str, info: &str, lines: &[String]) {
+        self.0.push_str(&format!("\n## {heading}\n\n```{info}\n"));
+        for line in lines {
+            self.0.push_str(line);
+            self.0.push('\n');
+        }
+        self.0.push_str("```\n");
+    }
+
+    pub fn finish(self) -> String {
+        self.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,5 +329,20 @@ mod tests {
         assert!(warnings[0].starts_with("--chart ") && warnings[0].contains("nothing to chart"));
         let none = ExportManager::new(&ExportOptions::default()).unwrap();
         assert!(none.write(&results).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_markdown_report_reads_in_order() {
+        let mut report = Markdown::new("sqlite-uring bench x", &["kernel: 6".to_string()]);
+        report.block("Verdict", "text", &["faster".to_string()]);
+        report.section("Test 1", "| a |\n");
+        report.notes(&["warning: noisy".to_string()]);
+        report.section("Test 2", "| b |\n");
+        report.notes(&[]);
+        assert_eq!(
+            report.finish(),
+            "# sqlite-uring bench x\n\n- kernel: 6\n\n## Verdict\n\n```text\nfaster\n```\n\
+             \n## Test 1\n\n| a |\n\n- warning: noisy\n\n## Test 2\n\n| b |\n"
+        );
     }
 }
