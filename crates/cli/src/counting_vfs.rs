@@ -248,7 +248,9 @@ fn guard<T>(on_panic: T, body: impl FnOnce() -> T) -> T {
 /// # Safety
 /// `vfs` must be a VFS registered by [`register`] (its pAppData is a `CountingVfs`).
 unsafe fn state_of(vfs: *mut ffi::sqlite3_vfs) -> &'static CountingVfs {
-    &*((*vfs).pAppData as *const CountingVfs)
+    // SAFETY: the caller passes a VFS `register` made, whose pAppData points to a
+    // CountingVfs leaked for the life of the process.
+    unsafe { &*((*vfs).pAppData as *const CountingVfs) }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -512,7 +514,9 @@ macro_rules! forward_file {
 /// # Safety
 /// `file` must be a file opened by [`x_open`] (its `vfs` points to a leaked CountingVfs).
 unsafe fn counters_of(file: *mut ffi::sqlite3_file) -> &'static Counters {
-    &(*(*(file as *mut CountedFile)).vfs).counters
+    // SAFETY: the caller passes a file x_open filled in, a CountedFile whose `vfs` points
+    // to a CountingVfs leaked for the life of the process.
+    unsafe { &(*(*(file as *mut CountedFile)).vfs).counters }
 }
 
 unsafe extern "C" fn f_close(file: *mut ffi::sqlite3_file) -> c_int {

@@ -81,8 +81,9 @@ fn remove_path(path: &Path) {
 pub fn free_bytes(dir: &Path) -> anyhow::Result<u64> {
     let c_path = CString::new(dir.as_os_str().as_bytes())
         .with_context(|| format!("--dir {} contains a NUL byte", dir.display()))?;
-    // SAFETY: statvfs writes into the zeroed struct we own; the path is NUL-terminated.
+    // SAFETY: statvfs is a plain C struct of integers, for which all zeroes is valid.
     let mut stats: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: statvfs writes into the struct we own; the path is NUL-terminated.
     if unsafe { libc::statvfs(c_path.as_ptr(), &mut stats) } != 0 {
         return Err(std::io::Error::last_os_error())
             .with_context(|| format!("statvfs on --dir {}", dir.display()));
