@@ -17,7 +17,8 @@
 //! - the [`Geometry`] is one SQLite accepts: page size a power of two in 512..=65536, at most
 //!   255 reserved bytes, usable size at least 480 (`lockBtree`);
 //! - `page.len()` equals the page size, and the page number is in 1..=page count
-//!   ([`page_kind`], which is not given the page count, only checks that it is not 0);
+//!   ([`interior_view`] and `page_kind`, which are not given the page count, only check that
+//!   it is not 0);
 //! - the page type byte is one of 0x02, 0x05, 0x0a, 0x0d (`decodeFlags`);
 //! - the cell count is at most what fits: every cell takes a 2-byte pointer plus at least
 //!   4 bytes of content between the end of the page header and the end of the usable area;
@@ -231,6 +232,9 @@ pub(crate) struct OverflowChain {
 /// rest of the page header (cell count, content area start, first freeblock); it does not look
 /// at the cells, so the page can still be refused by [`interior_children`] and
 /// [`overflow_chains`]. Constant work.
+///
+/// Read-ahead checks headers through [`interior_view`]; only the tests call this.
+#[cfg(test)]
 pub(crate) fn page_kind(
     page: &[u8],
     page_number: u32,
@@ -239,9 +243,9 @@ pub(crate) fn page_kind(
     parse_header(page, page_number, geometry).map(|header| header.kind)
 }
 
-/// An interior page whose header is checked ([`page_kind`]'s checks), for reading its
-/// children one at a time without parsing its cells: what following SQLite's descent
-/// needs. Its children are hints for matching SQLite's reads, nothing more: they are not
+/// An interior page whose header is checked (the geometry, length and header checks of
+/// `page_kind`), for reading its children one at a time without parsing its cells: what
+/// following SQLite's descent needs. Its children are hints for matching SQLite's reads, nothing more: they are not
 /// checked against the page count, and a page must pass [`interior_children`] before any
 /// child of it is asked for.
 #[derive(Clone, Copy, Debug)]

@@ -433,11 +433,13 @@ impl ReadAhead {
         self.follow_overflow_chain(data, page_number, geometry, source);
         let found = self.find(page_number);
         self.deepest_just_entered = false;
+        // Checked once per read: `None` for a leaf or a page whose header is malformed.
+        let view = btree_page::interior_view(data, page_number, geometry);
         match found {
             Some((level, found)) => {
                 self.note_child_read(level, found);
                 self.depth = level + 1;
-                self.push_if_interior(data, page_number, geometry);
+                self.push_if_interior(view, data, page_number, geometry);
                 // The deepest scanning level first: its pages are the ones read next.
                 for level in (0..self.depth).rev() {
                     self.top_up(level, geometry, source);
@@ -446,9 +448,9 @@ impl ReadAhead {
             None => {
                 // Not a child of the path: a new descent starts here (or a leaf of a tree
                 // whose interior pages SQLite already had, which read-ahead cannot follow).
-                if self.depth == 0 || is_interior(data, page_number, geometry) {
+                if self.depth == 0 || view.is_some() {
                     self.depth = 0;
-                    self.push_if_interior(data, page_number, geometry);
+                    self.push_if_interior(view, data, page_number, geometry);
                 }
             }
         }
@@ -622,13 +624,20 @@ impl ReadAhead {
         level.issued_until = level.issued_until.max(index + 1);
     }
 
-    /// If `data` (page `page_number`) is an interior page with a well-formed header, puts it
-    /// at the end of the path, its cells unparsed ([`Level::unparsed`]).
-    fn push_if_interior(&mut self, data: &[u8], page_number: u32, geometry: Geometry) {
+    /// If `data` (page `page_number`) is an interior page with a well-formed header (`view`,
+    /// from `btree_page::interior_view`), puts it at the end of the path, its cells unparsed
+    /// ([`Level::unparsed`]).
+    fn push_if_interior(
+        &mut self,
+        view: Option<InteriorView>,
+        data: &[u8],
+        page_number: u32,
+        geometry: Geometry,
+    ) {
         if self.depth >= MAX_DEPTH {
             return;
         }
-        let Some(view) = btree_page::interior_view(data, page_number, geometry) else {
+        let Some(view) = view else {
             return;
         };
         if self.levels.len() == self.depth {
@@ -954,13 +963,6 @@ impl Drop for ReadAhead {
         self.forget();
         debug_assert_eq!(self.outstanding_bytes, 0, "a closed file still counted");
     }
-}
-
-fn is_interior(data: &[u8], page_number: u32, geometry: Geometry) -> bool {
-    matches!(
-        btree_page::page_kind(data, page_number, geometry),
-        Ok(PageKind::TableInterior | PageKind::IndexInterior)
-    )
 }
 
 #[cfg(test)]
