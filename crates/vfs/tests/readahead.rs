@@ -358,6 +358,13 @@ fn corrupt_interior_pages_give_unix_results_and_no_crash() {
     assert_eq!(outcome("io_uring"), outcome("unix"));
 }
 
+/// The bank's total, by a scan of the evicted file.
+fn cold_total(conn: &Connection, path: &Path) -> i64 {
+    evict(path);
+    conn.query_row("SELECT sum(amount) FROM bank", [], |row| row.get(0))
+        .unwrap()
+}
+
 #[test]
 fn scans_under_a_writer_in_another_process_see_only_committed_states() {
     for mode in [Mode::Rollback, Mode::Wal] {
@@ -395,12 +402,9 @@ fn scans_under_a_writer_in_another_process_see_only_committed_states() {
         let mut writer = writer;
         loop {
             let done = writer.exited().is_some();
-            evict(&path);
-            let total: i64 = conn
-                .query_row("SELECT sum(amount) FROM bank", [], |row| row.get(0))
-                .unwrap();
             assert_eq!(
-                total, 500_000,
+                cold_total(&conn, &path),
+                500_000,
                 "{mode:?}: a scan saw a state never committed"
             );
             scans += 1;
@@ -422,12 +426,9 @@ fn scans_under_a_writer_in_another_process_see_only_committed_states() {
                 a = (i * 53) % 5000,
                 b = (i * 97 + 7) % 5000
             ));
-            evict(&path);
-            let total: i64 = conn
-                .query_row("SELECT sum(amount) FROM bank", [], |row| row.get(0))
-                .unwrap();
             assert_eq!(
-                total, 500_000,
+                cold_total(&conn, &path),
+                500_000,
                 "{mode:?}: a scan after commit {i} saw a wrong state"
             );
         }
