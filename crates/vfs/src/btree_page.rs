@@ -4,9 +4,12 @@
 //! will read next: an interior page lists its children in key order (each cell's left child,
 //! then the right-most pointer), and a page whose cells carry payload (table leaves, index
 //! leaves and index interior pages) names the first page of every overflow chain together with
-//! the number of pages that chain must have. This module parses exactly that and nothing else,
-//! following the SQLite file format (<https://www.sqlite.org/fileformat2.html>) and the rules
-//! SQLite itself applies in `src/btree.c`.
+//! the number of pages that chain must have. For the row read-ahead of an index scan it also
+//! reads the rowids an index leaf's entries name ([`index_leaf_rowids`]) and which child of a
+//! table interior page holds a rowid ([`InteriorView::table_child_for`]). This module parses
+//! exactly that and nothing else, following the SQLite file format
+//! (<https://www.sqlite.org/fileformat2.html>) and the rules SQLite itself applies in
+//! `src/btree.c`.
 //!
 //! # Every byte is untrusted
 //!
@@ -58,6 +61,8 @@
 //!   (`CellCount`);
 //! - `page_size_mismatch.bin`: a valid table leaf cut to 511 bytes (`Length`).
 
+/// Deepest B-tree SQLite handles (btreeInt.h `BTCURSOR_MAX_DEPTH`).
+pub(crate) const MAX_DEPTH: usize = 20;
 /// Bytes of the database header at the start of page 1.
 const DATABASE_HEADER_BYTES: usize = 100;
 /// The first 16 bytes of every SQLite database file.
@@ -243,6 +248,13 @@ pub(crate) fn page_kind(
     parse_header(page, page_number, geometry).map(|header| header.kind)
 }
 
+/// The kind a page's type byte names, nothing else checked: a hint for telling SQLite's
+/// reads apart (an index leaf, a table leaf), never a reason to follow the page. Constant
+/// work.
+pub(crate) fn kind_hint(page: &[u8], page_number: u32) -> Option<PageKind> {
+    PageKind::from_type_byte(*page.get(header_offset(page_number))?)
+}
+
 /// An interior page whose header is checked (the geometry, length and header checks of
 /// `page_kind`), for reading its children one at a time without parsing its cells: what
 /// following SQLite's descent needs. Its children are hints for matching SQLite's reads, nothing more: they are not
@@ -290,6 +302,41 @@ impl InteriorView {
             return None;
         }
         read_u32(usable, pointer)
+    }
+
+    /// The child of a table interior `page` whose subtree holds `rowid`: the left child of
+    /// the first cell whose key is at least `rowid`, or the right-most pointer (btree.c
+    /// `sqlite3BtreeTableMoveto`). A binary search over the cells, so on a page whose keys
+    /// are out of order it is a wrong guess, never unsafe. `None` for an index interior
+    /// page, or where a cell pointer, key or child lies outside the usable area.
+    /// Logarithmic in the cell count.
+    pub(crate) fn table_child_for(self, page: &[u8], rowid: i64) -> Option<u32> {
+        let header = self.header;
+        if header.kind != PageKind::TableInterior {
+            return None;
+        }
+        let usable = page.get(..self.usable_bytes)?;
+        let key = |index: usize| -> Option<i64> {
+            let pointer = read_u16(usable, header.cell_array_start + CELL_POINTER_BYTES * index)?;
+            let pointer = usize::from(pointer);
+            if pointer < header.cell_array_end() {
+                return None;
+            }
+            let key_at = pointer.checked_add(PAGE_NUMBER_BYTES)?;
+            // The key is a varint read as a two's-complement i64.
+            varint(usable.get(key_at..)?).map(|(key, _)| key as i64)
+        };
+        // The first cell whose key is >= rowid, in [low, high).
+        let (mut low, mut high) = (0, header.cell_count);
+        while low < high {
+            let middle = low + (high - low) / 2;
+            if key(middle)? < rowid {
+                low = middle + 1;
+            } else {
+                high = middle;
+            }
+        }
+        self.child(page, low)
     }
 
     /// The key-order index of the first child of `page` that is `child`. Linear in the
@@ -347,12 +394,16 @@ pub(crate) fn overflow_chains(
     chains: &mut Vec<OverflowChain>,
 ) -> Result<PageKind, Malformed> {
     chains.clear();
-    let result = for_each_cell(page, page_number, geometry, page_count, |cell| {
-        match cell.overflow {
+    let result = for_each_cell(
+        page,
+        page_number,
+        geometry,
+        page_count,
+        |cell, _| match cell.overflow {
             Some(chain) => push_within_capacity(chains, chain),
             None => Ok(()),
-        }
-    })
+        },
+    )
     .map(|header| header.kind);
     if result.is_err() {
         chains.clear();
@@ -379,6 +430,103 @@ pub(crate) fn overflow_next(
         return Ok(0);
     }
     check_page_reference(next, page_number, page_count, Malformed::OverflowPage)
+}
+
+/// The rowids of an index leaf page's entries, in key order, written to `rowids`: what a
+/// scan of an index that reads each entry's row will look up in the table next.
+///
+/// An index entry is a record whose last column is the rowid of its row (`sqlite3VdbeIdxRowid`).
+/// An entry whose rowid cannot be read from the page is skipped: its payload spills to
+/// overflow pages, its record header runs past its payload, or its last column is not an
+/// integer (the entries of a `WITHOUT ROWID` table end with key columns, which may be
+/// anything: a rowid read from them is a wrong guess, never unsafe). The page is validated
+/// whole, as for [`interior_children`]; any kind other than an index leaf is
+/// `Err(PageType)`. `rowids` is cleared first and never grown past its capacity
+/// ([`max_cells_per_page`] suffices); on `Err` it is empty. Work is linear in the page size.
+pub(crate) fn index_leaf_rowids(
+    page: &[u8],
+    page_number: u32,
+    geometry: Geometry,
+    page_count: u32,
+    rowids: &mut Vec<i64>,
+) -> Result<(), Malformed> {
+    rowids.clear();
+    let mut result = for_each_cell(page, page_number, geometry, page_count, |cell, bytes| {
+        if cell.overflow.is_some() {
+            return Ok(());
+        }
+        match bytes.get(cell.local_payload).and_then(record_last_integer) {
+            Some(rowid) => push_within_capacity(rowids, rowid),
+            None => Ok(()),
+        }
+    })
+    .map(|header| header.kind);
+    if !matches!(result, Ok(PageKind::IndexLeaf) | Err(_)) {
+        result = Err(Malformed::PageType);
+    }
+    if result.is_err() {
+        rowids.clear();
+    }
+    result.map(|_| ())
+}
+
+/// Most cells any page of this geometry can have: capacity that makes [`index_leaf_rowids`]
+/// succeed on any valid page. 0 for a geometry [`Geometry::new`] refuses.
+pub(crate) fn max_cells_per_page(geometry: Geometry) -> usize {
+    if !geometry.is_valid() {
+        return 0;
+    }
+    max_cells(geometry.usable_bytes as usize, LEAF_HEADER_BYTES)
+}
+
+/// The last column of the record `payload`, if it is an integer (serial types 1–6, 8, 9):
+/// the rowid of an index entry. Its bytes end the record, so only the header is walked.
+/// `None` when the header size or a serial type runs past the payload or the header, or
+/// the value would. Work is linear in the header's length.
+fn record_last_integer(payload: &[u8]) -> Option<i64> {
+    let (header_bytes, mut at) = varint(payload)?;
+    let header_bytes = usize::try_from(header_bytes).ok()?;
+    if header_bytes > payload.len() || at >= header_bytes {
+        return None;
+    }
+    let mut last = None;
+    while at < header_bytes {
+        let (serial_type, length) = varint(&payload[at..header_bytes])?;
+        at += length;
+        last = Some(serial_type);
+    }
+    let value_bytes = match last? {
+        8 => return Some(0),
+        9 => return Some(1),
+        serial_type @ 1..=4 => serial_type as usize,
+        5 => 6,
+        6 => 8,
+        _ => return None,
+    };
+    if value_bytes > payload.len() - header_bytes {
+        return None;
+    }
+    let value = &payload[payload.len() - value_bytes..];
+    // Big-endian two's complement of `value_bytes` bytes, sign-extended.
+    let mut word = [if value[0] & 0x80 != 0 { 0xff } else { 0 }; 8];
+    word[8 - value_bytes..].copy_from_slice(value);
+    Some(i64::from_be_bytes(word))
+}
+
+/// The SQLite varint at the start of `bytes` and its length: up to 8 bytes of 7 bits each,
+/// then a 9th byte of 8 bits. `None` when `bytes` ends first.
+fn varint(bytes: &[u8]) -> Option<(u64, usize)> {
+    let mut value = 0u64;
+    for (index, &byte) in bytes.iter().take(MAX_VARINT_BYTES).enumerate() {
+        if index + 1 == MAX_VARINT_BYTES {
+            return Some(((value << 8) | u64::from(byte), MAX_VARINT_BYTES));
+        }
+        value = (value << 7) | u64::from(byte & 0x7f);
+        if byte < 0x80 {
+            return Some((value, index + 1));
+        }
+    }
+    None
 }
 
 /// Most children an interior page of this geometry can have: `Vec` capacity that makes
@@ -417,12 +565,14 @@ impl PageHeader {
 }
 
 /// One parsed cell: its left child (interior pages) and overflow chain (spilling payloads).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Cell {
     child: Option<u32>,
     /// Validated for every cell; read only by [`overflow_chains`], which the tests call.
     #[cfg_attr(not(test), allow(dead_code))]
     overflow: Option<OverflowChain>,
+    /// Where the payload's local part lies in the cell's bytes (empty without payload).
+    local_payload: std::ops::Range<usize>,
 }
 
 /// Where the B-tree page header starts: after the database header on page 1, else at 0.
@@ -495,7 +645,7 @@ fn for_each_cell(
     page_number: u32,
     geometry: Geometry,
     page_count: u32,
-    mut visit: impl FnMut(Cell) -> Result<(), Malformed>,
+    mut visit: impl FnMut(Cell, &[u8]) -> Result<(), Malformed>,
 ) -> Result<PageHeader, Malformed> {
     let header = parse_header(page, page_number, geometry)?;
     if page_number > page_count {
@@ -530,7 +680,7 @@ fn for_each_cell(
         if cell_bytes.is_empty() {
             return Err(Malformed::CellPointer);
         }
-        visit(parse_cell(cell_bytes, context)?)?;
+        visit(parse_cell(cell_bytes, context)?, cell_bytes)?;
     }
     Ok(header)
 }
@@ -572,6 +722,7 @@ fn parse_cell(bytes: &[u8], context: CellContext) -> Result<Cell, Malformed> {
         None
     };
     let mut overflow = None;
+    let mut local_payload = 0..0;
     if context.kind.has_payload() {
         let (payload_bytes, size_bytes) = payload_size_varint(tail(bytes, at)?)?;
         at += size_bytes;
@@ -586,7 +737,9 @@ fn parse_cell(bytes: &[u8], context: CellContext) -> Result<Cell, Malformed> {
         if chain_pages > u64::from(context.overflow_pages_possible()) {
             return Err(Malformed::PayloadSize);
         }
-        at += usize::try_from(local_bytes).map_err(|_| Malformed::CellSize)?;
+        let local_bytes = usize::try_from(local_bytes).map_err(|_| Malformed::CellSize)?;
+        local_payload = at..at.saturating_add(local_bytes);
+        at += local_bytes;
         if chain_pages > 0 {
             let first_page = read_u32(bytes, at).ok_or(Malformed::CellSize)?;
             at += PAGE_NUMBER_BYTES;
@@ -608,7 +761,11 @@ fn parse_cell(bytes: &[u8], context: CellContext) -> Result<Cell, Malformed> {
     if at.max(MIN_CELL_BYTES) > bytes.len() {
         return Err(Malformed::CellSize);
     }
-    Ok(Cell { child, overflow })
+    Ok(Cell {
+        child,
+        overflow,
+        local_payload,
+    })
 }
 
 /// How much of a payload a page of one kind keeps locally (btree.c `btreePayloadToLocal`).
@@ -684,12 +841,16 @@ fn collect_children(
     page_count: u32,
     children: &mut Vec<u32>,
 ) -> Result<PageKind, Malformed> {
-    let header = for_each_cell(page, page_number, geometry, page_count, |cell| {
-        match cell.child {
+    let header = for_each_cell(
+        page,
+        page_number,
+        geometry,
+        page_count,
+        |cell, _| match cell.child {
             Some(child) => push_within_capacity(children, child),
             None => Ok(()),
-        }
-    })?;
+        },
+    )?;
     if header.kind.is_interior() {
         push_within_capacity(children, header.right_most)?;
     }
@@ -1777,6 +1938,22 @@ mod tests {
                 }
             }
         }
+        // Rowids come only from index leaves the full parse accepts, within capacity.
+        let mut rowids = Vec::with_capacity(max_cells_per_page(geometry));
+        let rowids_capacity = rowids.capacity();
+        let rowids_result = index_leaf_rowids(page, page_number, geometry, page_count, &mut rowids);
+        assert_eq!(rowids.capacity(), rowids_capacity);
+        match rowids_result {
+            Ok(()) => assert_eq!(children_result, Ok(PageKind::IndexLeaf)),
+            Err(_) => assert!(rowids.is_empty()),
+        }
+        if let (Some(view), Ok(PageKind::TableInterior)) = (view, children_result) {
+            for rowid in [i64::MIN, -1, 0, 1, 1000, i64::MAX] {
+                if let Some(child) = view.table_child_for(page, rowid) {
+                    assert!(children.contains(&child));
+                }
+            }
+        }
         if page.len() >= 4 {
             if let Ok(next) = overflow_next(page, page_number, page_count) {
                 assert!(next == 0 || ((2..=page_count).contains(&next) && next != page_number));
@@ -2272,6 +2449,149 @@ mod tests {
             )
             .unwrap();
         assert!(depth >= 3, "trees of depth {depth}");
+        // Most index entries keep their record on the page (some names spill).
+        let rowids = check_rows(&connection, &path);
+        let count: i64 = connection
+            .query_row("SELECT count(*) FROM t", [], |row| row.get(0))
+            .unwrap();
+        assert!(
+            rowids * 2 > count as usize,
+            "{rowids} of {count} rowids read from index leaves"
+        );
+    }
+
+    #[test]
+    fn the_rowid_is_the_last_integer_column_of_a_record() {
+        // Header of 3 bytes: text of 1 byte (serial type 15), then a 2-byte integer.
+        assert_eq!(
+            record_last_integer(&[3, 15, 2, b'a', 0x01, 0x02]),
+            Some(0x0102)
+        );
+        // Negative, sign-extended from 3 bytes.
+        assert_eq!(record_last_integer(&[2, 3, 0xff, 0xff, 0xfe]), Some(-2));
+        // 6 and 8 bytes.
+        assert_eq!(
+            record_last_integer(&[2, 5, 0, 0, 0, 0, 1, 0]),
+            Some(256),
+            "serial type 5 is 6 bytes"
+        );
+        assert_eq!(
+            record_last_integer(&[2, 6, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]),
+            Some(i64::MAX)
+        );
+        // The constants 0 and 1.
+        assert_eq!(record_last_integer(&[2, 8]), Some(0));
+        assert_eq!(record_last_integer(&[2, 9]), Some(1));
+        // Not an integer: a float, text, NULL.
+        assert_eq!(record_last_integer(&[2, 7, 0, 0, 0, 0, 0, 0, 0, 0]), None);
+        assert_eq!(record_last_integer(&[2, 15, b'a']), None);
+        assert_eq!(record_last_integer(&[2, 0]), None);
+        // A header past the payload, a value past the payload, an empty header, nothing.
+        assert_eq!(record_last_integer(&[9, 1, 1]), None);
+        assert_eq!(record_last_integer(&[2, 4, 0, 0]), None);
+        assert_eq!(record_last_integer(&[1]), None);
+        assert_eq!(record_last_integer(&[]), None);
+        // A serial-type varint that runs to the header's end.
+        assert_eq!(record_last_integer(&[3, 0x81, 0x81, 0]), None);
+    }
+
+    #[test]
+    fn varints_read_as_sqlite_writes_them() {
+        assert_eq!(varint(&[0x7f]), Some((0x7f, 1)));
+        assert_eq!(varint(&[0x81, 0x00]), Some((0x80, 2)));
+        assert_eq!(varint(&[0xff; 9]), Some((u64::MAX, 9)));
+        assert_eq!(varint(&[0x80, 0x80]), None);
+    }
+
+    /// The rowids of a table leaf page's cells (test-only: read-ahead never parses them).
+    fn table_leaf_rowids(page: &[u8], page_number: u32, geometry: Geometry) -> Vec<i64> {
+        let header = parse_header(page, page_number, geometry).unwrap();
+        assert_eq!(header.kind, PageKind::TableLeaf);
+        (0..header.cell_count)
+            .map(|index| {
+                let at = header.cell_array_start + CELL_POINTER_BYTES * index;
+                let cell = usize::from(read_u16(page, at).unwrap());
+                let (_, size_bytes) = varint(&page[cell..]).unwrap();
+                varint(&page[cell + size_bytes..]).unwrap().0 as i64
+            })
+            .collect()
+    }
+
+    /// Row read-ahead's view of table `t` and its index `t_name`: every row of `t` is found
+    /// in its leaf by descending with `table_child_for`, and the rowids `index_leaf_rowids`
+    /// reads from `t_name`'s leaves, in the tree's order, are rows of `t` in the index's
+    /// order. Returns the number of rowids read from index leaves.
+    fn check_rows(connection: &rusqlite::Connection, path: &std::path::Path) -> usize {
+        let bytes = std::fs::read(path).unwrap();
+        let geometry = Geometry::from_header(&bytes).unwrap();
+        let page_size = geometry.page_size_bytes as usize;
+        let page_count = (bytes.len() / page_size) as u32;
+        let page = |number: u32| {
+            let start = (number as usize - 1) * page_size;
+            &bytes[start..start + page_size]
+        };
+        let root = |name: &str| -> u32 {
+            connection
+                .query_row(
+                    "SELECT rootpage FROM sqlite_schema WHERE name = ?1",
+                    [name],
+                    |row| row.get(0),
+                )
+                .unwrap()
+        };
+        // Leaves of a tree, left to right, with the interior pages above them.
+        let leaves = |root: u32| -> Vec<u32> {
+            let mut children = Vec::with_capacity(max_children(geometry));
+            let mut leaves = Vec::new();
+            let mut stack = vec![root];
+            while let Some(number) = stack.pop() {
+                interior_children(page(number), number, geometry, page_count, &mut children)
+                    .unwrap();
+                if children.is_empty() {
+                    leaves.push(number);
+                }
+                stack.extend(children.iter().rev());
+            }
+            leaves
+        };
+        let table_root = root("t");
+        let mut table_rows = 0;
+        for leaf in leaves(table_root) {
+            for rowid in table_leaf_rowids(page(leaf), leaf, geometry) {
+                let mut at = table_root;
+                while let Some(view) = interior_view(page(at), at, geometry) {
+                    at = view.table_child_for(page(at), rowid).unwrap();
+                }
+                assert_eq!(at, leaf, "row {rowid} is found in its leaf");
+                table_rows += 1;
+            }
+        }
+        let count: i64 = connection
+            .query_row("SELECT count(*) FROM t", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(table_rows, count as usize);
+        // The index's order, every entry's rowid.
+        let in_index_order: Vec<i64> = connection
+            .prepare("SELECT rowid FROM t INDEXED BY t_name ORDER BY name, rowid")
+            .unwrap()
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let mut rowids = Vec::with_capacity(max_cells_per_page(geometry));
+        let mut from_leaves = Vec::new();
+        for leaf in leaves(root("t_name")) {
+            index_leaf_rowids(page(leaf), leaf, geometry, page_count, &mut rowids).unwrap();
+            from_leaves.extend_from_slice(&rowids);
+        }
+        let mut remaining = in_index_order.iter();
+        for rowid in &from_leaves {
+            assert!(
+                remaining.any(|r| r == rowid),
+                "rowid {rowid} out of the index's order"
+            );
+        }
+        from_leaves.len()
     }
 
     #[test]

@@ -22,6 +22,14 @@
 //! read from the page cache without waiting (`PageSource::read_if_cached`) so its first
 //! children join the window: the stream of reads does not stop at each parent boundary.
 //!
+//! **Two paths, and the rows of an index scan.** A new descent parks the path it leaves
+//! ([`ReadAhead::parked`]) and a read found there makes it the followed path again, so a
+//! query that alternates between an index and its table keeps both; an interior page that
+//! is a child of some level cuts that path below the level instead of starting over. With
+//! both, the table leaves an index scan will read for its rows are predicted from the index
+//! leaves' rowids and, once the predictions match SQLite's reads, asked for too
+//! (`rows.rs`).
+//!
 //! **What it never does.** A point lookup reads one child per level and starts nothing.
 //! Read-ahead never changes a byte SQLite reads: it only warms the page cache, and SQLite's
 //! own read still goes to the file, so a page prefetched before another process rewrote it
@@ -43,20 +51,27 @@
 //! [`MAX_DEPTH`] levels (SQLite's own limit); each level's page copy and child list are
 //! allocated once, at the capacity any valid page of the geometry needs, and reused.
 
+mod rows;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::btree_page::{self, Geometry, InteriorView, PageKind};
 
-/// Deepest B-tree SQLite handles (btreeInt.h BTCURSOR_MAX_DEPTH).
-pub(crate) const MAX_DEPTH: usize = 20;
+use rows::Rows;
+
+/// Deepest B-tree SQLite handles.
+pub(crate) use btree_page::MAX_DEPTH;
 /// Most pages one file has asked for and not yet read.
 pub(crate) const MAX_WINDOW_PAGES: usize = 128;
 /// Most bytes one file has asked for and not yet read (bounds large page sizes).
 pub(crate) const MAX_WINDOW_BYTES: usize = 1 << 20;
 /// Pages of the first batch of a scan; each further batch doubles it up to the maximum.
-pub(crate) const FIRST_WINDOW_PAGES: usize = 8;
+pub(crate) use rows::FIRST_WINDOW_PAGES;
 /// Most bytes all files of the process have asked for and not yet read.
 pub(crate) const PROCESS_MAX_OUTSTANDING_BYTES: u64 = 32 << 20;
+/// Most index leaves asked for ahead of an index scan whose rows are read ahead: each
+/// names a page's worth of rows, and the window is theirs.
+pub(crate) const ROWS_INDEX_WINDOW_PAGES: usize = 4;
 /// Longest wait, in child reads, between two cache checks of a scan found cached.
 pub(crate) const MAX_HOT_BACKOFF_READS: u32 = 64;
 
@@ -283,6 +298,13 @@ pub(crate) struct ReadAhead {
     /// `levels[..depth]` is the path, root first; deeper entries keep their allocations.
     levels: Vec<Level>,
     depth: usize,
+    /// The path before the last new descent, kept as it was: SQLite alternates between two
+    /// trees when it scans an index and looks each row up in its table, and each path
+    /// resumes where it was when SQLite comes back to it (`parked[..parked_depth]`).
+    parked: Vec<Level>,
+    parked_depth: usize,
+    /// Row read-ahead of an index scan (`rows.rs`).
+    rows: Rows,
     /// The batch being built (capacity: the largest window).
     batch: Vec<u32>,
     /// One page, for reading a sibling from the cache.
@@ -372,6 +394,9 @@ impl ReadAhead {
             geometry: None,
             levels: Vec::new(),
             depth: 0,
+            parked: Vec::new(),
+            parked_depth: 0,
+            rows: Rows::new(),
             batch: Vec::new(),
             peek_page: Vec::new(),
             outstanding_bytes: 0,
@@ -395,6 +420,8 @@ impl ReadAhead {
     /// (lock changes), so no stale child list drives a batch.
     pub(crate) fn forget(&mut self) {
         self.depth = 0;
+        self.parked_depth = 0;
+        self.rows.forget();
         self.end_chain();
         self.sync_outstanding();
     }
@@ -431,14 +458,18 @@ impl ReadAhead {
         self.batch.clear();
         self.hot_wait_reads = self.hot_wait_reads.saturating_sub(1);
         self.follow_overflow_chain(data, page_number, geometry, source);
-        let found = self.find(page_number);
-        self.deepest_just_entered = false;
         // Checked once per read: `None` for a leaf or a page whose header is malformed.
         let view = btree_page::interior_view(data, page_number, geometry);
-        match found {
+        let kind = btree_page::kind_hint(data, page_number);
+        let located = self.locate(page_number, view.is_some());
+        self.deepest_just_entered = false;
+        match located {
             Some((level, found)) => {
                 self.note_child_read(level, found);
                 self.depth = level + 1;
+                if kind == Some(PageKind::IndexLeaf) {
+                    self.rows.enter_index_leaf(data, page_number, level);
+                }
                 self.push_if_interior(view, data, page_number, geometry);
                 // The deepest scanning level first: its pages are the ones read next.
                 for level in (0..self.depth).rev() {
@@ -446,14 +477,32 @@ impl ReadAhead {
                 }
             }
             None => {
-                // Not a child of the path: a new descent starts here (or a leaf of a tree
-                // whose interior pages SQLite already had, which read-ahead cannot follow).
-                if self.depth == 0 || view.is_some() {
+                // On neither path: a new descent starts here (or a leaf of a tree whose
+                // interior pages SQLite already had, which read-ahead cannot follow). The
+                // path it leaves is parked.
+                if view.is_some() {
+                    if self.depth > 0 {
+                        self.swap_paths();
+                    }
                     self.depth = 0;
                     self.push_if_interior(view, data, page_number, geometry);
                 }
             }
         }
+        match kind {
+            Some(PageKind::TableLeaf) => {
+                let page_count = self.page_count;
+                let table = table_path(
+                    &self.levels[..self.depth],
+                    &self.parked[..self.parked_depth],
+                );
+                self.rows
+                    .note_table_leaf(page_number, table, geometry, page_count, source);
+            }
+            Some(PageKind::TableInterior) => self.rows.note_table_interior(),
+            _ => {}
+        }
+        self.top_up_rows(geometry, source);
         if !self.batch.is_empty() {
             source.prefetch(&self.batch, geometry.page_size_bytes);
         }
@@ -466,8 +515,11 @@ impl ReadAhead {
         }
         self.geometry = Some(geometry);
         self.depth = 0;
+        self.parked_depth = 0;
         // Child lists sized for the old page size are dropped, not grown per read.
         self.levels.clear();
+        self.parked.clear();
+        self.rows = Rows::new();
         let window = max_window_pages(geometry.page_size_bytes);
         self.batch = Vec::with_capacity(window + 1);
         self.peek_page = vec![0u8; geometry.page_size_bytes as usize];
@@ -557,12 +609,60 @@ impl ReadAhead {
         self.chain_outstanding = 0;
     }
 
-    /// Where `page_number` is on the path: the level that has it as a child, and where.
-    /// Each level is asked for its next child in its direction, which is what a scan
+    /// Where `page_number` is on the paths: the level that has it as a child, and where.
+    /// The followed path is asked first, then the parked one, which becomes the followed
+    /// path if it has the page ([`ReadAhead::find`]). An interior page found on neither is
+    /// looked for among all the children of both (a re-descent from a level, such as a row
+    /// lookup that needs another interior page below the table's root): the path is then
+    /// cut below that level. Anything else starts a new path.
+    fn locate(&mut self, page_number: u32, interior: bool) -> Option<(usize, Found)> {
+        if let Some(found) = self.find(page_number) {
+            return Some(found);
+        }
+        self.swap_paths();
+        let just_entered = std::mem::replace(&mut self.deepest_just_entered, false);
+        if let Some(found) = self.find(page_number) {
+            return Some(found);
+        }
+        self.swap_paths();
+        self.deepest_just_entered = just_entered;
+        if !interior {
+            return None;
+        }
+        for parked in [false, true] {
+            if parked {
+                self.swap_paths();
+            }
+            let found =
+                self.levels[..self.depth]
+                    .iter()
+                    .enumerate()
+                    .rev()
+                    .find_map(|(depth, level)| {
+                        let index = level.key_index_of(page_number)?;
+                        Some((depth, Found::At(level.key_index(index))))
+                    });
+            if found.is_some() {
+                return found;
+            }
+            if parked {
+                self.swap_paths();
+            }
+        }
+        None
+    }
+
+    /// The parked path becomes the followed one, and the other way round.
+    fn swap_paths(&mut self) {
+        std::mem::swap(&mut self.levels, &mut self.parked);
+        std::mem::swap(&mut self.depth, &mut self.parked_depth);
+    }
+
+    /// Where `page_number` is on the followed path: the level that has it as a child, and
+    /// where. Each level is asked for its next child in its direction, which is what a scan
     /// reads, and for the child on the other side of the last one read (the scan turns);
     /// the deepest level is searched whole only when SQLite entered it with the read
-    /// before (a descent picks any child of the page it just read). Anything else starts
-    /// a new path. So a run of random reads (lookups, `integrity_check`'s cross-checks)
+    /// before (a descent picks any child of the page it just read). So a run of random reads (lookups, `integrity_check`'s cross-checks)
     /// costs a few comparisons per read, and a descent one pass over one child list.
     fn find(&self, page_number: u32) -> Option<(usize, Found)> {
         let deepest = self.depth.checked_sub(1)?;
@@ -744,7 +844,11 @@ impl ReadAhead {
         let level = &self.levels[depth];
         let next = level.last_read.map_or(0, |i| i + 1);
         let ahead = level.outstanding();
-        let window = level.window_pages.min(max_window);
+        let mut window = level.window_pages.min(max_window);
+        if self.rows.verified() && depth == self.rows.index_depth {
+            // An index leaf names a page's worth of rows: the window is theirs.
+            window = window.min(ROWS_INDEX_WINDOW_PAGES);
+        }
         // Refill in batches: when half the window has been read.
         if ahead > window / 2 {
             return;
@@ -890,6 +994,57 @@ impl ReadAhead {
         }
     }
 
+    /// Adds to the batch the table leaves an index scan will read next, once row
+    /// read-ahead's predictions have matched SQLite's reads (`rows.rs`). A first predicted
+    /// leaf the kernel has is passed over; two such in a row count as a scan of cached
+    /// data.
+    fn top_up_rows(&mut self, geometry: Geometry, source: &mut impl PageSource) {
+        if !self.rows.verified() || self.hot_wait_reads > 0 {
+            return;
+        }
+        let max_window = max_window_pages(geometry.page_size_bytes);
+        let room = max_window.saturating_sub(self.outstanding_pages() + self.batch.len());
+        let most = self.process_budget_pages(geometry).min(room);
+        if most == 0 {
+            return;
+        }
+        if self.page_count == 0 {
+            self.page_count = source.page_count(geometry.page_size_bytes);
+        }
+        let table = table_path(
+            &self.levels[..self.depth],
+            &self.parked[..self.parked_depth],
+        );
+        let start = self.batch.len();
+        let issued_before = self.rows.next_batch(
+            max_window,
+            most,
+            table,
+            geometry,
+            self.page_count,
+            source,
+            &mut self.batch,
+        );
+        let mut cached = 0;
+        while start + cached < self.batch.len()
+            && cached < 2
+            && source.is_cached(self.batch[start + cached], geometry.page_size_bytes) == Some(true)
+        {
+            cached += 1;
+        }
+        if cached == 2 {
+            self.rows.unissue(issued_before, &self.batch[start..]);
+            self.batch.truncate(start);
+            self.note_cached();
+            self.note_cached();
+            return;
+        }
+        self.batch.drain(start..start + cached);
+        if self.batch.len() > start {
+            self.note_uncached();
+        }
+    }
+
     /// A cache check found the page it asked about cached. One such page proves little
     /// (the kernel's own read-ahead around a page it read may have brought it in); two
     /// checks in a row that find their pages cached mean the data is: from then on, wait
@@ -925,8 +1080,10 @@ impl ReadAhead {
     fn outstanding_pages(&self) -> usize {
         let chain = self.chain_outstanding;
         chain
+            + self.rows.outstanding()
             + self.levels[..self.depth]
                 .iter()
+                .chain(&self.parked[..self.parked_depth])
                 .map(Level::outstanding)
                 .sum::<usize>()
     }
@@ -955,6 +1112,42 @@ impl ReadAhead {
             PROCESS_OUTSTANDING_BYTES.fetch_sub(self.outstanding_bytes - now, Ordering::Relaxed);
         }
         self.outstanding_bytes = now;
+    }
+}
+
+/// A path as row read-ahead reads it: its pages' copies, root first.
+impl rows::TablePath for [Level] {
+    fn depth(&self) -> usize {
+        self.len()
+    }
+
+    fn page(&self, depth: usize) -> (u32, &[u8]) {
+        let level = &self[depth];
+        (level.page_number, &level.page)
+    }
+}
+
+/// What row read-ahead needs of the file: copies of pages the kernel has.
+impl<S: PageSource> rows::CachedPages for S {
+    fn read_if_cached(&mut self, page_number: u32, buf: &mut [u8]) -> bool {
+        PageSource::read_if_cached(self, page_number, buf)
+    }
+}
+
+/// Of the followed and the parked path, the one whose root is a table interior page: the
+/// table an index scan looks its rows up in (empty if neither).
+fn table_path<'a>(followed: &'a [Level], parked: &'a [Level]) -> &'a [Level] {
+    let is_table = |path: &[Level]| {
+        path.first().is_some_and(|root| {
+            btree_page::kind_hint(&root.page, root.page_number) == Some(PageKind::TableInterior)
+        })
+    };
+    if is_table(followed) {
+        followed
+    } else if is_table(parked) {
+        parked
+    } else {
+        &[]
     }
 }
 
@@ -1339,6 +1532,358 @@ mod tests {
         assert!(model.prefetched.len() <= 2);
     }
 
+    /// A SQLite varint.
+    fn varint(value: u64) -> Vec<u8> {
+        let mut groups = vec![(value & 0x7f) as u8];
+        let mut rest = value >> 7;
+        while rest > 0 {
+            groups.push((rest & 0x7f) as u8 | 0x80);
+            rest >>= 7;
+        }
+        groups.reverse();
+        groups
+    }
+
+    /// A page of type `type_byte` holding `cells` (each cell's bytes, key order), an
+    /// interior page's right-most pointer last.
+    fn page_with_cells(type_byte: u8, cells: &[Vec<u8>], right_most: Option<u32>) -> Vec<u8> {
+        let mut page = vec![0u8; PAGE_BYTES as usize];
+        let header = if right_most.is_some() { 12 } else { 8 };
+        page[0] = type_byte;
+        page[3..5].copy_from_slice(&(cells.len() as u16).to_be_bytes());
+        if let Some(right_most) = right_most {
+            page[8..12].copy_from_slice(&right_most.to_be_bytes());
+        }
+        let mut content = PAGE_BYTES as usize;
+        for (index, cell) in cells.iter().enumerate() {
+            content -= cell.len().max(4);
+            page[content..content + cell.len()].copy_from_slice(cell);
+            let pointer = header + 2 * index;
+            page[pointer..pointer + 2].copy_from_slice(&(content as u16).to_be_bytes());
+        }
+        assert!(content >= header + 2 * cells.len(), "the cells fit");
+        page[5..7].copy_from_slice(&(content as u16).to_be_bytes());
+        page
+    }
+
+    /// A table interior page: `children[i]` holds the rowids up to `keys[i]`, the last child
+    /// the rest.
+    fn table_interior(children: &[u32], keys: &[i64]) -> Vec<u8> {
+        let cells: Vec<Vec<u8>> = children[..children.len() - 1]
+            .iter()
+            .zip(keys)
+            .map(|(child, &key)| {
+                let mut cell = child.to_be_bytes().to_vec();
+                cell.extend(varint(key as u64));
+                cell
+            })
+            .collect();
+        page_with_cells(0x05, &cells, children.last().copied())
+    }
+
+    /// An index entry's record: a 1-byte key, then the rowid as a 4-byte integer.
+    fn index_record(key: u8, rowid: i64) -> Vec<u8> {
+        let mut record = vec![3, 1, 4, key];
+        record.extend((rowid as i32).to_be_bytes());
+        record
+    }
+
+    /// An index leaf of entries naming `rowids`.
+    fn index_leaf(rowids: &[i64]) -> Vec<u8> {
+        let cells: Vec<Vec<u8>> = rowids
+            .iter()
+            .map(|&rowid| {
+                let record = index_record(7, rowid);
+                let mut cell = varint(record.len() as u64);
+                cell.extend(record);
+                cell
+            })
+            .collect();
+        page_with_cells(0x0a, &cells, None)
+    }
+
+    /// An index interior page over `children`, its entries' rowids `separators`.
+    fn index_interior(children: &[u32], separators: &[i64]) -> Vec<u8> {
+        let cells: Vec<Vec<u8>> = children[..children.len() - 1]
+            .iter()
+            .zip(separators)
+            .map(|(child, &rowid)| {
+                let record = index_record(7, rowid);
+                let mut cell = child.to_be_bytes().to_vec();
+                cell.extend(varint(record.len() as u64));
+                cell.extend(record);
+                cell
+            })
+            .collect();
+        page_with_cells(0x02, &cells, children.last().copied())
+    }
+
+    /// A table and an index on it, with their pages interleaved in the file.
+    struct IndexedTable {
+        model: Model,
+        table_root: u32,
+        /// The table's interior pages below the root, and each one's leaves.
+        table_parents: Vec<u32>,
+        /// The table leaf of every rowid (rowids 1..).
+        leaf_of_row: BTreeMap<i64, u32>,
+        index_root: u32,
+        index_leaves: Vec<u32>,
+        /// Rowids in the index's order, by index leaf.
+        index_rows: Vec<Vec<i64>>,
+    }
+
+    /// A table of `parents * fanout` leaves of `rows_per_leaf` rows, rowids 1.., under a
+    /// root (page 2) and `parents` interior pages; an index whose `index_leaves` leaves hold
+    /// every row once, in an order unrelated to the rowids (`rowid_offset` shifts the
+    /// rowids the index names: an index of another table).
+    fn indexed_table(
+        parents: u32,
+        fanout: u32,
+        rows_per_leaf: u32,
+        index_leaves: u32,
+        rowid_offset: i64,
+    ) -> IndexedTable {
+        let table_leaves = parents * fanout;
+        let total = 3 + parents + table_leaves + index_leaves;
+        let mut model = Model::new(total);
+        model.pages.insert(1, header_page());
+        let span = total - 3;
+        let scatter = |i: u32| 4 + (i * 7919) % span;
+        let table_root = 2;
+        let index_root = 3;
+        let table_parents: Vec<u32> = (0..parents).map(scatter).collect();
+        let mut leaf_of_row = BTreeMap::new();
+        let mut parent_keys = Vec::new();
+        for (p, &parent) in table_parents.iter().enumerate() {
+            let leaves: Vec<u32> = (0..fanout)
+                .map(|l| scatter(parents + p as u32 * fanout + l))
+                .collect();
+            let mut keys = Vec::new();
+            for (l, &leaf) in leaves.iter().enumerate() {
+                let first = i64::from((p as u32 * fanout + l as u32) * rows_per_leaf) + 1;
+                for rowid in first..first + i64::from(rows_per_leaf) {
+                    leaf_of_row.insert(rowid, leaf);
+                }
+                keys.push(first + i64::from(rows_per_leaf) - 1);
+            }
+            parent_keys.push(*keys.last().unwrap());
+            model.pages.insert(parent, table_interior(&leaves, &keys));
+        }
+        model
+            .pages
+            .insert(table_root, table_interior(&table_parents, &parent_keys));
+        // The index's order: a permutation of the rowids.
+        let rows = i64::from(table_leaves * rows_per_leaf);
+        let mut order: Vec<i64> = (1..=rows).collect();
+        let mut state = 0x9e37_79b9_u64;
+        for i in (1..order.len()).rev() {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            order.swap(i, (state >> 33) as usize % (i + 1));
+        }
+        let leaves: Vec<u32> = (0..index_leaves)
+            .map(|i| scatter(parents + table_leaves + i))
+            .collect();
+        let per_leaf = order.len().div_ceil(index_leaves as usize);
+        let index_rows: Vec<Vec<i64>> = order
+            .chunks(per_leaf)
+            .map(|chunk| chunk.iter().map(|rowid| rowid + rowid_offset).collect())
+            .collect();
+        for (leaf, rowids) in leaves.iter().zip(&index_rows) {
+            model.pages.insert(*leaf, index_leaf(rowids));
+        }
+        let separators: Vec<i64> = index_rows.iter().map(|rowids| rowids[0]).collect();
+        model
+            .pages
+            .insert(index_root, index_interior(&leaves, &separators[1..]));
+        IndexedTable {
+            model,
+            table_root,
+            table_parents,
+            leaf_of_row,
+            index_root,
+            index_leaves: leaves,
+            index_rows,
+        }
+    }
+
+    /// SQLite's own page cache: the last `capacity` pages it used. A page found there is not
+    /// read from the file.
+    struct PagerCache {
+        pages: std::collections::VecDeque<u32>,
+        capacity: usize,
+    }
+
+    impl PagerCache {
+        fn new(capacity: usize) -> PagerCache {
+            PagerCache {
+                pages: std::collections::VecDeque::new(),
+                capacity,
+            }
+        }
+
+        /// Whether SQLite must read `page` from the file.
+        fn miss(&mut self, page: u32) -> bool {
+            if let Some(at) = self.pages.iter().position(|&p| p == page) {
+                self.pages.remove(at);
+                self.pages.push_back(page);
+                return false;
+            }
+            if self.pages.len() == self.capacity {
+                self.pages.pop_front();
+            }
+            self.pages.push_back(page);
+            true
+        }
+    }
+
+    /// Table-leaf reads SQLite made and, of them, those whose page was asked for before.
+    #[derive(Debug, Default)]
+    struct RowReads {
+        table_leaf_reads: u32,
+        prefetched_before: u32,
+    }
+
+    /// SQLite's scan of `table`'s index, in order, looking each entry's row up in the
+    /// table (`with_rows`), or not (a covering index). Counts from the third index leaf on.
+    fn index_scan(
+        table: &mut IndexedTable,
+        readahead: &mut ReadAhead,
+        with_rows: bool,
+    ) -> RowReads {
+        let mut pager = PagerCache::new(40);
+        let mut counts = RowReads::default();
+        let mut access = |model: &mut Model, readahead: &mut ReadAhead, page: u32| {
+            if pager.miss(page) {
+                let was_cached = model.cached.contains(&page);
+                read(readahead, model, page);
+                return Some(was_cached);
+            }
+            None
+        };
+        access(&mut table.model, readahead, 1);
+        access(&mut table.model, readahead, table.index_root);
+        for (number, leaf) in table.index_leaves.clone().into_iter().enumerate() {
+            access(&mut table.model, readahead, leaf);
+            if !with_rows {
+                continue;
+            }
+            for rowid in table.index_rows[number].clone() {
+                let Some(&row_leaf) = table.leaf_of_row.get(&rowid) else {
+                    continue;
+                };
+                access(&mut table.model, readahead, table.table_root);
+                let parent = table
+                    .table_parents
+                    .iter()
+                    .copied()
+                    .find(|&parent| {
+                        let page = table.model.page(parent);
+                        let view = btree_page::interior_view(&page, parent, GEOMETRY).unwrap();
+                        (0..view.child_count()).any(|i| view.child(&page, i) == Some(row_leaf))
+                    })
+                    .unwrap();
+                access(&mut table.model, readahead, parent);
+                let before = access(&mut table.model, readahead, row_leaf);
+                if number >= 2 {
+                    if let Some(was_cached) = before {
+                        counts.table_leaf_reads += 1;
+                        counts.prefetched_before += u32::from(was_cached);
+                    }
+                }
+                assert!(readahead.outstanding_pages() <= max_window_pages(PAGE_BYTES));
+            }
+        }
+        counts
+    }
+
+    const GEOMETRY: Geometry = Geometry {
+        page_size_bytes: PAGE_BYTES,
+        usable_bytes: PAGE_BYTES,
+    };
+
+    #[test]
+    fn an_index_scan_that_reads_its_rows_has_them_asked_for_ahead() {
+        let mut table = indexed_table(8, 60, 4, 12, 0);
+        let mut readahead = ReadAhead::new();
+        let counts = index_scan(&mut table, &mut readahead, true);
+        assert!(counts.table_leaf_reads > 1000, "{counts:?}");
+        // Each index leaf's first rows go out with the leaf's read.
+        assert!(
+            counts.prefetched_before * 100 >= counts.table_leaf_reads * 98,
+            "{counts:?}"
+        );
+        // Only the tree's pages, and no table leaf twice in one batch.
+        let tree: BTreeSet<u32> = (2..=table.model.page_count).collect();
+        assert!(model_prefetched_subset(&table.model, &tree));
+    }
+
+    fn model_prefetched_subset(model: &Model, pages: &BTreeSet<u32>) -> bool {
+        model.prefetched.iter().all(|page| pages.contains(page))
+    }
+
+    #[test]
+    fn a_covering_index_scan_asks_for_no_table_leaf() {
+        let mut table = indexed_table(8, 60, 4, 12, 0);
+        let mut readahead = ReadAhead::new();
+        // A lookup first, so a table path is there to map rows with.
+        read(&mut readahead, &mut table.model, 1);
+        read(&mut readahead, &mut table.model, table.table_root);
+        read(&mut readahead, &mut table.model, table.table_parents[0]);
+        index_scan(&mut table, &mut readahead, false);
+        let table_leaves: BTreeSet<u32> = table.leaf_of_row.values().copied().collect();
+        assert!(
+            table
+                .model
+                .prefetched
+                .iter()
+                .all(|page| !table_leaves.contains(page)),
+            "a table leaf was asked for"
+        );
+    }
+
+    #[test]
+    fn rows_of_another_table_are_never_asked_for() {
+        // The index names rowids past the table's: every prediction is the last leaf.
+        let mut table = indexed_table(8, 60, 4, 12, 1 << 20);
+        let mut readahead = ReadAhead::new();
+        read(&mut readahead, &mut table.model, 1);
+        read(&mut readahead, &mut table.model, table.table_root);
+        read(&mut readahead, &mut table.model, table.table_parents[0]);
+        // SQLite reads other rows of the table for each entry (a join on another key), in
+        // no order a scan would follow.
+        let mut pager = PagerCache::new(40);
+        let leaves: Vec<u32> = table.leaf_of_row.values().copied().collect();
+        let mut rows = (0..leaves.len()).map(|i| leaves[(i * 7919) % leaves.len()]);
+        read(&mut readahead, &mut table.model, table.index_root);
+        let peeks_before_scan = table.model.peeks;
+        for (number, leaf) in table.index_leaves.clone().into_iter().enumerate() {
+            if pager.miss(leaf) {
+                read(&mut readahead, &mut table.model, leaf);
+            }
+            for _ in 0..table.index_rows[number].len() {
+                let row_leaf = rows.next().unwrap();
+                if pager.miss(row_leaf) {
+                    read(&mut readahead, &mut table.model, row_leaf);
+                }
+            }
+        }
+        // Every prediction is the table's last leaf: never asked for.
+        let last_leaf = *table.leaf_of_row.values().last().unwrap();
+        assert!(!table.model.prefetched.contains(&last_leaf));
+        assert!(
+            readahead.rows.stopped(),
+            "row read-ahead went on predicting"
+        );
+        // It gave up: no interior page copies after the first leaves.
+        assert!(
+            table.model.peeks - peeks_before_scan < 40,
+            "{}",
+            table.model.peeks
+        );
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
 
@@ -1348,8 +1893,13 @@ mod tests {
         fn any_reads_of_any_bytes_stay_in_bounds(
             reads in proptest::collection::vec((1u32..400, proptest::prelude::any::<u8>()), 1..300),
             garbage in proptest::collection::vec(proptest::prelude::any::<u8>(), 64),
+            indexed in proptest::prelude::any::<bool>(),
         ) {
-            let (mut model, _, _) = two_level_tree(8, 40);
+            let (mut model, _, _) = if indexed {
+                (indexed_table(4, 20, 4, 6, 0).model, Vec::new(), Vec::new())
+            } else {
+                two_level_tree(8, 40)
+            };
             // Some pages get corrupted bytes at a spot chosen by the case.
             for (i, chunk) in garbage.chunks(8).enumerate() {
                 let page = 3 + (u32::from(chunk[0]) % (model.page_count - 2));

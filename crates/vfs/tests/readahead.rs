@@ -194,6 +194,60 @@ fn descending_scans_and_integrity_check_prefetch_and_return_what_unix_returns() 
     }
 }
 
+/// Leaf pages of b-tree `name`, by SQLite's own count.
+fn leaf_pages(path: &Path, name: &str) -> u64 {
+    let conn = Connection::open(path).unwrap();
+    conn.query_row(
+        "SELECT count(*) FROM dbstat WHERE name = ?1 AND pagetype = 'leaf'",
+        [name],
+        |row| row.get::<_, i64>(0),
+    )
+    .unwrap() as u64
+}
+
+#[test]
+fn an_index_range_that_reads_its_rows_prefetches_them() {
+    // SCANS[2] reads a fifth of index `rc` in order and each entry's row from `r`: the
+    // rows' leaves, scattered over the table, are asked for ahead (row read-ahead).
+    let dir = cold_dir();
+    let path = dir.path().join("range.db");
+    build(&path, 4096, 20_000, Mode::Rollback);
+    let index_leaves = leaf_pages(&path, "rc");
+    evict(&path);
+    let expected = rows(&open(&path, "unix", ""), SCANS[2]);
+    evict(&path);
+    let conn = open(&path, "io_uring", "");
+    assert_eq!(rows(&conn, SCANS[2]), expected);
+    let table_leaves = leaf_pages(&path, "r");
+    let prefetched_pages = file_counter(&conn, "prefetched_pages");
+    // The range's rows lie on nearly every leaf of `r`; without row read-ahead only the
+    // index's leaves (and a few others) are asked for.
+    assert!(
+        prefetched_pages > index_leaves + table_leaves / 2,
+        "{prefetched_pages} pages prefetched; the index has {index_leaves} leaves, the table {table_leaves}"
+    );
+}
+
+#[test]
+fn a_covering_index_range_prefetches_no_row() {
+    // The same range, answered from the index alone: no row is read, none is asked for.
+    let dir = cold_dir();
+    let path = dir.path().join("covering.db");
+    build(&path, 4096, 20_000, Mode::Rollback);
+    let index_leaves = leaf_pages(&path, "rc");
+    let sql = "SELECT count(*), sum(c) FROM r WHERE c BETWEEN 20000 AND 40000";
+    evict(&path);
+    let expected = rows(&open(&path, "unix", ""), sql);
+    evict(&path);
+    let conn = open(&path, "io_uring", "");
+    assert_eq!(rows(&conn, sql), expected);
+    let prefetched_pages = file_counter(&conn, "prefetched_pages");
+    assert!(
+        prefetched_pages <= index_leaves,
+        "{prefetched_pages} pages prefetched; the index has {index_leaves} leaves"
+    );
+}
+
 #[test]
 fn readahead_off_prefetches_nothing() {
     let dir = cold_dir();

@@ -1,0 +1,486 @@
+//! Row read-ahead: the table leaves an index scan will read next.
+//!
+//! A query that scans an index and reads each entry's row (`… FROM r WHERE a BETWEEN ? AND ?`
+//! with columns outside the index, an index-ordered join) reads the index's leaves in order,
+//! which the path follows, and for every entry the table leaf holding its row: a page
+//! anywhere in the table, each read alone, at queue depth 1. The index leaf SQLite just read
+//! names those rows, since every entry's record ends with its rowid
+//! ([`btree_page::index_leaf_rowids`]), and the table's interior pages say which leaf holds
+//! each rowid ([`btree_page::InteriorView::table_child_for`]): the leaves SQLite will read next are
+//! known before it asks for them.
+//!
+//! **Where the table comes from.** Read-ahead keeps two paths (`ReadAhead::parked`): while
+//! SQLite reads the index's leaves and looks rows up in the table, one path is the index's and
+//! the other the table's, kept by the lookups' descents. The table path's root copy and the
+//! interior pages below it map a rowid to its leaf. An interior page not on the path is read
+//! from the page cache without waiting (the kernel has it once SQLite has read it on a
+//! descent) into a bounded set of copies; one the kernel does not have leaves its rows
+//! unpredicted. Every interior page is parsed whole once before a child of it is predicted,
+//! so a prediction is always a page inside the file.
+//!
+//! **Dry run first.** Nothing is asked for until the predictions have matched SQLite's own
+//! table-leaf reads [`VERIFY_HITS`] times within one index leaf, more often than they
+//! missed. A scan of a covering index (no row reads) costs a copy of each index leaf; a
+//! join whose rows live in another table, a `WITHOUT ROWID` table whose key happens to end in
+//! an integer, or a table path left by an unrelated query costs a parse and a few lookups per
+//! index leaf until [`FAILED_LEAVES_TO_STOP`] leaves in a row have matched nothing; then row
+//! read-ahead stops until the paths are forgotten.
+//!
+//! **Bounds.** Predictions for one index leaf at a time, in buffers allocated once at the
+//! capacity of any page; at most [`INTERIOR_COPIES_BYTES`] of interior-page copies; the
+//! pages asked for count in the file's window and the process's budget like the path's.
+
+use crate::btree_page::{self, Geometry, MAX_DEPTH};
+
+/// Pages of the first batch of a scan; each further batch doubles it up to the maximum.
+pub(crate) const FIRST_WINDOW_PAGES: usize = 8;
+
+/// The table's path: copies of its interior pages from the root down, as SQLite last
+/// descended it.
+pub(super) trait TablePath {
+    fn depth(&self) -> usize;
+    /// The page number and bytes of the page at `depth` (below [`TablePath::depth`]).
+    fn page(&self, depth: usize) -> (u32, &[u8]);
+}
+
+/// Copies of pages the kernel has cached.
+pub(super) trait CachedPages {
+    /// Copies page `page_number` into `buf` (one page) if, and only if, the kernel has it
+    /// cached; never waits for the device.
+    fn read_if_cached(&mut self, page_number: u32, buf: &mut [u8]) -> bool;
+}
+
+/// Matches of SQLite's table-leaf reads within one index leaf before pages are asked for.
+pub(crate) const VERIFY_HITS: u32 = 4;
+/// Index leaves in a row whose predictions matched none of SQLite's reads before row
+/// read-ahead stops.
+pub(crate) const FAILED_LEAVES_TO_STOP: u32 = 2;
+/// How far past SQLite's position a read is looked for among the predictions: the rows
+/// SQLite finds in its own cache are skipped without a read.
+pub(crate) const MATCH_SPAN: usize = 32;
+/// Most bytes of table interior pages copied from the page cache for the mapping.
+pub(crate) const INTERIOR_COPIES_BYTES: usize = 256 << 10;
+/// Fewest and most copies, whatever the page size.
+const MIN_INTERIOR_COPIES: usize = 4;
+const MAX_INTERIOR_COPIES: usize = 64;
+
+/// A table interior page copied from the page cache and parsed whole.
+struct InteriorCopy {
+    /// 0: empty.
+    page_number: u32,
+    page: Vec<u8>,
+}
+
+/// The row read-ahead state of one file (see the module documentation).
+pub(super) struct Rows {
+    /// The index leaf SQLite read last (capacity: a page, allocated at its first use),
+    /// parsed into `rowids` at the first table-leaf read after it.
+    index_page: Vec<u8>,
+    index_page_number: u32,
+    parsed: bool,
+    /// Its entries' rowids in key order, and how many were mapped into `leaves`.
+    rowids: Vec<i64>,
+    mapped: usize,
+    /// The table leaves of `rowids[..mapped]`, a leaf repeated by consecutive rows once.
+    leaves: Vec<u32>,
+    /// `leaves[..consumed]` were read by SQLite or passed over.
+    consumed: usize,
+    /// `leaves[..issued_until]` were asked for (or read).
+    issued_until: usize,
+    pub(super) window_pages: usize,
+    /// SQLite's table-leaf reads since the index leaf that the predictions named, and not.
+    hits: u32,
+    misses: u32,
+    verified: bool,
+    failed_leaves: u32,
+    stopped: bool,
+    /// The level of the index's path whose children are the index leaves.
+    pub(super) index_depth: usize,
+    copies: Vec<InteriorCopy>,
+    next_copy: usize,
+    /// A table interior page the kernel did not have: not asked again until SQLite reads
+    /// one.
+    missing_interior: u32,
+    /// Pages of the table path parsed whole, by depth.
+    validated: [u32; MAX_DEPTH],
+    /// Scratch for whole-page parses (capacity: any interior page's children).
+    children: Vec<u32>,
+    /// Table leaves asked for or read lately, by page number modulo its length (allocated
+    /// at the first batch): rows share leaves, and a leaf the kernel has just been asked
+    /// for or read is not asked for again.
+    recent: Vec<u32>,
+}
+
+/// Entries of [`Rows::recent`].
+const RECENT_LEAVES: usize = 4096;
+
+impl Rows {
+    pub(super) fn new() -> Rows {
+        Rows {
+            index_page: Vec::new(),
+            index_page_number: 0,
+            parsed: false,
+            rowids: Vec::new(),
+            mapped: 0,
+            leaves: Vec::new(),
+            consumed: 0,
+            issued_until: 0,
+            window_pages: FIRST_WINDOW_PAGES,
+            hits: 0,
+            misses: 0,
+            verified: false,
+            failed_leaves: 0,
+            stopped: false,
+            index_depth: 0,
+            copies: Vec::new(),
+            next_copy: 0,
+            missing_interior: 0,
+            validated: [0; MAX_DEPTH],
+            children: Vec::new(),
+            recent: Vec::new(),
+        }
+    }
+
+    /// Forgets everything learnt of the file's pages (another connection may have changed
+    /// them); the buffers stay.
+    pub(super) fn forget(&mut self) {
+        self.drop_predictions();
+        self.index_page_number = 0;
+        self.verified = false;
+        self.failed_leaves = 0;
+        self.stopped = false;
+        self.window_pages = FIRST_WINDOW_PAGES;
+        for copy in &mut self.copies {
+            copy.page_number = 0;
+        }
+        self.missing_interior = 0;
+        self.validated = [0; MAX_DEPTH];
+        self.recent.fill(0);
+    }
+
+    fn drop_predictions(&mut self) {
+        self.parsed = false;
+        self.rowids.clear();
+        self.mapped = 0;
+        self.leaves.clear();
+        self.consumed = 0;
+        self.issued_until = 0;
+        self.hits = 0;
+        self.misses = 0;
+    }
+
+    /// Whether row read-ahead gave up on the scan (its predictions matched nothing).
+    #[cfg(test)]
+    pub(super) fn stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// Whether pages may be asked for: the predictions have matched SQLite's reads.
+    pub(super) fn verified(&self) -> bool {
+        self.verified && !self.stopped
+    }
+
+    /// Pages asked for and not yet read or passed.
+    pub(super) fn outstanding(&self) -> usize {
+        self.issued_until.saturating_sub(self.consumed)
+    }
+
+    /// SQLite read index leaf `page_number` (`data`), a child of the index path's level
+    /// `index_depth`: the rows it names are the next ones looked up. Judges the
+    /// predictions of the leaf before it.
+    pub(super) fn enter_index_leaf(&mut self, data: &[u8], page_number: u32, index_depth: usize) {
+        if self.stopped {
+            return;
+        }
+        if self.mapped > 0 {
+            if self.hits == 0 {
+                self.verified = false;
+                self.failed_leaves += 1;
+                self.stopped = self.failed_leaves >= FAILED_LEAVES_TO_STOP;
+            } else {
+                self.failed_leaves = 0;
+            }
+        }
+        self.drop_predictions();
+        if self.index_page.capacity() < data.len() {
+            // Once per file and page size.
+            self.index_page = Vec::with_capacity(data.len());
+        }
+        self.index_page.clear();
+        self.index_page.extend_from_slice(data);
+        self.index_page_number = page_number;
+        self.index_depth = index_depth;
+    }
+
+    /// SQLite read a table interior page: one the kernel did not have may be there now.
+    pub(super) fn note_table_interior(&mut self) {
+        self.missing_interior = 0;
+    }
+
+    /// SQLite read table leaf `page_number`: matched against the predictions.
+    pub(super) fn note_table_leaf(
+        &mut self,
+        page_number: u32,
+        table: &(impl TablePath + ?Sized),
+        geometry: Geometry,
+        page_count: u32,
+        source: &mut impl CachedPages,
+    ) {
+        if let Some(slot) = self.recent_slot(page_number) {
+            *slot = page_number;
+        }
+        if self.stopped || self.index_page_number == 0 {
+            return;
+        }
+        self.map_through(
+            self.consumed + MATCH_SPAN,
+            table,
+            geometry,
+            page_count,
+            source,
+        );
+        let span_end = self.leaves.len().min(self.consumed + MATCH_SPAN);
+        match self.leaves[self.consumed.min(span_end)..span_end]
+            .iter()
+            .position(|&leaf| leaf == page_number)
+        {
+            Some(offset) => {
+                self.consumed += offset + 1;
+                self.issued_until = self.issued_until.max(self.consumed);
+                self.hits += 1;
+                if self.hits >= VERIFY_HITS && self.hits > self.misses {
+                    self.verified = true;
+                }
+            }
+            None => self.misses += 1,
+        }
+    }
+
+    /// Appends to `batch` the predictions to ask for now, if verified: up to the window
+    /// past SQLite's position, refilled when half of it was read, at most `most`, less the
+    /// leaves asked for or read lately. Marks them asked for, and returns the mark before,
+    /// for [`Rows::unissue`].
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn next_batch(
+        &mut self,
+        max_window: usize,
+        most: usize,
+        table: &(impl TablePath + ?Sized),
+        geometry: Geometry,
+        page_count: u32,
+        source: &mut impl CachedPages,
+        batch: &mut Vec<u32>,
+    ) -> usize {
+        let issued_before = self.issued_until;
+        if !self.verified() || self.index_page_number == 0 {
+            return issued_before;
+        }
+        let window = self.window_pages.min(max_window);
+        if self.outstanding() > window / 2 {
+            return issued_before;
+        }
+        self.map_through(self.consumed + window, table, geometry, page_count, source);
+        let from = self.issued_until.max(self.consumed);
+        let end = self
+            .leaves
+            .len()
+            .min(self.consumed + window)
+            .min(from + most);
+        if from >= end {
+            return issued_before;
+        }
+        if self.recent.is_empty() {
+            self.recent = vec![0; RECENT_LEAVES];
+        }
+        for at in from..end {
+            let leaf = self.leaves[at];
+            let slot = &mut self.recent[leaf as usize % RECENT_LEAVES];
+            if *slot != leaf {
+                *slot = leaf;
+                batch.push(leaf);
+            }
+        }
+        self.issued_until = end;
+        self.window_pages = (self.window_pages * 2).min(max_window);
+        issued_before
+    }
+
+    /// Takes back the last batch, `pages`: the kernel had its first pages. `issued_before`
+    /// is what [`Rows::next_batch`] returned.
+    pub(super) fn unissue(&mut self, issued_before: usize, pages: &[u32]) {
+        self.issued_until = issued_before.max(self.consumed);
+        for &page in pages {
+            if let Some(slot) = self.recent_slot(page) {
+                if *slot == page {
+                    *slot = 0;
+                }
+            }
+        }
+    }
+
+    /// The slot of [`Rows::recent`] for `page_number`, once it is allocated.
+    fn recent_slot(&mut self, page_number: u32) -> Option<&mut u32> {
+        let len = self.recent.len();
+        self.recent.get_mut(page_number as usize % len.max(1))
+    }
+
+    /// Maps rowids until `count` leaves are predicted or the index leaf's rowids run out.
+    fn map_through(
+        &mut self,
+        count: usize,
+        table: &(impl TablePath + ?Sized),
+        geometry: Geometry,
+        page_count: u32,
+        source: &mut impl CachedPages,
+    ) {
+        if !self.parsed {
+            self.parsed = true;
+            if self.rowids.capacity() == 0 {
+                // Once per file: any page's cells fit.
+                let cells = btree_page::max_cells_per_page(geometry);
+                self.rowids = Vec::with_capacity(cells);
+                self.leaves = Vec::with_capacity(cells);
+                self.children = Vec::with_capacity(btree_page::max_children(geometry));
+            }
+            if self.index_page.len() != geometry.page_size_bytes as usize
+                || btree_page::index_leaf_rowids(
+                    &self.index_page,
+                    self.index_page_number,
+                    geometry,
+                    page_count,
+                    &mut self.rowids,
+                )
+                .is_err()
+            {
+                self.rowids.clear();
+            }
+        }
+        if table.depth() == 0 || !self.validate_path(table, geometry, page_count) {
+            return;
+        }
+        while self.leaves.len() < count && self.mapped < self.rowids.len() {
+            let rowid = self.rowids[self.mapped];
+            self.mapped += 1;
+            let Some(leaf) = self.leaf_of(rowid, table, geometry, page_count, source) else {
+                continue;
+            };
+            if self.leaves.last() != Some(&leaf) {
+                self.leaves.push(leaf);
+            }
+        }
+    }
+
+    /// Parses the table path's pages whole, once each: a child of a page is predicted only
+    /// if the page passes.
+    fn validate_path(
+        &mut self,
+        table: &(impl TablePath + ?Sized),
+        geometry: Geometry,
+        page_count: u32,
+    ) -> bool {
+        for depth in 0..table.depth() {
+            let (page_number, page) = table.page(depth);
+            if self.validated[depth] == page_number {
+                continue;
+            }
+            let parsed = btree_page::interior_children(
+                page,
+                page_number,
+                geometry,
+                page_count,
+                &mut self.children,
+            );
+            if parsed != Ok(btree_page::PageKind::TableInterior) {
+                return false;
+            }
+            self.validated[depth] = page_number;
+        }
+        true
+    }
+
+    /// The table leaf holding `rowid`: down the table path's root and interior pages, the
+    /// path's own copies where it has them, else copies read from the page cache.
+    fn leaf_of(
+        &mut self,
+        rowid: i64,
+        table: &(impl TablePath + ?Sized),
+        geometry: Geometry,
+        page_count: u32,
+        source: &mut impl CachedPages,
+    ) -> Option<u32> {
+        let depth_count = table.depth();
+        let (mut page_number, _) = table.page(0);
+        let mut copy: Option<usize> = None;
+        for depth in 0..depth_count {
+            let page: &[u8] = match copy {
+                None => table.page(depth).1,
+                Some(index) => &self.copies[index].page,
+            };
+            let view = btree_page::interior_view(page, page_number, geometry)?;
+            let child = view.table_child_for(page, rowid)?;
+            if depth + 1 == depth_count {
+                return Some(child);
+            }
+            copy = if table.page(depth + 1).0 == child {
+                None
+            } else {
+                Some(self.interior_copy(child, geometry, page_count, source)?)
+            };
+            page_number = child;
+        }
+        None
+    }
+
+    /// The index of a parsed copy of table interior page `page_number`, read from the page
+    /// cache if it is not held yet; `None` if the kernel does not have it or it is not a
+    /// well-formed table interior page.
+    fn interior_copy(
+        &mut self,
+        page_number: u32,
+        geometry: Geometry,
+        page_count: u32,
+        source: &mut impl CachedPages,
+    ) -> Option<usize> {
+        if let Some(index) = self
+            .copies
+            .iter()
+            .position(|copy| copy.page_number == page_number)
+        {
+            return Some(index);
+        }
+        if page_number == self.missing_interior {
+            return None;
+        }
+        let page_bytes = geometry.page_size_bytes as usize;
+        let most =
+            (INTERIOR_COPIES_BYTES / page_bytes).clamp(MIN_INTERIOR_COPIES, MAX_INTERIOR_COPIES);
+        let index = if self.copies.len() < most {
+            self.copies.push(InteriorCopy {
+                page_number: 0,
+                page: vec![0; page_bytes],
+            });
+            self.copies.len() - 1
+        } else {
+            self.next_copy = (self.next_copy + 1) % self.copies.len();
+            self.next_copy
+        };
+        let copy = &mut self.copies[index];
+        copy.page_number = 0;
+        if !source.read_if_cached(page_number, &mut copy.page) {
+            self.missing_interior = page_number;
+            return None;
+        }
+        let parsed = btree_page::interior_children(
+            &copy.page,
+            page_number,
+            geometry,
+            page_count,
+            &mut self.children,
+        );
+        if parsed != Ok(btree_page::PageKind::TableInterior) {
+            return None;
+        }
+        copy.page_number = page_number;
+        Some(index)
+    }
+}
