@@ -23,7 +23,7 @@
 //! children join the window: the stream of reads does not stop at each parent boundary.
 //!
 //! **Two paths, and the rows of an index scan.** A new descent parks the path it leaves
-//! ([`ReadAhead::parked`]) and a read found there makes it the followed path again, so a
+//! (`ReadAhead::parked`) and a read found there makes it the followed path again, so a
 //! query that alternates between an index and its table keeps both; an interior page that
 //! is a child of some level cuts that path below the level instead of starting over. With
 //! both, the table leaves an index scan will read for its rows are predicted from the index
@@ -471,9 +471,15 @@ impl ReadAhead {
                     self.rows.enter_index_leaf(data, page_number, level);
                 }
                 self.push_if_interior(view, data, page_number, geometry);
-                // The deepest scanning level first: its pages are the ones read next.
-                for level in (0..self.depth).rev() {
-                    self.top_up(level, geometry, source);
+                // While row read-ahead feeds an index scan its table's leaves, SQLite's
+                // lookups are not a scan of the table, whatever two in a row look like.
+                let rows_table =
+                    self.rows.verified() && !table_path(&self.levels[..self.depth], &[]).is_empty();
+                if !rows_table {
+                    // The deepest scanning level first: its pages are the ones read next.
+                    for level in (0..self.depth).rev() {
+                        self.top_up(level, geometry, source);
+                    }
                 }
             }
             None => {
@@ -999,6 +1005,8 @@ impl ReadAhead {
     /// leaf the kernel has is passed over; two such in a row count as a scan of cached
     /// data.
     fn top_up_rows(&mut self, geometry: Geometry, source: &mut impl PageSource) {
+        // Pages the paths' scans ask for in this batch are not asked for again.
+        self.rows.note_asked(&self.batch);
         if !self.rows.verified() || self.hot_wait_reads > 0 {
             return;
         }

@@ -105,14 +105,72 @@ pub(super) struct Rows {
     validated: [u32; MAX_DEPTH],
     /// Scratch for whole-page parses (capacity: any interior page's children).
     children: Vec<u32>,
-    /// Table leaves asked for or read lately, by page number modulo its length (allocated
-    /// at the first batch): rows share leaves, and a leaf the kernel has just been asked
-    /// for or read is not asked for again.
-    recent: Vec<u32>,
+    /// Table leaves asked for or read during the scan: rows share leaves, and the kernel
+    /// has those already (`Seen`).
+    seen: Seen,
 }
 
-/// Entries of [`Rows::recent`].
-const RECENT_LEAVES: usize = 4096;
+/// Most bits of [`Seen`]: 1 MiB, a bit per page of a 32 GiB database of 4 KiB pages.
+const MAX_SEEN_BITS: usize = 1 << 23;
+
+/// Pages asked for or read, a bit per page number modulo its size: a power of two at
+/// least the file's page count when first used (at most [`MAX_SEEN_BITS`]). In a larger
+/// file two pages may share a bit, and a page never asked for may pass as seen: one
+/// prefetch missed. Cleared when half its bits are set, so it never fills up.
+struct Seen {
+    bits: Vec<u64>,
+    set_count: usize,
+}
+
+impl Seen {
+    /// Marks `page_number`; whether it was marked before.
+    fn test_and_set(&mut self, page_number: u32) -> bool {
+        let bit_count = self.bits.len() * 64;
+        if bit_count == 0 {
+            return false;
+        }
+        let bit = page_number as usize & (bit_count - 1);
+        let (word, mask) = (bit / 64, 1u64 << (bit % 64));
+        if self.bits[word] & mask != 0 {
+            return true;
+        }
+        if self.set_count >= bit_count / 2 {
+            self.clear();
+        }
+        self.bits[word] |= mask;
+        self.set_count += 1;
+        false
+    }
+
+    /// Unmarks `page_number` (it was not asked for after all).
+    fn unset(&mut self, page_number: u32) {
+        let bit_count = self.bits.len() * 64;
+        if bit_count == 0 {
+            return;
+        }
+        let bit = page_number as usize & (bit_count - 1);
+        let (word, mask) = (bit / 64, 1u64 << (bit % 64));
+        if self.bits[word] & mask != 0 {
+            self.bits[word] &= !mask;
+            self.set_count -= 1;
+        }
+    }
+
+    fn clear(&mut self) {
+        self.bits.fill(0);
+        self.set_count = 0;
+    }
+
+    /// Allocates the bits for a file of `page_count` pages, once.
+    fn allocate(&mut self, page_count: u32) {
+        if self.bits.is_empty() {
+            let bit_count = (page_count as usize)
+                .next_power_of_two()
+                .clamp(64, MAX_SEEN_BITS);
+            self.bits = vec![0; bit_count / 64];
+        }
+    }
+}
 
 impl Rows {
     pub(super) fn new() -> Rows {
@@ -137,7 +195,10 @@ impl Rows {
             missing_interior: 0,
             validated: [0; MAX_DEPTH],
             children: Vec::new(),
-            recent: Vec::new(),
+            seen: Seen {
+                bits: Vec::new(),
+                set_count: 0,
+            },
         }
     }
 
@@ -155,7 +216,7 @@ impl Rows {
         }
         self.missing_interior = 0;
         self.validated = [0; MAX_DEPTH];
-        self.recent.fill(0);
+        self.seen.clear();
     }
 
     fn drop_predictions(&mut self) {
@@ -226,12 +287,11 @@ impl Rows {
         page_count: u32,
         source: &mut impl CachedPages,
     ) {
-        if let Some(slot) = self.recent_slot(page_number) {
-            *slot = page_number;
-        }
         if self.stopped || self.index_page_number == 0 {
             return;
         }
+        self.seen.allocate(page_count);
+        self.seen.test_and_set(page_number);
         self.map_through(
             self.consumed + MATCH_SPAN,
             table,
@@ -289,14 +349,10 @@ impl Rows {
         if from >= end {
             return issued_before;
         }
-        if self.recent.is_empty() {
-            self.recent = vec![0; RECENT_LEAVES];
-        }
+        self.seen.allocate(page_count);
         for at in from..end {
             let leaf = self.leaves[at];
-            let slot = &mut self.recent[leaf as usize % RECENT_LEAVES];
-            if *slot != leaf {
-                *slot = leaf;
+            if !self.seen.test_and_set(leaf) {
                 batch.push(leaf);
             }
         }
@@ -305,23 +361,23 @@ impl Rows {
         issued_before
     }
 
+    /// `pages` were asked for by other means (the paths' scans): they count as seen.
+    pub(super) fn note_asked(&mut self, pages: &[u32]) {
+        if self.seen.bits.is_empty() {
+            return;
+        }
+        for &page in pages {
+            self.seen.test_and_set(page);
+        }
+    }
+
     /// Takes back the last batch, `pages`: the kernel had its first pages. `issued_before`
     /// is what [`Rows::next_batch`] returned.
     pub(super) fn unissue(&mut self, issued_before: usize, pages: &[u32]) {
         self.issued_until = issued_before.max(self.consumed);
         for &page in pages {
-            if let Some(slot) = self.recent_slot(page) {
-                if *slot == page {
-                    *slot = 0;
-                }
-            }
+            self.seen.unset(page);
         }
-    }
-
-    /// The slot of [`Rows::recent`] for `page_number`, once it is allocated.
-    fn recent_slot(&mut self, page_number: u32) -> Option<&mut u32> {
-        let len = self.recent.len();
-        self.recent.get_mut(page_number as usize % len.max(1))
     }
 
     /// Maps rowids until `count` leaves are predicted or the index leaf's rowids run out.
