@@ -72,6 +72,8 @@ pub(crate) const PROCESS_MAX_OUTSTANDING_BYTES: u64 = 32 << 20;
 /// Most index leaves asked for ahead of an index scan whose rows are read ahead: each
 /// names a page's worth of rows, and the window is theirs.
 pub(crate) const ROWS_INDEX_WINDOW_PAGES: usize = 4;
+/// Leading pages of a batch of rows checked for being cached.
+pub(crate) const ROWS_CACHE_CHECKS: usize = 4;
 /// Longest wait, in child reads, between two cache checks of a scan found cached.
 pub(crate) const MAX_HOT_BACKOFF_READS: u32 = 64;
 
@@ -467,7 +469,15 @@ impl ReadAhead {
             Some((level, found)) => {
                 self.note_child_read(level, found);
                 self.depth = level + 1;
-                if kind == Some(PageKind::IndexLeaf) {
+                // An index leaf names rows only if some table path can map them (not during
+                // a scan of a `WITHOUT ROWID` table, whose leaves are index leaves too).
+                if kind == Some(PageKind::IndexLeaf)
+                    && !table_path(
+                        &self.levels[..self.depth],
+                        &self.parked[..self.parked_depth],
+                    )
+                    .is_empty()
+                {
                     self.rows.enter_index_leaf(data, page_number, level);
                 }
                 self.push_if_interior(view, data, page_number, geometry);
@@ -1001,9 +1011,9 @@ impl ReadAhead {
     }
 
     /// Adds to the batch the table leaves an index scan will read next, once row
-    /// read-ahead's predictions have matched SQLite's reads (`rows.rs`). A first predicted
-    /// leaf the kernel has is passed over; two such in a row count as a scan of cached
-    /// data.
+    /// read-ahead's predictions have matched SQLite's reads (`rows.rs`). Leading predicted
+    /// leaves the kernel has are passed over; a batch whose first [`ROWS_CACHE_CHECKS`]
+    /// are all cached is one cache check that found its page cached.
     fn top_up_rows(&mut self, geometry: Geometry, source: &mut impl PageSource) {
         // Pages the paths' scans ask for in this batch are not asked for again.
         self.rows.note_asked(&self.batch);
@@ -1033,17 +1043,19 @@ impl ReadAhead {
             source,
             &mut self.batch,
         );
+        // Rows share leaves, and some were read before the scan's were tracked: a leaf the
+        // kernel has is passed over. Only a batch whose first pages are all cached counts
+        // as data that is.
+        let added = self.batch.len() - start;
         let mut cached = 0;
-        while start + cached < self.batch.len()
-            && cached < 2
+        while cached < added.min(ROWS_CACHE_CHECKS)
             && source.is_cached(self.batch[start + cached], geometry.page_size_bytes) == Some(true)
         {
             cached += 1;
         }
-        if cached == 2 {
+        if added > 0 && cached == added.min(ROWS_CACHE_CHECKS) {
             self.rows.unissue(issued_before, &self.batch[start..]);
             self.batch.truncate(start);
-            self.note_cached();
             self.note_cached();
             return;
         }
@@ -1754,7 +1766,9 @@ mod tests {
     }
 
     /// SQLite's scan of `table`'s index, in order, looking each entry's row up in the
-    /// table (`with_rows`), or not (a covering index). Counts from the third index leaf on.
+    /// table (`with_rows`), or not (a covering index). Counts from the fourth index leaf on:
+    /// the table is first descended for the first leaf's rows, and the second leaf's rows verify
+    /// the predictions.
     fn index_scan(
         table: &mut IndexedTable,
         readahead: &mut ReadAhead,
@@ -1794,7 +1808,7 @@ mod tests {
                     .unwrap();
                 access(&mut table.model, readahead, parent);
                 let before = access(&mut table.model, readahead, row_leaf);
-                if number >= 2 {
+                if number >= 3 {
                     if let Some(was_cached) = before {
                         counts.table_leaf_reads += 1;
                         counts.prefetched_before += u32::from(was_cached);
@@ -1829,6 +1843,15 @@ mod tests {
 
     fn model_prefetched_subset(model: &Model, pages: &BTreeSet<u32>) -> bool {
         model.prefetched.iter().all(|page| pages.contains(page))
+    }
+
+    #[test]
+    fn an_index_scan_of_cached_pages_asks_for_nothing() {
+        let mut table = indexed_table(8, 60, 4, 12, 0);
+        table.model.cached = (1..=table.model.page_count).collect();
+        let mut readahead = ReadAhead::new();
+        index_scan(&mut table, &mut readahead, true);
+        assert_eq!(table.model.prefetched, Vec::<u32>::new());
     }
 
     #[test]
