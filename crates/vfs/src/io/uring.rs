@@ -478,8 +478,8 @@ impl Ring {
                 iov_len: region.slot_bytes,
             };
             // SAFETY: the region is never freed or moved while the process runs (the
-            // registered-buffer rule in io/fixed.rs, and `publish_fixed_region`'s
-            // contract), so the slot outlives this ring's registration.
+            // registered-buffer rule in io/fixed.rs: `publish_fixed_region` takes only a
+            // `&'static` region), so the slot outlives this ring's registration.
             match unsafe {
                 self.ring
                     .submitter()
