@@ -60,36 +60,33 @@ pub(crate) enum Op<'buf> {
 /// An op as it is logged: a buffer by its length, not its bytes.
 impl std::fmt::Debug for Op<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = match self.kind() {
+            OpKind::Read => "Read",
+            OpKind::Write => "Write",
+            OpKind::Sync if matches!(self, Op::SyncAfterWrites { .. }) => "SyncAfterWrites",
+            OpKind::Sync => "Sync",
+            OpKind::Truncate => "Truncate",
+            OpKind::Prefetch => "Prefetch",
+        };
         match self {
-            Op::Read { fd, buf, offset } => f
-                .debug_struct("Read")
+            Op::Read { fd, offset, .. } | Op::Write { fd, offset, .. } => f
+                .debug_struct(name)
                 .field("fd", fd)
-                .field("len", &buf.len())
+                .field("len", &self.buffer_len())
                 .field("offset", offset)
                 .finish(),
-            Op::Write { fd, buf, offset } => f
-                .debug_struct("Write")
-                .field("fd", fd)
-                .field("len", &buf.len())
-                .field("offset", offset)
-                .finish(),
-            Op::Sync { fd, data_only } => f
-                .debug_struct("Sync")
-                .field("fd", fd)
-                .field("data_only", data_only)
-                .finish(),
-            Op::SyncAfterWrites { fd, data_only } => f
-                .debug_struct("SyncAfterWrites")
+            Op::Sync { fd, data_only } | Op::SyncAfterWrites { fd, data_only } => f
+                .debug_struct(name)
                 .field("fd", fd)
                 .field("data_only", data_only)
                 .finish(),
             Op::Truncate { fd, len } => f
-                .debug_struct("Truncate")
+                .debug_struct(name)
                 .field("fd", fd)
                 .field("len", len)
                 .finish(),
             Op::Prefetch { fd, offset, len } => f
-                .debug_struct("Prefetch")
+                .debug_struct(name)
                 .field("fd", fd)
                 .field("offset", offset)
                 .field("len", len)

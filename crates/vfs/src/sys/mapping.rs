@@ -31,14 +31,16 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
-    /// `len_bytes` of `fd` from `offset`, `MAP_SHARED` with protection `prot`, through the
-    /// system-call table; the errno of a failed `mmap` (a closed file's -1 gives EBADF).
+    /// `len_bytes` of `fd` from `offset`, `MAP_SHARED` with protection `prot` (readable:
+    /// `copy_to` reads it), through the system-call table; the errno of a failed `mmap`
+    /// (a closed file's -1 gives EBADF).
     pub(crate) fn of_file(
         len_bytes: usize,
         prot: libc::c_int,
         fd: RawFd,
         offset: i64,
     ) -> Result<Mapping, i32> {
+        assert!(prot & libc::PROT_READ != 0, "a mapping is readable");
         let base = calls::mmap(len_bytes, prot, libc::MAP_SHARED, fd, offset);
         if base == libc::MAP_FAILED {
             return Err(calls::last_errno());
