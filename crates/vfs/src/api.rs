@@ -62,6 +62,24 @@ impl OpenName<'_> {
     }
 }
 
+/// A VFS object SQLite found registered (`unix`, which the VFS delegates path
+/// operations to): SQLite's own static object, which lives as long as the process.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FoundVfs(std::ptr::NonNull<sqlite3_vfs>);
+
+// SAFETY: the object is SQLite's, never freed, and SQLite calls its methods from any
+// thread; holding its address on another thread changes nothing of that.
+unsafe impl Send for FoundVfs {}
+// SAFETY: as above; the address is only read.
+unsafe impl Sync for FoundVfs {}
+
+impl FoundVfs {
+    /// The object's address, for calling its methods (`entry.rs`).
+    pub(crate) fn as_ptr(self) -> *mut sqlite3_vfs {
+        self.0.as_ptr()
+    }
+}
+
 #[derive(Clone, Copy)]
 pub(crate) struct SqliteApi {
     vfs_find: VfsFind,
@@ -169,9 +187,11 @@ impl SqliteApi {
         }
     }
 
-    pub(crate) fn vfs_find(&self, name: &CStr) -> *mut sqlite3_vfs {
+    /// The VFS registered as `name`, if one is.
+    pub(crate) fn vfs_find(&self, name: &CStr) -> Option<FoundVfs> {
         // SAFETY: `name` is NUL-terminated; sqlite3_vfs_find only reads it.
-        unsafe { (self.vfs_find)(name.as_ptr()) }
+        let vfs = unsafe { (self.vfs_find)(name.as_ptr()) };
+        std::ptr::NonNull::new(vfs).map(FoundVfs)
     }
 
     /// # Safety

@@ -848,7 +848,7 @@ pub(crate) unsafe extern "C" fn x_set_system_call(
                 return Ok(SQLITE_NOTFOUND);
             }
             let delegated = name.is_none_or(|name| calls::PATH_OPERATION_CALLS.contains(&name));
-            let parent = state.parent;
+            let parent = state.parent.as_ptr();
             if let (true, Some(set_parent)) = (delegated, (*parent).x_set_system_call) {
                 if (*parent).i_version >= 3 {
                     set_parent(
@@ -893,7 +893,7 @@ macro_rules! delegate {
             // SAFETY: `parent` is the live `unix` VFS found at registration; we pass its
             // own pointer and SQLite's arguments through unchanged.
             unsafe {
-                let parent = state_of(vfs).parent;
+                let parent = state_of(vfs).parent.as_ptr();
                 match (*parent).$field {
                     Some(method) => method(parent, $($arg),*),
                     None => $fallback,

@@ -11,6 +11,7 @@
 use std::os::fd::{AsRawFd, BorrowedFd};
 
 use crate::error::Failure;
+use crate::sys::Mapping;
 
 /// `SQLITE_MAX_MMAP_SIZE` of the default build: the largest mapping SQLite asks for.
 pub(crate) const MAX_MMAP_SIZE_BYTES: i64 = 0x7fff_0000;
@@ -31,11 +32,12 @@ pub(crate) fn eof_buffer_bytes(libversion_number: i32) -> i64 {
 }
 
 pub(crate) struct MemoryMap {
-    base: *mut u8,
-    /// Bytes mapped; reads at offsets below this can be served from the mapping.
+    /// The current mapping; SQLite holds pointers into it while `fetch_count > 0`, so it
+    /// is replaced or dropped only while that is 0 (and when the file is dropped).
+    mapping: Option<Mapping>,
+    /// Bytes usable; reads at offsets below this can be served from the mapping (at most
+    /// its length: truncation lowers it).
     size_bytes: i64,
-    /// Bytes of address space reserved by the current mapping (≥ size_bytes).
-    mapped_bytes: usize,
     /// `PRAGMA mmap_size` for this file; 0 disables mapping.
     limit_bytes: i64,
     /// Pages handed to SQLite by xFetch and not yet returned by xUnfetch.
@@ -47,16 +49,11 @@ pub(crate) struct MemoryMap {
     failed_errno: Option<i32>,
 }
 
-// SAFETY: the mapping is owned by one file object, which SQLite uses from one thread at a
-// time; the raw pointer is just an address into shared file pages.
-unsafe impl Send for MemoryMap {}
-
 impl MemoryMap {
     pub(crate) fn new(limit_bytes: i64, eof_buffer_bytes: i64) -> MemoryMap {
         MemoryMap {
-            base: std::ptr::null_mut(),
+            mapping: None,
             size_bytes: 0,
-            mapped_bytes: 0,
             limit_bytes,
             fetch_count: 0,
             eof_buffer_bytes,
@@ -70,23 +67,23 @@ impl MemoryMap {
     }
 
     pub(crate) fn is_mapped(&self) -> bool {
-        !self.base.is_null()
+        self.mapping.is_some()
     }
 
     /// Copies from the mapping when `[offset, offset + buf.len())` lies inside it.
     /// Returns how many leading bytes of `buf` were filled (os_unix.c unixRead serves
     /// the mapped prefix from memory and reads the rest).
     pub(crate) fn read_prefix(&self, buf: &mut [u8], offset: i64) -> usize {
-        if offset >= self.size_bytes || self.base.is_null() {
+        let Some(mapping) = self.mapping.as_ref() else {
+            return 0;
+        };
+        if offset >= self.size_bytes {
             return 0;
         }
         let available = (self.size_bytes - offset) as usize;
         let count = available.min(buf.len());
-        // SAFETY: offset + count <= size_bytes <= mapped_bytes, so the source range lies in
-        // the live mapping; `buf` is a distinct Rust buffer.
-        unsafe {
-            std::ptr::copy_nonoverlapping(self.base.add(offset as usize), buf.as_mut_ptr(), count)
-        };
+        // offset + count <= size_bytes <= the mapping's length.
+        mapping.copy_to(offset as usize, &mut buf[..count]);
         count
     }
 
@@ -106,15 +103,17 @@ impl MemoryMap {
         if self.limit_bytes <= 0 {
             return Ok(std::ptr::null_mut());
         }
-        if self.base.is_null() {
+        if self.mapping.is_none() {
             self.map(fd, None)?;
         }
-        if self.size_bytes >= offset + amount as i64 + self.eof_buffer_bytes {
-            self.fetch_count += 1;
-            // SAFETY: offset < size_bytes <= mapped_bytes, inside the mapping.
-            return Ok(unsafe { self.base.add(offset as usize) });
+        match self.mapping.as_ref() {
+            Some(mapping) if self.size_bytes >= offset + amount as i64 + self.eof_buffer_bytes => {
+                self.fetch_count += 1;
+                // offset < size_bytes <= the mapping's length.
+                Ok(mapping.address_at(offset as usize))
+            }
+            _ => Ok(std::ptr::null_mut()),
         }
-        Ok(std::ptr::null_mut())
     }
 
     /// Pages xFetch handed out that xUnfetch has not returned.
@@ -181,48 +180,37 @@ impl MemoryMap {
                 .map_err(Failure::Fstat)?,
         };
         let want = file_size.min(self.limit_bytes);
-        if want == self.size_bytes && !self.base.is_null() {
+        if want == self.size_bytes && self.mapping.is_some() {
             return Ok(());
         }
         self.unmap();
         if want <= 0 {
             return Ok(());
         }
-        // A new read-only shared mapping; `base` is kept until `unmap`. A closed file's
-        // descriptor is -1: the kernel answers EBADF.
-        let base = crate::sys::calls::mmap(
+        // A new read-only shared mapping, kept until `unmap`. A closed file's descriptor
+        // is -1: the kernel answers EBADF.
+        match Mapping::of_file(
             want as usize,
             libc::PROT_READ,
-            libc::MAP_SHARED,
             fd.map_or(-1, |fd| fd.as_raw_fd()),
             0,
-        );
-        if base == libc::MAP_FAILED {
-            self.failed_errno = Some(crate::sys::last_errno());
-            self.limit_bytes = 0;
-            return Ok(());
+        ) {
+            Ok(mapping) => {
+                self.mapping = Some(mapping);
+                self.size_bytes = want;
+            }
+            Err(errno) => {
+                self.failed_errno = Some(errno);
+                self.limit_bytes = 0;
+            }
         }
-        self.base = base as *mut u8;
-        self.size_bytes = want;
-        self.mapped_bytes = want as usize;
         Ok(())
     }
 
+    /// Drops the mapping. Callers check that no fetched page remains (`fetch_count`).
     pub(crate) fn unmap(&mut self) {
-        if !self.base.is_null() {
-            // SAFETY: base/mapped_bytes describe a mapping we created and no fetched page
-            // remains (callers check fetch_count).
-            unsafe { crate::sys::calls::munmap(self.base.cast(), self.mapped_bytes) };
-        }
-        self.base = std::ptr::null_mut();
+        self.mapping = None;
         self.size_bytes = 0;
-        self.mapped_bytes = 0;
-    }
-}
-
-impl Drop for MemoryMap {
-    fn drop(&mut self) {
-        self.unmap();
     }
 }
 

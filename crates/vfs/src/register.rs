@@ -129,10 +129,9 @@ fn register_impl(
         });
     }
 
-    let parent = api.vfs_find(c"unix");
-    if parent.is_null() {
+    let Some(parent) = api.vfs_find(c"unix") else {
         return Err(Error::NoParentVfs);
-    }
+    };
     let mut backend = options.backend;
     let mut fallback_reason = None;
     if backend == Backend::IoUring {

@@ -53,7 +53,7 @@ use crate::ffi::{
 use crate::io::fork::ProcessRegistry;
 use crate::io::Submitter;
 use crate::lock::{conflicting_lock, lock_ignoring_poison, set_lock, LockType};
-use crate::sys::{calls, DbFd};
+use crate::sys::{calls, DbFd, Mapping};
 
 /// Offset of the first lock slot in the `-shm` file (os_unix.c UNIX_SHM_BASE:
 /// `(22 + SQLITE_SHM_NLOCK) * 4`, just past the two copies of the WAL-index header and
@@ -131,20 +131,22 @@ struct NodeState {
     region_size_bytes: usize,
     /// Regions mapped per `mmap` call.
     regions_per_map: usize,
-    /// Start of every mapped region, in order; a mapping of `regions_per_map` regions
-    /// starts at every `regions_per_map`-th entry.
-    regions: Vec<*mut u8>,
+    /// Every mapping, in order, of `regions_per_map` regions each. SQLite holds pointers
+    /// into them until its connection unmaps: they are dropped only when the last
+    /// connection of the node leaves.
+    mappings: Vec<Mapping>,
     /// Per slot: shared holders in this process, or EXCLUSIVE.
     holders: [i32; SLOTS],
     /// Connections attached.
     connections: usize,
 }
 
-// SAFETY: the region pointers are shared file mappings owned by the node and valid until
-// it unmaps them when its last connection leaves; they may be used from any thread.
-unsafe impl Send for NodeState {}
-
 impl NodeState {
+    /// Regions mapped.
+    fn mapped_regions(&self) -> usize {
+        self.mappings.len() * self.regions_per_map
+    }
+
     /// The node's descriptor, while it is open.
     fn fd(&self) -> BorrowedFd<'_> {
         self.fd
@@ -198,16 +200,16 @@ impl NodeState {
         }
         // Every region of an index has one size (os_unix.c asserts it, and then maps the
         // new size at offsets counted in it): a mapping of another size is refused.
-        if !self.regions.is_empty() && region_size_bytes != self.region_size_bytes {
+        if !self.mappings.is_empty() && region_size_bytes != self.region_size_bytes {
             return Err(Failure::ShmMap(libc::EINVAL));
         }
         assert!(region_size_bytes > 0 && region_size_bytes as i64 % SHM_EXTEND_PAGE_BYTES == 0);
-        if self.regions.is_empty() {
+        if self.mappings.is_empty() {
             self.region_size_bytes = region_size_bytes;
             let page_bytes = usize::try_from(calls::getpagesize()).unwrap_or(0);
             self.regions_per_map = (page_bytes / region_size_bytes).max(1);
         }
-        if self.regions.len() <= region {
+        if self.mapped_regions() <= region {
             // Whole mappings only: a 64 KiB page holds two 32 KiB regions.
             let per_map = self.regions_per_map;
             let wanted_regions = (region + per_map) / per_map * per_map;
@@ -230,29 +232,21 @@ impl NodeState {
                 libc::PROT_READ | libc::PROT_WRITE
             };
             let map_bytes = per_map * region_size_bytes;
-            while self.regions.len() < wanted_regions {
-                let offset = (self.regions.len() * region_size_bytes) as i64;
+            while self.mapped_regions() < wanted_regions {
+                let offset = (self.mapped_regions() * region_size_bytes) as i64;
                 // A new shared mapping of the node's descriptor, kept until `unmap_all`.
-                let base = calls::mmap(
-                    map_bytes,
-                    protection,
-                    libc::MAP_SHARED,
-                    self.fd().as_raw_fd(),
-                    offset,
-                );
-                if base == libc::MAP_FAILED {
-                    let errno = crate::sys::last_errno();
-                    self.log(log, SQLITE_IOERR_SHMMAP, "mmap", errno);
-                    return Err(Failure::ShmMap(errno));
-                }
-                for index in 0..per_map {
-                    // Inside the mapping of `map_bytes` just made.
-                    self.regions
-                        .push(base.cast::<u8>().wrapping_add(index * region_size_bytes));
+                match Mapping::of_file(map_bytes, protection, self.fd().as_raw_fd(), offset) {
+                    Ok(mapping) => self.mappings.push(mapping),
+                    Err(errno) => {
+                        self.log(log, SQLITE_IOERR_SHMMAP, "mmap", errno);
+                        return Err(Failure::ShmMap(errno));
+                    }
                 }
             }
         }
-        Ok(self.regions[region])
+        let per_map = self.regions_per_map;
+        let mapping = &self.mappings[region / per_map];
+        Ok(mapping.address_at(region % per_map * self.region_size_bytes))
     }
 
     /// Allocates `[from_bytes, to_bytes)` by writing the last byte of every new page, in
@@ -335,14 +329,9 @@ impl NodeState {
         }
     }
 
+    /// Drops every mapping: only once no connection uses them (the last one left).
     fn unmap_all(&mut self) {
-        let map_bytes = self.regions_per_map * self.region_size_bytes;
-        for base in self.regions.iter().step_by(self.regions_per_map.max(1)) {
-            // SAFETY: every `regions_per_map`-th region starts a mapping of `map_bytes`
-            // made in `map`; no connection uses it any more (the last one left).
-            unsafe { calls::munmap(base.cast(), map_bytes) };
-        }
-        self.regions.clear();
+        self.mappings.clear();
     }
 }
 
@@ -588,7 +577,7 @@ fn open_node_state(
         dms_unlocked: false,
         region_size_bytes: 0,
         regions_per_map: 1,
-        regions: Vec::new(),
+        mappings: Vec::new(),
         holders: [0; SLOTS],
         connections: 0,
     };

@@ -5,7 +5,7 @@
 use std::ffi::CString;
 use std::os::fd::AsRawFd;
 
-use crate::api::SqliteApi;
+use crate::api::{FoundVfs, SqliteApi};
 use crate::config::{Backend, Submission, SyncMode};
 use crate::error::Failure;
 use crate::ffi::*;
@@ -20,7 +20,7 @@ pub(crate) struct VfsState {
     pub(crate) name: String,
     pub(crate) api: SqliteApi,
     /// SQLite's `unix` VFS: path operations (xAccess, xFullPathname, …) go there.
-    pub(crate) parent: *mut sqlite3_vfs,
+    pub(crate) parent: FoundVfs,
     pub(crate) engine: EngineKind,
     pub(crate) fallback_to_syscall: bool,
     pub(crate) sync_mode: SyncMode,
@@ -44,12 +44,6 @@ pub(crate) struct VfsState {
     pub(crate) mmap_eof_buffer_bytes: i64,
     pub(crate) c_name: CString,
 }
-
-// SAFETY: `parent` points to SQLite's static unix VFS, which SQLite allows to be used from
-// any thread; everything else is immutable after registration or atomic (stats).
-unsafe impl Send for VfsState {}
-// SAFETY: as above.
-unsafe impl Sync for VfsState {}
 
 impl VfsState {
     /// xDelete: unlink, then sync the directory when SQLite asks (journal deletion is a

@@ -85,7 +85,7 @@
 
 use std::collections::BTreeMap;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::direct::WalDirect;
@@ -94,11 +94,12 @@ use crate::io::fork::register_child_hook;
 use crate::io::{EngineKind, FlushFailure, Submitter, SyncRequest, MAX_BATCH};
 use crate::lock::lock_ignoring_poison;
 use crate::stats::SharedStats;
+use crate::sys::{Slot, SlotRegion};
 
 /// Bytes one queue may hold before it is flushed: one arena slot.
 const ARENA_BYTES: usize = 2 << 20;
 /// Arena slots in the region: at most this many queues hold writes at the same moment
-/// (a bit each in [`FREE_SLOTS`]). 128 MiB of address space, resident only as used.
+/// (a bit each in the region's free mask). 128 MiB of address space, resident only as used.
 const ARENA_SLOTS: usize = 64;
 /// Writes bigger than this bypass the queue (after flushing it): copying them buys nothing.
 const DIRECT_WRITE_BYTES: usize = ARENA_BYTES / 4;
@@ -106,95 +107,46 @@ const DIRECT_WRITE_BYTES: usize = ARENA_BYTES / 4;
 /// batch, so a commit is one submission.
 const MAX_PIECES: usize = MAX_BATCH - 2;
 
-/// Start of the arena region, or 0 before it exists (or when it could not be mapped:
-/// then every write goes straight through).
-static REGION_START: AtomicUsize = AtomicUsize::new(0);
-/// Set once the region was asked for, whatever the outcome.
-static REGION: std::sync::Once = std::sync::Once::new();
-/// Bit `i` set: slot `i` is free. Acquire on taking a slot, Release on returning it: the
-/// next holder's copies into it happen after the previous holder's last use.
-static FREE_SLOTS: AtomicU64 = AtomicU64::new(u64::MAX);
+/// The arena region: `None` when it could not be mapped (then every write goes straight
+/// through). Bit `i` of its free mask set: slot `i` is free. Held in a `static`, so
+/// never unmapped, remapped or madvised away (a fork keeps it; the child's rings
+/// register its copy).
+static REGION: std::sync::OnceLock<Option<SlotRegion>> = std::sync::OnceLock::new();
 
 const _: () = assert!(ARENA_SLOTS == u64::BITS as usize);
 
-/// Maps the region once and publishes it to the rings.
-fn region_start() -> Option<usize> {
-    REGION.call_once(|| {
-        // Pages cost nothing until written.
-        let Some(start) = crate::sys::reserve_anonymous_memory(ARENA_SLOTS * ARENA_BYTES) else {
-            return;
-        };
-        let start = start.as_ptr();
-        // SAFETY: the mapping is never unmapped, remapped or madvised away: nothing in
-        // the crate names REGION_START's memory but the slots below, which only copy
-        // into it (a fork keeps it; the child's rings register its copy).
-        unsafe { publish_fixed_region(start as *const u8, ARENA_BYTES, ARENA_SLOTS) };
-        REGION_START.store(start as usize, Ordering::Release);
-    });
-    match REGION_START.load(Ordering::Acquire) {
-        0 => None,
-        start => Some(start),
-    }
+/// Maps the region once and publishes it to the rings before any slot is lent.
+fn region() -> Option<&'static SlotRegion> {
+    static PUBLISHED: std::sync::Once = std::sync::Once::new();
+    // Pages cost nothing until written.
+    let region = REGION
+        .get_or_init(|| SlotRegion::reserve(ARENA_BYTES, ARENA_SLOTS))
+        .as_ref()?;
+    PUBLISHED.call_once(|| publish_fixed_region(region));
+    Some(region)
 }
 
 /// One slot of the region, held by one queue (or by a flush that took it out of its
-/// queue) and returned to [`FREE_SLOTS`] when dropped.
-struct Arena {
-    index: usize,
-    start: *mut u8,
-}
-
-// SAFETY: the slot's memory belongs to whoever holds the `Arena` (the free mask hands
-// each slot to one holder at a time), and it is only touched through `&`/`&mut Arena`.
-unsafe impl Send for Arena {}
+/// queue) and returned to the region's free mask when dropped.
+struct Arena(Slot);
 
 impl Arena {
     /// A free slot, or `None` when all are taken (or there is no region).
     fn take() -> Option<Arena> {
-        let region = region_start()?;
-        let mut free = FREE_SLOTS.load(Ordering::Relaxed);
-        loop {
-            if free == 0 {
-                return None;
-            }
-            let index = free.trailing_zeros() as usize;
-            match FREE_SLOTS.compare_exchange_weak(
-                free,
-                free & !(1 << index),
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => {
-                    return Some(Arena {
-                        index,
-                        start: (region + index * ARENA_BYTES) as *mut u8,
-                    })
-                }
-                Err(now) => free = now,
-            }
-        }
+        region()?.take().map(Arena)
+    }
+
+    #[cfg(test)]
+    fn index(&self) -> usize {
+        self.0.index()
     }
 
     fn bytes(&self) -> &[u8] {
-        // SAFETY: the slot is ARENA_BYTES of the mapping, which lives for the process;
-        // anonymous memory is zero-filled, so initialised; we hold the slot exclusively.
-        unsafe { std::slice::from_raw_parts(self.start, ARENA_BYTES) }
+        self.0.bytes()
     }
 
     fn bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as `bytes`, and `&mut self` makes this the only reference.
-        unsafe { std::slice::from_raw_parts_mut(self.start, ARENA_BYTES) }
-    }
-}
-
-impl Drop for Arena {
-    fn drop(&mut self) {
-        let bit = 1u64 << self.index;
-        let before = FREE_SLOTS.fetch_or(bit, Ordering::Release);
-        if before & bit != 0 {
-            // Two holders of one slot: one of them may have I/O naming it.
-            fatal("write-behind arena slot returned twice");
-        }
+        self.0.bytes_mut()
     }
 }
 
@@ -913,6 +865,7 @@ mod tests {
     use proptest::prelude::*;
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::FileExt;
+    use std::sync::atomic::AtomicU64;
 
     fn vfs_stats() -> &'static SharedStats {
         static VFS_STATS: std::sync::OnceLock<SharedStats> = std::sync::OnceLock::new();
@@ -1013,13 +966,14 @@ mod tests {
                 return Err(violation);
             }
             if let Some(arena) = state.arena.as_ref() {
-                if held & (1 << arena.index) != 0 {
-                    return Err(format!("slot {} held by two queues", arena.index));
+                let index = arena.index();
+                if held & (1 << index) != 0 {
+                    return Err(format!("slot {index} held by two queues"));
                 }
-                if FREE_SLOTS.load(Ordering::Acquire) & (1 << arena.index) != 0 {
-                    return Err(format!("slot {} held and free", arena.index));
+                if region().is_some_and(|region| region.is_free(index)) {
+                    return Err(format!("slot {index} held and free"));
                 }
-                held |= 1 << arena.index;
+                held |= 1 << index;
             }
             let in_use = state.owner.is_some() || state.unreported.is_some();
             drop(state);

@@ -222,7 +222,7 @@ impl EngineKind {
     /// (`uring::prefetch_on_thread_ring`); while a test has replaced a read or write
     /// system call, `posix_fadvise` again. The fault-injecting engine sees them as a
     /// batch.
-    pub(crate) fn prefetch(&self, ops: &[Op]) -> Result<u64, i32> {
+    pub(crate) fn prefetch(&self, ops: &mut [Op<'_>]) -> Result<u64, i32> {
         debug_assert!(ops.iter().all(|op| matches!(op, Op::Prefetch { .. })));
         let mut results = [0i32; super::op::MAX_BATCH];
         let results = &mut results[..ops.len().min(super::op::MAX_BATCH)];
@@ -232,13 +232,11 @@ impl EngineKind {
             {
                 uring::prefetch_on_thread_ring(ops)
             }
-            // SAFETY: prefetches name no buffer.
-            EngineKind::IoUring(_) | EngineKind::Syscall => unsafe {
-                syscall::SyscallEngine.perform(&ops[..results.len()], results)
-            },
-            // SAFETY: prefetches name no buffer.
+            EngineKind::IoUring(_) | EngineKind::Syscall => {
+                syscall::SyscallEngine.perform(&mut ops[..results.len()], results)
+            }
             #[cfg(feature = "test-support")]
-            EngineKind::Fault(plan) => unsafe { plan.perform(&ops[..results.len()], results) },
+            EngineKind::Fault(plan) => plan.perform(&mut ops[..results.len()], results),
         }
     }
 
@@ -250,18 +248,14 @@ impl EngineKind {
         }
     }
 
-    /// # Safety
-    /// As [`Engine::perform`].
-    pub(crate) unsafe fn perform(&self, ops: &[Op], results: &mut [i32]) -> Result<u64, i32> {
+    /// [`Engine::perform`] on this engine.
+    pub(crate) fn perform(&self, ops: &mut [Op<'_>], results: &mut [i32]) -> Result<u64, i32> {
         debug_assert_eq!(ops.len(), results.len());
-        // SAFETY: forwarded caller contract.
-        unsafe {
-            match self {
-                EngineKind::IoUring(routing) => uring::perform_routed(*routing, ops, results),
-                EngineKind::Syscall => syscall::SyscallEngine.perform(ops, results),
-                #[cfg(feature = "test-support")]
-                EngineKind::Fault(plan) => plan.perform(ops, results),
-            }
+        match self {
+            EngineKind::IoUring(routing) => uring::perform_routed(*routing, ops, results),
+            EngineKind::Syscall => syscall::SyscallEngine.perform(ops, results),
+            #[cfg(feature = "test-support")]
+            EngineKind::Fault(plan) => plan.perform(ops, results),
         }
     }
 }
@@ -331,23 +325,21 @@ mod tests {
         let f = std::fs::File::create(dir.path().join("x-journal")).unwrap();
         let fd = f.as_raw_fd();
         let data = [7u8; 600];
-        let perform = |ops: &[Op]| {
+        let perform = |ops: &mut [Op<'_>]| {
             let mut results = vec![0i32; ops.len()];
-            // SAFETY: `data` outlives the call.
-            unsafe { engine.perform(ops, &mut results) }.unwrap();
+            engine.perform(ops, &mut results).unwrap();
             results
         };
-        let write = Op::Write {
+        let write = || Op::Write {
             fd,
-            buf: data.as_ptr(),
-            len: 600,
+            buf: &data,
             offset: 0,
         };
         let linked = Op::SyncAfterWrites {
             fd,
             data_only: false,
         };
-        perform(&[write, linked]);
+        perform(&mut [write(), linked]);
         let h = log.history();
         assert!(matches!(h.events[1], Event::Create { ref name, inode: 0 } if name == "x-journal"));
         assert!(
@@ -357,13 +349,13 @@ mod tests {
         // Deferred: reported done, recorded after the next batch's write.
         log.defer_syncs(Some("-journal"));
         assert_eq!(
-            perform(&[Op::Sync {
+            perform(&mut [Op::Sync {
                 fd,
                 data_only: false
             }]),
             vec![0]
         );
-        perform(&[write]);
+        perform(&mut [write()]);
         let h = log.history();
         assert!(matches!(h.events[4], Event::Write { .. }));
         assert!(matches!(h.events[5], Event::Sync { inode: 0 }));

@@ -176,7 +176,7 @@ impl FaultPlan {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn decide(&self, op: &Op) -> Option<FaultKind> {
+    fn decide(&self, op: &Op<'_>) -> Option<FaultKind> {
         let fd = match *op {
             Op::Read { fd, .. }
             | Op::Write { fd, .. }
@@ -188,7 +188,9 @@ impl FaultPlan {
         let path = || path_of(fd);
         if let Some(recorded) = self.lock_recorded().as_mut() {
             let range = match *op {
-                Op::Read { len, offset, .. } | Op::Write { len, offset, .. } => Some((offset, len)),
+                Op::Read { offset, .. } | Op::Write { offset, .. } => {
+                    Some((offset, op.buffer_len()))
+                }
                 Op::Prefetch { len, offset, .. } => Some((offset, len)),
                 Op::Sync { .. } | Op::SyncAfterWrites { .. } | Op::Truncate { .. } => None,
             };
@@ -223,12 +225,12 @@ impl FaultPlan {
         None
     }
 
-    /// # Safety
-    /// As [`Engine::perform`].
-    pub(crate) unsafe fn perform(&self, ops: &[Op], results: &mut [i32]) -> Result<u64, i32> {
-        // Test-only engine: allocating here is fine.
-        let mut forwarded: Vec<Op> = Vec::with_capacity(ops.len());
-        let mut forwarded_index = Vec::with_capacity(ops.len());
+    /// [`Engine::perform`] with the plan's faults: an op that fails is answered here, a
+    /// short one goes on with a shorter buffer, the rest go to the wrapped engine.
+    pub(crate) fn perform(&self, ops: &mut [Op<'_>], results: &mut [i32]) -> Result<u64, i32> {
+        // Test-only engine: allocating here is fine. First what happens to each op, then
+        // the ops to forward, each borrowing its buffer from `ops` (shortened if short).
+        let mut forward: Vec<Option<u32>> = vec![None; ops.len()];
         let mut faulted = vec![false; ops.len()];
         let sync_hook = self
             .sync_hook
@@ -243,15 +245,14 @@ impl FaultPlan {
                 continue;
             }
             if let (Some(hook), Op::Sync { fd, .. } | Op::SyncAfterWrites { fd, .. }) =
-                (&sync_hook, *op)
+                (&sync_hook, op)
             {
-                hook(&path_of(fd));
+                hook(&path_of(*fd));
             }
             let decision = self.decide(op);
             if decision == Some(FaultKind::PanicInFlight) {
                 panic_in_flight = true;
-                forwarded.push(*op);
-                forwarded_index.push(index);
+                forward[index] = Some(u32::MAX);
                 continue;
             }
             faulted[index] = decision.is_some();
@@ -270,66 +271,54 @@ impl FaultPlan {
                     continue;
                 }
             }
-            match (decision, *op) {
+            match (decision, op) {
                 (Some(FaultKind::Errno(errno)), _) => results[index] = -errno,
-                (
-                    Some(FaultKind::Short(max)),
-                    Op::Read {
-                        fd,
-                        buf,
-                        len,
-                        offset,
-                    },
-                ) => {
-                    forwarded.push(Op::Read {
-                        fd,
-                        buf,
-                        len: len.min(max),
-                        offset,
-                    });
-                    forwarded_index.push(index);
+                (Some(FaultKind::Short(max)), Op::Read { .. } | Op::Write { .. }) => {
+                    forward[index] = Some(max);
                 }
-                (
-                    Some(FaultKind::Short(max)),
-                    Op::Write {
-                        fd,
-                        buf,
-                        len,
-                        offset,
-                    },
-                ) => {
-                    forwarded.push(Op::Write {
-                        fd,
-                        buf,
-                        len: len.min(max),
-                        offset,
-                    });
-                    forwarded_index.push(index);
-                }
-                _ => {
-                    forwarded.push(*op);
-                    forwarded_index.push(index);
-                }
+                _ => forward[index] = Some(u32::MAX),
             }
         }
+        let mut forwarded: Vec<Op<'_>> = Vec::with_capacity(ops.len());
+        let mut forwarded_index = Vec::with_capacity(ops.len());
+        for (index, op) in ops.iter_mut().enumerate() {
+            let Some(max) = forward[index] else {
+                continue;
+            };
+            forwarded.push(match op {
+                Op::Read { fd, buf, offset } => {
+                    let len = (max as usize).min(buf.len());
+                    Op::Read {
+                        fd: *fd,
+                        buf: &mut buf[..len],
+                        offset: *offset,
+                    }
+                }
+                Op::Write { fd, buf, offset } => Op::Write {
+                    fd: *fd,
+                    buf: &buf[..(max as usize).min(buf.len())],
+                    offset: *offset,
+                },
+                other => other.reborrow(),
+            });
+            forwarded_index.push(index);
+        }
         let mut forwarded_results = vec![0i32; forwarded.len()];
-        // SAFETY: forwarded ops name the caller's buffers with equal or shorter lengths.
-        let entries = unsafe {
-            match (self.inner, panic_in_flight) {
-                (Some(routing), false) => {
-                    uring::perform_routed(routing, &forwarded, &mut forwarded_results)
-                }
-                (Some(routing), true) => uring::perform_on_ring_and_panic_in_flight(
-                    routing.sqpoll,
-                    &forwarded,
-                    &mut forwarded_results,
-                ),
-                (None, false) => SyscallEngine.perform(&forwarded, &mut forwarded_results),
-                (None, true) => {
-                    panic!("injected panic before a syscall batch (FaultKind::PanicInFlight)")
-                }
+        let entries = match (self.inner, panic_in_flight) {
+            (Some(routing), false) => {
+                uring::perform_routed(routing, &mut forwarded, &mut forwarded_results)
+            }
+            (Some(routing), true) => uring::perform_on_ring_and_panic_in_flight(
+                routing.sqpoll,
+                &mut forwarded,
+                &mut forwarded_results,
+            ),
+            (None, false) => SyscallEngine.perform(&mut forwarded, &mut forwarded_results),
+            (None, true) => {
+                panic!("injected panic before a syscall batch (FaultKind::PanicInFlight)")
             }
         }?;
+        drop(forwarded);
         for (index, result) in forwarded_index.into_iter().zip(forwarded_results) {
             results[index] = result;
         }

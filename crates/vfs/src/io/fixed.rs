@@ -10,6 +10,8 @@
 //! the same index in a sparse table) the first time it writes from it, so a ring pins
 //! only the slots it uses.
 
+use crate::sys::SlotRegion;
+
 /// The memory rings may register: `slots` slots of `slot_bytes` each from `start`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct FixedRegion {
@@ -43,18 +45,15 @@ pub(crate) const MAX_FIXED_SLOTS: usize = 64;
 /// the arena (for measuring what registration buys, or under a tight RLIMIT_MEMLOCK).
 pub(crate) const REGISTER_BUFFERS_ENV: &str = "SQLITE_URING_REGISTER_BUFFERS";
 
-/// Offers `slots` slots of `slot_bytes` at `start` to the rings for registration; only
-/// the first region offered is kept.
-///
-/// # Safety
-/// The memory must stay allocated, at this address, until the process exits (the
-/// registered-buffer rule): rings keep writing from the pages they pinned.
-pub(crate) unsafe fn publish_fixed_region(start: *const u8, slot_bytes: usize, slots: usize) {
-    assert!(!start.is_null() && slot_bytes > 0 && (1..=MAX_FIXED_SLOTS).contains(&slots));
+/// Offers `region`'s slots to the rings for registration; only the first region offered
+/// is kept. A `&'static` region is never unmapped, which is what the registered-buffer
+/// rule asks: rings keep writing from the pages they pinned.
+pub(crate) fn publish_fixed_region(region: &'static SlotRegion) {
+    assert!(region.slots() <= MAX_FIXED_SLOTS);
     let _ = FIXED_REGION.set(FixedRegion {
-        start: start as usize,
-        slot_bytes,
-        slots,
+        start: region.start() as usize,
+        slot_bytes: region.slot_bytes(),
+        slots: region.slots(),
     });
 }
 

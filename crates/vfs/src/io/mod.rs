@@ -19,9 +19,9 @@
 //! engines `syscall`, `uring` → `fault` → `engine` → `submit`. This file only declares
 //! and re-exports; nothing in `io/` names it.
 //!
-//! The rules that keep the kernel from touching freed memory are stated where they are
-//! enforced: the buffer-lifetime rule in `op.rs`, the registered-buffer rule in
-//! `fixed.rs`.
+//! The rules that keep the kernel from touching freed memory: the buffer-lifetime rule,
+//! stated in `op.rs` (an `Op` borrows its buffer) and kept by `uring.rs`, the one file
+//! that hands buffers to the kernel; the registered-buffer rule in `fixed.rs`.
 
 pub(crate) mod diagnose;
 pub(crate) mod engine;

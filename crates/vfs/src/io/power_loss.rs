@@ -349,15 +349,11 @@ impl PowerLossLog {
                 continue;
             }
             match *op {
-                Op::Write {
-                    fd, buf, offset, ..
-                } => {
+                Op::Write { fd, buf, offset } => {
                     if let Target::Inode(inode) = recorder.target(fd) {
-                        // SAFETY: the engine's caller keeps every buffer valid until
-                        // `perform` returns, and this runs inside it; `result` bytes of
-                        // it were written, at most `len`.
-                        let data =
-                            unsafe { std::slice::from_raw_parts(buf, result as usize) }.to_vec();
+                        // `result` bytes of it were written (a replaced `pwrite` may claim
+                        // more than it was given: the buffer is all there is).
+                        let data = buf[..(result as usize).min(buf.len())].to_vec();
                         recorder.events.push(Event::Write {
                             inode,
                             offset,

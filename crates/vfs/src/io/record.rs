@@ -78,13 +78,10 @@ pub(crate) fn ring_submission(
 }
 
 fn write_op(line: &mut String, op: &Op) {
+    let len = op.buffer_len();
     let _ = match *op {
-        Op::Read {
-            fd, len, offset, ..
-        } => write!(line, "read fd={fd} offset={offset} len={len}"),
-        Op::Write {
-            fd, len, offset, ..
-        } => write!(line, "write fd={fd} offset={offset} len={len}"),
+        Op::Read { fd, offset, .. } => write!(line, "read fd={fd} offset={offset} len={len}"),
+        Op::Write { fd, offset, .. } => write!(line, "write fd={fd} offset={offset} len={len}"),
         Op::Sync { fd, data_only } => write!(line, "{} fd={fd}", sync_name(data_only)),
         Op::SyncAfterWrites { fd, data_only } => {
             write!(line, "{} fd={fd} after_writes", sync_name(data_only))
@@ -118,8 +115,7 @@ mod tests {
         let ops = [
             Op::Write {
                 fd: 5,
-                buf: buf.as_ptr(),
-                len: 8,
+                buf: &buf,
                 offset: 16,
             },
             Op::SyncAfterWrites {

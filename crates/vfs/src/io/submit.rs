@@ -10,7 +10,7 @@ use crate::error::Failure;
 use crate::stats::{IoStats, SharedStats};
 
 use super::engine::EngineKind;
-use super::op::{is_retryable, write_op, Op, OpKind, MAX_BATCH, RETRY_LIMIT};
+use super::op::{batch_array, is_retryable, write_op, Op, OpKind, MAX_BATCH, RETRY_LIMIT};
 use super::record;
 
 /// A sync to perform at the end of a flush.
@@ -29,7 +29,7 @@ pub(crate) struct SyncRequest {
 /// new directory entry with it and the directory's fsync then finds little to do; the
 /// other order is slower: docs/DESIGN.md, "Parity with `unix` comes first"); on the ring
 /// the directory's is not linked, so the two overlap.
-fn push_syncs(ops: &mut [Op], fd: RawFd, request: SyncRequest, after_writes: bool) -> usize {
+fn push_syncs(ops: &mut [Op<'_>], fd: RawFd, request: SyncRequest, after_writes: bool) -> usize {
     let data_only = request.data_only;
     ops[0] = if after_writes {
         Op::SyncAfterWrites { fd, data_only }
@@ -99,12 +99,10 @@ pub(crate) struct Submitter<'a> {
 }
 
 impl Submitter<'_> {
-    /// # Safety
-    /// As [`Engine::perform`].
-    pub(crate) unsafe fn perform(&mut self, ops: &[Op], results: &mut [i32]) -> Result<(), i32> {
+    /// Performs `ops` through the file's engine (`Engine::perform`) and counts them.
+    pub(crate) fn perform(&mut self, ops: &mut [Op<'_>], results: &mut [i32]) -> Result<(), i32> {
         let started = crate::trace::start(crate::trace::TARGET_IO);
-        // SAFETY: forwarded caller contract.
-        let outcome = unsafe { self.engine.perform(ops, results) };
+        let outcome = self.engine.perform(ops, results);
         if let Some(started) = started {
             record::batch(started, self.engine.name(), ops, results, outcome);
         }
@@ -134,11 +132,7 @@ impl Submitter<'_> {
     /// nothing but speed.
     pub(crate) fn prefetch_pages(&mut self, fd: RawFd, pages: &[u32], page_size_bytes: u32) {
         let page_bytes = u64::from(page_size_bytes);
-        let mut ops = [Op::Prefetch {
-            fd,
-            offset: 0,
-            len: 0,
-        }; MAX_BATCH];
+        let mut ops = batch_array(fd);
         let mut count = 0usize;
         let mut index = 0usize;
         let mut delta = IoStats {
@@ -163,7 +157,7 @@ impl Submitter<'_> {
             index += run;
             if count == MAX_BATCH || index == pages.len() {
                 let started = crate::trace::start(crate::trace::TARGET_IO);
-                let outcome = self.engine.prefetch(&ops[..count]);
+                let outcome = self.engine.prefetch(&mut ops[..count]);
                 if let Some(started) = started {
                     record::batch(
                         started,
@@ -181,10 +175,9 @@ impl Submitter<'_> {
         self.count(delta);
     }
 
-    fn perform_one(&mut self, op: Op) -> i32 {
+    fn perform_one(&mut self, op: &mut Op<'_>) -> i32 {
         let mut result = [0i32];
-        // SAFETY: every caller builds `op` from a live borrow that outlives this call.
-        match unsafe { self.perform(&[op], &mut result) } {
+        match self.perform(std::slice::from_mut(op), &mut result) {
             Ok(()) => result[0],
             Err(errno) => -errno,
         }
@@ -196,12 +189,10 @@ impl Submitter<'_> {
         let mut done = 0usize;
         let mut retries = 0;
         while done < buf.len() {
-            let rest = &mut buf[done..];
-            let len = rest.len().min(i32::MAX as usize) as u32;
-            let result = self.perform_one(Op::Read {
+            let len = (buf.len() - done).min(i32::MAX as usize) as u32;
+            let result = self.perform_one(&mut Op::Read {
                 fd,
-                buf: rest.as_mut_ptr(),
-                len,
+                buf: &mut buf[done..done + len as usize],
                 offset: offset + done as u64,
             });
             match result {
@@ -226,12 +217,10 @@ impl Submitter<'_> {
         let mut done = 0usize;
         let mut retries = 0;
         while done < buf.len() {
-            let rest = &buf[done..];
-            let len = rest.len().min(i32::MAX as usize) as u32;
-            let result = self.perform_one(Op::Write {
+            let len = (buf.len() - done).min(i32::MAX as usize) as u32;
+            let result = self.perform_one(&mut Op::Write {
                 fd,
-                buf: rest.as_ptr(),
-                len,
+                buf: &buf[done..done + len as usize],
                 offset: offset + done as u64,
             });
             match result {
@@ -280,10 +269,7 @@ impl Submitter<'_> {
                 ..
             })
         ) && pieces.len() + 2 <= MAX_BATCH;
-        let mut ops = [Op::Sync {
-            fd,
-            data_only: true,
-        }; MAX_BATCH];
+        let mut ops = batch_array(fd);
         let mut results = [0i32; MAX_BATCH];
         if linked {
             let request = sync.expect("linked implies a sync request");
@@ -294,8 +280,7 @@ impl Submitter<'_> {
             }
             let file_sync = count;
             count += push_syncs(&mut ops[count..], fd, request, true);
-            // SAFETY: every buffer is borrowed from `pieces`, which outlives this call.
-            unsafe { self.perform(&ops[..count], &mut results[..count]) }
+            self.perform(&mut ops[..count], &mut results[..count])
                 .map_err(|errno| FlushFailure::Write(WriteFailure::Errno(errno)))?;
             self.finish_writes(fd, pieces, &results[..pieces.len()])
                 .map_err(FlushFailure::from)?;
@@ -316,16 +301,14 @@ impl Submitter<'_> {
                 *slot = write_op(fd, *offset, bytes);
             }
             let count = chunk.len();
-            // SAFETY: every buffer is borrowed from `pieces`, which outlives this call.
-            unsafe { self.perform(&ops[..count], &mut results[..count]) }
+            self.perform(&mut ops[..count], &mut results[..count])
                 .map_err(|errno| FlushFailure::Write(WriteFailure::Errno(errno)))?;
             self.finish_writes(fd, chunk, &results[..count])
                 .map_err(FlushFailure::from)?;
         }
         if let Some(request) = sync {
             let count = push_syncs(&mut ops, fd, request, false);
-            // SAFETY: sync ops carry no buffers.
-            unsafe { self.perform(&ops[..count], &mut results[..count]) }
+            self.perform(&mut ops[..count], &mut results[..count])
                 .map_err(FlushFailure::Sync)?;
             match results[0] {
                 result if result >= 0 => {}
@@ -376,10 +359,10 @@ impl Submitter<'_> {
         self.simple(Op::Truncate { fd, len })
     }
 
-    fn simple(&mut self, op: Op) -> Result<(), i32> {
+    fn simple(&mut self, mut op: Op<'_>) -> Result<(), i32> {
         let mut retries = 0;
         loop {
-            match self.perform_one(op) {
+            match self.perform_one(&mut op) {
                 n if n >= 0 => return Ok(()),
                 n if is_retryable(-n) && retries < RETRY_LIMIT => retries += 1,
                 n => return Err(-n),

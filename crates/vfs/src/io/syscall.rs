@@ -22,10 +22,9 @@ fn result_of(ret: isize) -> i32 {
 }
 
 impl Engine for SyscallEngine {
-    unsafe fn perform(&mut self, ops: &[Op], results: &mut [i32]) -> Result<u64, i32> {
+    fn perform(&mut self, ops: &mut [Op<'_>], results: &mut [i32]) -> Result<u64, i32> {
         for index in 0..ops.len() {
-            let op = &ops[index];
-            if let Op::SyncAfterWrites { fd, data_only } = *op {
+            if let Op::SyncAfterWrites { fd, data_only } = ops[index] {
                 results[index] = if chain_completed(ops, &results[..index], index, fd) {
                     result_of(if data_only {
                         calls::fdatasync(fd)
@@ -37,69 +36,24 @@ impl Engine for SyscallEngine {
                 };
                 continue;
             }
-            results[index] = match *op {
-                Op::Read {
-                    fd,
-                    buf,
-                    len,
-                    offset,
-                } => {
-                    // SAFETY: the caller guarantees the buffer is valid and not otherwise
-                    // in use for `len` bytes for the duration of this call.
-                    let buf = unsafe { op_buffer_mut(buf, len) };
-                    result_of(calls::pread(fd, buf, offset as i64))
-                }
-                Op::Write {
-                    fd,
-                    buf,
-                    len,
-                    offset,
-                } => {
-                    // SAFETY: the caller guarantees the buffer is valid for `len` bytes
-                    // for the duration of this call.
-                    let buf = unsafe { op_buffer(buf, len) };
-                    result_of(calls::pwrite(fd, buf, offset as i64))
-                }
+            results[index] = match &mut ops[index] {
+                Op::Read { fd, buf, offset } => result_of(calls::pread(*fd, buf, *offset as i64)),
+                Op::Write { fd, buf, offset } => result_of(calls::pwrite(*fd, buf, *offset as i64)),
                 Op::Sync {
                     fd,
                     data_only: true,
-                } => result_of(calls::fdatasync(fd) as isize),
+                } => result_of(calls::fdatasync(*fd) as isize),
                 Op::Sync {
                     fd,
                     data_only: false,
-                } => result_of(calls::fsync(fd) as isize),
-                Op::Truncate { fd, len } => result_of(calls::ftruncate(fd, len as i64) as isize),
-                Op::Prefetch { fd, offset, len } => prefetch_by_syscall(fd, offset, len),
+                } => result_of(calls::fsync(*fd) as isize),
+                Op::Truncate { fd, len } => result_of(calls::ftruncate(*fd, *len as i64) as isize),
+                Op::Prefetch { fd, offset, len } => prefetch_by_syscall(*fd, *offset, *len),
                 Op::SyncAfterWrites { .. } => unreachable!("handled above"),
             };
         }
         Ok(ops.len() as u64)
     }
-}
-
-/// The bytes a write op names.
-///
-/// # Safety
-/// `buf` must be valid for reads of `len` bytes while the slice is used.
-unsafe fn op_buffer<'a>(buf: *const u8, len: u32) -> &'a [u8] {
-    if len == 0 {
-        return &[];
-    }
-    // SAFETY: forwarded caller contract; `len` > 0, so `buf` points at real bytes.
-    unsafe { std::slice::from_raw_parts(buf, len as usize) }
-}
-
-/// The bytes a read op fills.
-///
-/// # Safety
-/// `buf` must be valid for writes of `len` bytes, and used by nothing else, while the
-/// slice is used.
-unsafe fn op_buffer_mut<'a>(buf: *mut u8, len: u32) -> &'a mut [u8] {
-    if len == 0 {
-        return &mut [];
-    }
-    // SAFETY: forwarded caller contract; `len` > 0, so `buf` points at real bytes.
-    unsafe { std::slice::from_raw_parts_mut(buf, len as usize) }
 }
 
 /// `posix_fadvise(POSIX_FADV_WILLNEED)`: starts reading the range into the page cache and
@@ -117,7 +71,7 @@ pub(crate) fn chain_completed(ops: &[Op], results: &[i32], sync_index: usize, fd
         .zip(results)
         .rev()
         .take_while(|(op, _)| matches!(op, Op::Write { fd: write_fd, .. } if *write_fd == fd))
-        .all(|(op, &result)| matches!(op, Op::Write { len, .. } if result == *len as i32))
+        .all(|(op, &result)| matches!(op, Op::Write { buf, .. } if result == buf.len() as i32))
 }
 
 /// Reads into `buf` from `offset` by `pread` until it is full or the file ends, retrying

@@ -30,7 +30,7 @@ use super::diagnose::{
 };
 use super::fixed::{buffer_registration_switched_off, fixed_region, FixedRegion};
 use super::fork::fork_generation;
-use super::op::{Engine, Op, MAX_BATCH};
+use super::op::{batch_array, Engine, Op, MAX_BATCH};
 use super::record;
 use super::routing::Routing;
 use super::syscall::{chain_completed, SyscallEngine};
@@ -200,38 +200,30 @@ pub(crate) fn ensure_available(routing: Routing) -> Result<(), String> {
 /// at most one op for the ring (the common case, a lone read or write, then never looks
 /// up the thread's ring: a thread-local lookup per xRead is measurable next to a
 /// page-cache pread), otherwise on the thread's ring with the syscall-routed ops around it.
-///
-/// # Safety
-/// As [`Engine::perform`].
-pub(crate) unsafe fn perform_routed(
+pub(crate) fn perform_routed(
     routing: Routing,
-    ops: &[Op],
+    ops: &mut [Op<'_>],
     results: &mut [i32],
 ) -> Result<u64, i32> {
     // A replaced read/write/sync call must see every op: the ring would bypass it.
     if routing.all_by_syscall(ops) || crate::sys::calls::io_replaced() {
-        // SAFETY: forwarded caller contract.
-        return unsafe { SyscallEngine.perform(ops, results) };
+        return SyscallEngine.perform(ops, results);
     }
-    // SAFETY: forwarded caller contract.
-    with_thread_ring(routing.sqpoll, |ring| unsafe {
+    with_thread_ring(routing.sqpoll, |ring| {
         ring.perform_with(ops, results, routing)
     })
 }
 
 /// Performs every op on this thread's ring (its SQPOLL ring with `sqpoll`), and panics
-/// once the kernel holds them, before reaping them: `FaultKind::PanicInFlight`.
-///
-/// # Safety
-/// As [`Engine::perform`].
+/// once the kernel holds them, before reaping them: `FaultKind::PanicInFlight`. The
+/// panic aborts the process (`AbortOnUnwind`): it never returns to the buffers' owner.
 #[cfg(feature = "test-support")]
-pub(crate) unsafe fn perform_on_ring_and_panic_in_flight(
+pub(crate) fn perform_on_ring_and_panic_in_flight(
     sqpoll: bool,
-    ops: &[Op],
+    ops: &mut [Op<'_>],
     results: &mut [i32],
 ) -> Result<u64, i32> {
-    // SAFETY: forwarded caller contract.
-    with_thread_ring(sqpoll, |ring| unsafe {
+    with_thread_ring(sqpoll, |ring| {
         ring.perform_on_ring_or_panic::<true>(ops, results)
     })
 }
@@ -379,7 +371,7 @@ fn explain_sqpoll_failure(errno: i32) -> String {
 /// The sync op at `index` as a plain, unlinked `Sync`, for running apart from the writes
 /// before it: a `SyncAfterWrites` whose writes did not all complete (their `results` are
 /// final) is cancelled instead, as a broken link would be, and `None` returned.
-fn unlinked_sync(ops: &[Op], results: &mut [i32], index: usize) -> Option<Op> {
+fn unlinked_sync(ops: &[Op<'_>], results: &mut [i32], index: usize) -> Option<Op<'static>> {
     match ops[index] {
         Op::SyncAfterWrites { fd, data_only } => {
             if chain_completed(ops, &results[..index], index, fd) {
@@ -389,8 +381,8 @@ fn unlinked_sync(ops: &[Op], results: &mut [i32], index: usize) -> Option<Op> {
                 None
             }
         }
-        sync @ Op::Sync { .. } => Some(sync),
-        other => unreachable!("not a sync: {other:?}"),
+        Op::Sync { fd, data_only } => Some(Op::Sync { fd, data_only }),
+        ref other => unreachable!("not a sync: {other:?}"),
     }
 }
 
@@ -431,7 +423,7 @@ impl Ring {
 
     /// Registers the arena slots `ops` write from that this ring has not registered yet
     /// (after setting up the sparse table, the first time the region is published).
-    fn register_fixed_buffers(&mut self, ops: &[Op]) {
+    fn register_fixed_buffers(&mut self, ops: &[Op<'_>]) {
         if self.fixed_buffers == FixedBuffers::NotYet {
             let Some(region) = fixed_region() else {
                 if buffer_registration_switched_off() {
@@ -463,10 +455,10 @@ impl Ring {
             return;
         };
         for op in ops {
-            let Op::Write { buf, len, .. } = *op else {
+            let Op::Write { buf, .. } = op else {
                 continue;
             };
-            let Some(slot) = region.slot_of(buf, len as usize) else {
+            let Some(slot) = region.slot_of(buf.as_ptr(), buf.len()) else {
                 continue;
             };
             let bit = 1u64 << slot;
@@ -478,8 +470,8 @@ impl Ring {
                 iov_len: region.slot_bytes,
             };
             // SAFETY: the region is never freed or moved while the process runs (the
-            // registered-buffer rule in io/fixed.rs, and `publish_fixed_region`'s
-            // contract), so the slot outlives this ring's registration.
+            // registered-buffer rule in io/fixed.rs: `publish_fixed_region` takes only a
+            // `&'static` region), so the slot outlives this ring's registration.
             match unsafe {
                 self.ring
                     .submitter()
@@ -497,37 +489,34 @@ impl Ring {
         };
     }
 
-    fn entry_for(&mut self, op: &Op) -> io_uring::squeue::Entry {
+    /// The entry for `op`: its buffer's address and length, taken from the op's borrow
+    /// (`&mut` for a read, which the kernel writes through).
+    fn entry_for(&mut self, op: &mut Op<'_>) -> io_uring::squeue::Entry {
+        let len = op.buffer_len();
         match *op {
-            Op::Write {
-                fd,
-                buf,
-                len,
-                offset,
-            } if self.fixed_buffers.buffer_of(buf, len).is_some() => {
+            Op::Write { fd, buf, offset }
+                if self.fixed_buffers.buffer_of(buf.as_ptr(), len).is_some() =>
+            {
                 #[cfg(feature = "test-support")]
                 {
                     self.fixed_writes += 1;
                 }
-                let index = self.fixed_buffers.buffer_of(buf, len).unwrap_or_default();
-                opcode::WriteFixed::new(types::Fd(fd), buf, len, index)
+                let index = self
+                    .fixed_buffers
+                    .buffer_of(buf.as_ptr(), len)
+                    .unwrap_or_default();
+                opcode::WriteFixed::new(types::Fd(fd), buf.as_ptr(), len, index)
                     .offset(offset)
                     .build()
             }
             Op::Read {
                 fd,
-                buf,
-                len,
+                ref mut buf,
                 offset,
-            } => opcode::Read::new(types::Fd(fd), buf, len)
+            } => opcode::Read::new(types::Fd(fd), buf.as_mut_ptr(), len)
                 .offset(offset)
                 .build(),
-            Op::Write {
-                fd,
-                buf,
-                len,
-                offset,
-            } => opcode::Write::new(types::Fd(fd), buf, len)
+            Op::Write { fd, buf, offset } => opcode::Write::new(types::Fd(fd), buf.as_ptr(), len)
                 .offset(offset)
                 .build(),
             Op::Sync { fd, data_only } | Op::SyncAfterWrites { fd, data_only } => {
@@ -573,7 +562,7 @@ impl Ring {
     /// here and by later batches ([`Ring::reap_prefetches`]). A range longer than the sink
     /// is read in pieces; ops beyond `MAX_PREFETCHES_IN_FLIGHT` are dropped (a prefetch
     /// only changes speed). Returns the kernel entries made (one).
-    fn submit_prefetch(&mut self, ops: &[Op]) -> Result<u64, i32> {
+    fn submit_prefetch(&mut self, ops: &[Op<'_>]) -> Result<u64, i32> {
         let mut kernel_entries = 0;
         self.reap_prefetches();
         if self.prefetches_in_flight >= MAX_PREFETCHES_IN_FLIGHT {
@@ -592,7 +581,7 @@ impl Ring {
             let mut done = 0u32;
             while done < len && self.prefetches_in_flight < MAX_PREFETCHES_IN_FLIGHT {
                 let entry = self
-                    .entry_for(&Op::Prefetch {
+                    .entry_for(&mut Op::Prefetch {
                         fd,
                         offset: offset + u64::from(done),
                         len: 1,
@@ -691,9 +680,8 @@ impl Ring {
 }
 
 impl Engine for Ring {
-    unsafe fn perform(&mut self, ops: &[Op], results: &mut [i32]) -> Result<u64, i32> {
-        // SAFETY: forwarded caller contract.
-        unsafe { self.perform_with(ops, results, Routing::ALL_RING) }
+    fn perform(&mut self, ops: &mut [Op<'_>], results: &mut [i32]) -> Result<u64, i32> {
+        self.perform_with(ops, results, Routing::ALL_RING)
     }
 }
 
@@ -703,76 +691,77 @@ impl Ring {
     /// syncs routed to syscalls last, after the ring ops. A `SyncAfterWrites` whose writes
     /// did not go to the ring with it runs as a plain sync when they all completed, and is
     /// cancelled otherwise, as a broken link would be.
-    ///
-    /// # Safety
-    /// As [`Engine::perform`].
-    pub(crate) unsafe fn perform_with(
+    pub(crate) fn perform_with(
         &mut self,
-        ops: &[Op],
+        ops: &mut [Op<'_>],
         results: &mut [i32],
         routing: Routing,
     ) -> Result<u64, i32> {
         let ring_ops = ops.iter().filter(|op| !routing.bypasses(op)).count();
         if routing.all_by_syscall(ops) {
-            // SAFETY: forwarded caller contract.
-            return unsafe { SyscallEngine.perform(ops, results) };
+            return SyscallEngine.perform(ops, results);
         }
         if ring_ops == ops.len() {
-            // SAFETY: forwarded caller contract.
-            return unsafe { self.perform_on_ring(ops, results) };
+            return self.perform_on_ring(ops, results);
         }
         let mut kernel_entries = 0u64;
-        let mut rest = [Op::Sync {
-            fd: -1,
-            data_only: true,
-        }; MAX_BATCH];
+        // The ring's part: which ops, in order, and for a `SyncAfterWrites` the plain sync
+        // that stands in for it.
         let mut rest_index = [0usize; MAX_BATCH];
+        let mut stand_ins: [Option<Op<'static>>; MAX_BATCH] = std::array::from_fn(|_| None);
         let mut rest_count = 0usize;
         // Syncs routed to syscalls run last, after the ring ops they may depend on.
         let mut deferred_syncs = [0usize; MAX_BATCH];
         let mut deferred_count = 0usize;
         for index in 0..ops.len() {
-            match ops[index] {
-                Op::Sync { .. } | Op::SyncAfterWrites { .. } if routing.bypasses(&ops[index]) => {
+            let bypasses = routing.bypasses(&ops[index]);
+            let stand_in = match ops[index] {
+                Op::Sync { .. } | Op::SyncAfterWrites { .. } if bypasses => {
                     deferred_syncs[deferred_count] = index;
                     deferred_count += 1;
                     continue;
                 }
-                ref op if routing.bypasses(op) => {
+                _ if bypasses => {
                     let mut one = [0i32];
-                    // SAFETY: the caller keeps the buffer valid for this call.
-                    unsafe { SyscallEngine.perform(&ops[index..index + 1], &mut one) }?;
+                    SyscallEngine.perform(&mut ops[index..index + 1], &mut one)?;
                     results[index] = one[0];
                     kernel_entries += 1;
                     continue;
                 }
                 Op::SyncAfterWrites { .. } => match unlinked_sync(ops, results, index) {
-                    Some(sync) => rest[rest_count] = sync,
+                    Some(sync) => Some(sync),
                     None => continue,
                 },
-                other => rest[rest_count] = other,
-            }
+                _ => None,
+            };
             assert!(rest_count < MAX_BATCH, "batches are at most MAX_BATCH ops");
             rest_index[rest_count] = index;
+            stand_ins[rest_count] = stand_in;
             rest_count += 1;
         }
         if rest_count > 0 {
+            // Each op of the ring's part borrows its buffer from `ops` until it is reaped.
+            let mut rest = batch_array(-1);
+            let mut slot = 0;
+            for (index, op) in ops.iter_mut().enumerate() {
+                if slot < rest_count && rest_index[slot] == index {
+                    rest[slot] = stand_ins[slot].take().unwrap_or_else(|| op.reborrow());
+                    slot += 1;
+                }
+            }
             let mut rest_results = [0i32; MAX_BATCH];
-            // SAFETY: the remaining ops carry the caller's buffers unchanged.
-            kernel_entries += unsafe {
-                self.perform_on_ring(&rest[..rest_count], &mut rest_results[..rest_count])
-            }?;
+            kernel_entries +=
+                self.perform_on_ring(&mut rest[..rest_count], &mut rest_results[..rest_count])?;
             for (slot, &index) in rest_index[..rest_count].iter().enumerate() {
                 results[index] = rest_results[slot];
             }
         }
         for &index in &deferred_syncs[..deferred_count] {
-            let Some(sync) = unlinked_sync(ops, results, index) else {
+            let Some(mut sync) = unlinked_sync(ops, results, index) else {
                 continue;
             };
             let mut one = [0i32];
-            // SAFETY: a sync carries no buffer.
-            unsafe { SyscallEngine.perform(&[sync], &mut one) }?;
+            SyscallEngine.perform(std::slice::from_mut(&mut sync), &mut one)?;
             results[index] = one[0];
             kernel_entries += 1;
         }
@@ -780,23 +769,22 @@ impl Ring {
     }
 
     /// Submits every op to the ring and reaps every completion.
-    ///
-    /// # Safety
-    /// As [`Engine::perform`].
-    unsafe fn perform_on_ring(&mut self, ops: &[Op], results: &mut [i32]) -> Result<u64, i32> {
-        // SAFETY: forwarded caller contract.
-        unsafe { self.perform_on_ring_or_panic::<false>(ops, results) }
+    fn perform_on_ring(&mut self, ops: &mut [Op<'_>], results: &mut [i32]) -> Result<u64, i32> {
+        self.perform_on_ring_or_panic::<false>(ops, results)
     }
 
     /// [`Ring::perform_on_ring`]; with `PANIC_IN_FLIGHT` (only instantiated for
     /// `FaultKind::PanicInFlight`, so the ordinary engine carries no trace of it), it
-    /// hands the first ops to the kernel and panics before reaping them.
+    /// hands the first ops to the kernel and panics before reaping them (which aborts:
+    /// `AbortOnUnwind`).
     ///
-    /// # Safety
-    /// As [`Engine::perform`].
-    unsafe fn perform_on_ring_or_panic<const PANIC_IN_FLIGHT: bool>(
+    /// The buffer-lifetime rule is kept here: the ops' buffers are borrowed (`&mut`) for
+    /// this whole call, and it returns only once every completion of the batch is reaped;
+    /// a panic or a failed `io_uring_enter` while the kernel may hold a buffer aborts the
+    /// process instead of returning.
+    fn perform_on_ring_or_panic<const PANIC_IN_FLIGHT: bool>(
         &mut self,
-        ops: &[Op],
+        ops: &mut [Op<'_>],
         results: &mut [i32],
     ) -> Result<u64, i32> {
         // Only prefetch reads may still be in flight between batches.
@@ -837,8 +825,8 @@ impl Ring {
         while next < ops.len() || in_flight > 0 {
             {
                 while next < ops.len() && !self.ring.submission().is_full() {
-                    let op = &ops[next];
-                    if let (Op::Truncate { fd, len }, false) = (op, self.has_ftruncate) {
+                    let op = &mut ops[next];
+                    if let (Op::Truncate { fd, len }, false) = (&*op, self.has_ftruncate) {
                         // IORING_OP_FTRUNCATE needs Linux 6.9.
                         results[next] = Self::truncate_by_syscall(*fd, *len);
                         kernel_entries += 1;
@@ -855,9 +843,11 @@ impl Ring {
                         {
                             self.linked_syncs += 1;
                         }
-                        // SAFETY: the buffers named by `entry` stay valid until this
-                        // function returns (caller contract), and it returns only after
-                        // reaping this entry's completion. A WRITE_FIXED entry names a
+                        // SAFETY: the buffer named by `entry` is borrowed by `ops` for this
+                        // whole call (`&mut`, so nothing else touches it), and this
+                        // function returns only after reaping this entry's completion; a
+                        // panic before that aborts (`in_flight_guard`), as does a failed
+                        // enter with entries in the kernel. A WRITE_FIXED entry names a
                         // range of the registered arena, which outlives the ring.
                         if unsafe { self.ring.submission().push(&entry) }.is_err() {
                             fatal("ring submission queue full after checking it was not");
@@ -1177,8 +1167,8 @@ fn placement_on_this_thread(
                 // every other block, as a commit's pages lie apart.
                 let block = if prepared_bytes > 0 { 2 * i } else { i };
                 let offset = block * PLACEMENT_BLOCK_BYTES;
-                // SAFETY: the pointer stays inside the buffer, which outlives the batch.
-                let buf = unsafe { buffer.prefix(buffer.capacity()).as_ptr().add(offset) };
+                // Inside the buffer, which outlives the batch.
+                let buf = buffer.prefix(buffer.capacity())[offset..].as_ptr();
                 opcode::Write::new(types::Fd(fd), buf, PLACEMENT_BLOCK_BYTES as u32)
                     .offset(offset as u64)
                     .build()

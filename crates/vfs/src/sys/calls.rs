@@ -461,7 +461,8 @@ pub(crate) fn geteuid() -> libc::uid_t {
 /// mmap(2) of `len` bytes of `fd` at `offset`, at an address the kernel chooses: a new
 /// mapping, which overlaps no memory in use (so `flags` must not hold MAP_FIXED). The
 /// caller unmaps it with [`munmap`] once nothing points into it; `MAP_FAILED` on failure.
-pub(crate) fn mmap(
+/// Only [`super::Mapping`] maps: it owns what it maps and unmaps it once.
+pub(super) fn mmap(
     len: libc::size_t,
     prot: c_int,
     flags: c_int,
@@ -483,7 +484,7 @@ pub(crate) fn mmap(
 /// # Safety
 /// `addr` and `len` must be a mapping made by [`mmap`] (or a whole part of one), and no
 /// reference or pointer into it may be used afterwards.
-pub(crate) unsafe fn munmap(addr: *mut c_void, len: libc::size_t) -> c_int {
+pub(super) unsafe fn munmap(addr: *mut c_void, len: libc::size_t) -> c_int {
     // SAFETY: `Munmap` is the entry's C signature; the caller keeps the contract above.
     unsafe { function::<Munmap>(MUNMAP)(addr, len) }
 }

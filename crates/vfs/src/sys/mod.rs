@@ -1,8 +1,8 @@
 //! System-call helpers every layer uses: descriptors opened the way os_unix.c opens
 //! them, owned and closed by the types of [`fd`], `stat` wrappers, the filesystem a
 //! descriptor lives on (`Filesystem`), directory names, the page-aligned buffer of
-//! O_DIRECT I/O, and the few process-wide calls (anonymous memory, `atexit`,
-//! `pthread_atfork`, `uname`, `gettid`) the layers above make. Every system call on a
+//! O_DIRECT I/O, the memory the VFS maps ([`mapping`]), and the few process-wide calls
+//! (`atexit`, `pthread_atfork`, `uname`, `gettid`) the layers above make. Every system call on a
 //! file goes through [`calls`], the table tests can replace calls in. A leaf: it names no
 //! other module of the crate but `ffi`.
 //!
@@ -11,6 +11,7 @@
 
 pub mod calls;
 pub(crate) mod fd;
+pub(crate) mod mapping;
 pub(crate) mod page_cache;
 
 use std::ffi::{c_int, CStr, CString};
@@ -18,6 +19,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 
 pub(crate) use calls::{last_errno, UNKNOWN_ERRNO};
 pub(crate) use fd::{flock, DbFd, Fd};
+pub(crate) use mapping::{Mapping, Slot, SlotRegion};
 
 /// os_unix.c SQLITE_MINIMUM_FILE_DESCRIPTOR: never put a database on fd 0, 1 or 2, where
 /// a stray `printf` could overwrite it.
@@ -226,27 +228,6 @@ pub(crate) fn random_bytes(buf: &mut [u8]) -> bool {
     // borrowed for the call.
     let got = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
     got == buf.len() as isize
-}
-
-/// Reserves `len_bytes` of anonymous, private, zero-filled memory that costs nothing
-/// until written (MAP_NORESERVE) and is never unmapped; `None` when the kernel refuses.
-pub(crate) fn reserve_anonymous_memory(len_bytes: usize) -> Option<std::ptr::NonNull<u8>> {
-    // SAFETY: a new private mapping at an address the kernel chooses: it overlaps no
-    // memory in use.
-    let start = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len_bytes,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    if start == libc::MAP_FAILED {
-        return None;
-    }
-    std::ptr::NonNull::new(start.cast())
 }
 
 /// Runs `f` at a normal process exit (atexit(3)); false if it could not be registered.
