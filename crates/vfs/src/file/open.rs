@@ -10,6 +10,7 @@ use crate::config::UriOptions;
 use crate::direct::{DirectFile, WalDirect};
 use crate::error::Failure;
 use crate::ffi::*;
+use crate::flush_point::{FlushPoints, FlushRole};
 use crate::io::{EngineKind, FileRole};
 use crate::lock::DbLock;
 use crate::mmap::MemoryMap;
@@ -57,6 +58,19 @@ impl FileOptions {
             direct,
             uri,
         })
+    }
+}
+
+/// What a file of xOpen's SQLITE_OPEN_* type is to its flush points.
+fn flush_role(file_type: c_int) -> FlushRole {
+    if file_type & SQLITE_OPEN_MAIN_DB != 0 {
+        FlushRole::Database
+    } else if file_type & (SQLITE_OPEN_MAIN_JOURNAL | SQLITE_OPEN_TEMP_JOURNAL) != 0 {
+        FlushRole::Journal
+    } else if file_type & SQLITE_OPEN_WAL != 0 {
+        FlushRole::Wal
+    } else {
+        FlushRole::Other
     }
 }
 
@@ -407,22 +421,11 @@ impl File {
             id,
             queue: Some(queue),
             descriptor,
-            is_wal: file_type & SQLITE_OPEN_WAL != 0,
             carries_locks: file_type & SQLITE_OPEN_MAIN_DB != 0,
-
-            is_journal: file_type & (SQLITE_OPEN_MAIN_JOURNAL | SQLITE_OPEN_TEMP_JOURNAL) != 0,
-            last_write_end: -1,
-            last_write_len: 0,
             write_behind: options.uri.write_behind,
+            flush_points: FlushPoints::new(flush_role(file_type)),
             sync_plan: options.uri.sync_plan,
-            commit_frame_pending: false,
-            in_checkpoint: false,
-            commit_pages: false,
             wal_direct,
-            wal_commit: super::WalCommit::Idle,
-            after_commit_sync: false,
-            call_number: 0,
-            last_read: None,
             path: (!name.is_null()).then_some(path),
             direct,
             engine,
