@@ -7,8 +7,8 @@
 //! asks the engine whether a lone read may be a plain `pread`.
 //!
 //! * `open.rs` — xOpen: URI options, the mode and owner of a new file, temporary files;
-//! * `rw.rs` — xRead, xWrite (and which writes must reach the kernel before xWrite
-//!   returns), xTruncate, xSync, xFileSize;
+//! * `rw.rs` — xRead, xWrite (queued, or written before it returns where the file's
+//!   flush points say so: `flush_point.rs`), xTruncate, xSync, xFileSize;
 //! * `control.rs` — locks, file controls, `PRAGMA io_uring_stats`, shared memory,
 //!   memory-mapped pages.
 
