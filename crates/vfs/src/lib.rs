@@ -26,6 +26,7 @@ mod btree_page;
 mod config;
 mod error;
 mod ffi;
+mod flush_point;
 mod stats;
 mod sys;
 pub mod trace;

@@ -221,11 +221,11 @@ impl File {
             // then publishes nBackfill, so nothing may still be queued by then.
             FileControl::CheckpointStart => {
                 self.flush_queue(self.as_writer())?;
-                self.in_checkpoint = true;
+                self.flush_points.checkpoint_start();
                 return Ok(ControlReply::NotFound);
             }
             FileControl::CheckpointDone => {
-                self.in_checkpoint = false;
+                self.flush_points.checkpoint_done();
                 self.flush_queue(write_behind::Caller::Quiet)?;
                 return Ok(ControlReply::NotFound);
             }

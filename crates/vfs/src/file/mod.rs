@@ -7,8 +7,8 @@
 //! asks the engine whether a lone read may be a plain `pread`.
 //!
 //! * `open.rs` — xOpen: URI options, the mode and owner of a new file, temporary files;
-//! * `rw.rs` — xRead, xWrite (and which writes must reach the kernel before xWrite
-//!   returns), xTruncate, xSync, xFileSize;
+//! * `rw.rs` — xRead, xWrite (queued, or written before it returns where the file's
+//!   flush points say so: `flush_point.rs`), xTruncate, xSync, xFileSize;
 //! * `control.rs` — locks, file controls, `PRAGMA io_uring_stats`, shared memory,
 //!   memory-mapped pages.
 
@@ -23,6 +23,7 @@ use crate::config::{SyncMode, SyncPlan};
 use crate::direct::{DirectFile, WalDirect};
 use crate::error::Failure;
 use crate::ffi::SQLITE_LOCK_EXCLUSIVE;
+use crate::flush_point::{CallKind, CommitSync, FlushPoints};
 use crate::io::{EngineKind, Submitter};
 use crate::lock::DbLock;
 use crate::mmap::MemoryMap;
@@ -34,23 +35,6 @@ use crate::trace::FileLabel;
 use crate::vfs::VfsState;
 use crate::write_behind;
 
-/// Where a WAL commit stands, by the thread's call numbers: the commit frame's page
-/// flushed at call N (then padding frames at N+1, …), then the WAL's xSync at once.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum WalCommit {
-    Idle,
-    Flushed(u64),
-    Synced(u64),
-}
-
-/// What kind of file-method call [`File::note_call`] sees.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum CallKind {
-    Write,
-    Sync,
-    Other,
-}
-
 /// Distinguishes files in the write-behind queue (fds are reused after close).
 static NEXT_FILE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
@@ -59,13 +43,9 @@ pub(crate) struct File {
     id: u64,
     /// The buffered descriptor (I/O names it by number: [`File::fd`]).
     descriptor: Descriptor,
-    is_wal: bool,
-    /// A rollback journal (main or temp): queued writes never span a journal record.
-    is_journal: bool,
-    /// End offset and length of this file's previous write, to recognise record ends.
-    last_write_end: i64,
-    last_write_len: usize,
     write_behind: bool,
+    /// Which writes must reach the kernel before xWrite returns (`flush_point.rs`).
+    flush_points: FlushPoints,
     sync_plan: SyncPlan,
     /// A main database: SQLite's locks live on it (see `lock::close_preserving_process_locks`).
     carries_locks: bool,
@@ -73,13 +53,6 @@ pub(crate) struct File {
     /// a super-journal), found once at open. `None` only while the file is dropped.
     queue: Option<std::sync::Arc<write_behind::Queue>>,
 
-    /// The last write was a WAL commit-frame header: its page must be flushed at once.
-    commit_frame_pending: bool,
-    /// Between SQLITE_FCNTL_CKPT_START and CKPT_DONE: writes go straight through.
-    in_checkpoint: bool,
-    /// A main database whose commit is writing its pages: opened by the write of page 1,
-    /// closed by any other call on this file (`rw.rs`, "Pages outside a commit").
-    commit_pages: bool,
     /// Full path; `None` for anonymous temporary files.
     path: Option<String>,
     /// The O_DIRECT descriptor of a main database opened with `uring_direct=on`.
@@ -87,14 +60,6 @@ pub(crate) struct File {
     /// The O_DIRECT side of a WAL opened with `uring_wal_direct=on` (shared with the
     /// write-behind queue, which flushes through it).
     wal_direct: Option<std::sync::Arc<std::sync::Mutex<WalDirect>>>,
-    /// Where a WAL commit stands, by this thread's call numbers (`note_call`).
-    wal_commit: WalCommit,
-    /// This write finishes a frame after the commit's sync (`psow=0`): write it at once.
-    after_commit_sync: bool,
-    /// This thread's number of the call in progress on this file (`note_call`).
-    call_number: u64,
-    /// A WAL's last xRead: its offset and call number (a checksum rewrite follows one).
-    last_read: Option<(i64, u64)>,
     engine: EngineKind,
     sync_mode: SyncMode,
     lock: DbLock,
@@ -206,51 +171,14 @@ impl File {
             .log_os_error(code, call, self.path.as_deref().unwrap_or(""), errno);
     }
 
-    /// Before every call on the file (`number`: this thread's call count). Any call but
-    /// xWrite ends a commit's run of page writes, and tells an O_DIRECT WAL whether its
-    /// last commit was synced at once (the next call on any file was this file's xSync,
-    /// as in `synchronous=FULL`; a checkpoint's sync comes after other calls).
-    ///
-    /// With `psow=0` SQLite pads a synced WAL commit to a sector boundary with copies of
-    /// the commit frame and syncs at the boundary, inside the frame that straddles it
-    /// (wal.c `walWriteToLog`): the rest of that frame is written right after the sync
-    /// and published with the commit, with no call in between, so those writes go at
-    /// once (`after_commit_sync`).
+    /// Before every call on the file (`number`: this thread's call count): the flush
+    /// points' state sees it (`flush_point.rs`), and an O_DIRECT WAL learns whether its
+    /// last commit was synced at once.
     pub(crate) fn note_call(&mut self, number: u64, kind: CallKind) {
-        self.call_number = number;
-        if kind != CallKind::Write {
-            self.commit_pages = false;
+        let commit_sync = self.flush_points.call(number, kind);
+        if let (Some(sync), Some(wal)) = (commit_sync, &self.wal_direct) {
+            crate::lock::lock_ignoring_poison(wal).set_pays(sync == CommitSync::Immediate);
         }
-        self.after_commit_sync = false;
-        let at_once = |call: u64| call + 1 == number;
-        self.wal_commit = match (self.wal_commit, kind) {
-            (WalCommit::Idle, _) => WalCommit::Idle,
-            // Padding frames before the sync.
-            (WalCommit::Flushed(call), CallKind::Write) if at_once(call) => {
-                WalCommit::Flushed(number)
-            }
-            (WalCommit::Flushed(call), kind) => {
-                let synced = kind == CallKind::Sync && at_once(call);
-                if let Some(wal) = &self.wal_direct {
-                    crate::lock::lock_ignoring_poison(wal).set_pays(synced);
-                }
-                if synced {
-                    WalCommit::Synced(number)
-                } else {
-                    WalCommit::Idle
-                }
-            }
-            (WalCommit::Synced(call), CallKind::Write) if at_once(call) => {
-                self.after_commit_sync = true;
-                WalCommit::Synced(number)
-            }
-            (WalCommit::Synced(_), _) => WalCommit::Idle,
-        };
-    }
-
-    /// The write in progress flushed a WAL commit (its commit frame's page).
-    fn note_commit_flushed(&mut self) {
-        self.wal_commit = WalCommit::Flushed(self.call_number);
     }
 
     /// Opened with `nolock=1`: no OS locks and no shared memory (os_unix.c's

@@ -1,21 +1,28 @@
 //! xOpen: the file's options from its URI, its engine, the mode and owner of a file it
-//! creates, and temporary files, as os_unix.c unixOpen does them.
+//! creates, and temporary files, as os_unix.c unixOpen does them. `File::open` runs the
+//! steps in os_unix.c's order: xOpen's flags decoded (`OpenFlags`), the path or an
+//! anonymous temporary file (`path_or_anonymous`), the options and an engine that can
+//! run (`FileOptions::for_open`), the mode of a new file (`File::create_mode`), the
+//! descriptor with its read-only fallback (`open_descriptor`), the O_DIRECT descriptors
+//! (`open_direct_sides`), the descriptor's owner and lock state (`attach_descriptor`),
+//! and the write-behind queue (`queue_of`).
 
-use std::ffi::{c_int, CString};
+use std::ffi::{c_int, CStr, CString};
 use std::os::fd::{AsFd, AsRawFd};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::api::OpenName;
 use crate::config::UriOptions;
-use crate::direct::{DirectFile, WalDirect};
+use crate::direct::{DirectFile, DirectOpenError, WalDirect};
 use crate::error::Failure;
 use crate::ffi::*;
+use crate::flush_point::{FlushPoints, FlushRole};
 use crate::io::{EngineKind, FileRole};
 use crate::lock::DbLock;
 use crate::mmap::MemoryMap;
 use crate::stats::SharedStats;
 use crate::sys::{
-    calls, give_created_mode, open_above_stdio, stat_path, DbFd, Filesystem, DEFAULT_FILE_MODE,
+    calls, give_created_mode, open_above_stdio, stat_path, DbFd, Fd, Filesystem, DEFAULT_FILE_MODE,
 };
 use crate::vfs::VfsState;
 use crate::write_behind;
@@ -57,6 +64,56 @@ impl FileOptions {
             direct,
             uri,
         })
+    }
+
+    /// The options of the file xOpen opens at `path`, with an engine that can run: a
+    /// URI parameter SQLite cannot use, or io_uring unavailable without
+    /// `uring_fallback=syscall`, fails the open with the reason in SQLite's log.
+    fn for_open(
+        vfs: &'static VfsState,
+        name: OpenName<'_>,
+        file_type: c_int,
+        path: &str,
+    ) -> Result<FileOptions, Failure> {
+        let mut options = match FileOptions::read(vfs, name, file_type) {
+            Ok(options) => options,
+            Err(message) => {
+                vfs.api.log(
+                    SQLITE_CANTOPEN,
+                    &format!("sqlite-uring: cannot open {path}: {message}"),
+                );
+                return Err(Failure::CantOpen(libc::EINVAL));
+            }
+        };
+        if let Err(reason) = options.engine.ensure_available() {
+            if options.fallback_to_syscall {
+                vfs.api.log(
+                    SQLITE_WARNING,
+                    &format!("sqlite-uring: {path}: io_uring unavailable, using plain syscalls as requested: {reason}"),
+                );
+                options.engine = EngineKind::Syscall;
+            } else {
+                vfs.api.log(
+                    SQLITE_CANTOPEN,
+                    &format!("sqlite-uring: cannot open {path}: {reason}"),
+                );
+                return Err(Failure::CantOpen(libc::ENOSYS));
+            }
+        }
+        Ok(options)
+    }
+}
+
+/// What a file of xOpen's SQLITE_OPEN_* type is to its flush points.
+fn flush_role(file_type: c_int) -> FlushRole {
+    if file_type & SQLITE_OPEN_MAIN_DB != 0 {
+        FlushRole::Database
+    } else if file_type & (SQLITE_OPEN_MAIN_JOURNAL | SQLITE_OPEN_TEMP_JOURNAL) != 0 {
+        FlushRole::Journal
+    } else if file_type & SQLITE_OPEN_WAL != 0 {
+        FlushRole::Wal
+    } else {
+        FlushRole::Other
     }
 }
 
@@ -108,6 +165,288 @@ fn temp_file_name_in(directory: &str) -> String {
     format!("{directory}/etilqs_{:016x}", u64::from_le_bytes(random))
 }
 
+/// xOpen's flags, decoded once.
+struct OpenFlags {
+    flags: c_int,
+    /// The SQLITE_OPEN_* type bits (main database, journal, WAL, …).
+    file_type: c_int,
+    is_delete: bool,
+    is_create: bool,
+    is_exclusive: bool,
+    is_readwrite: bool,
+    /// A journal or WAL being created: its first xSync also syncs its directory.
+    is_new_journal: bool,
+}
+
+impl OpenFlags {
+    fn decode(flags: c_int) -> OpenFlags {
+        let file_type = flags & 0x0FFF_FF00;
+        let is_create = flags & SQLITE_OPEN_CREATE != 0;
+        OpenFlags {
+            flags,
+            file_type,
+            is_delete: flags & SQLITE_OPEN_DELETEONCLOSE != 0,
+            is_create,
+            is_exclusive: flags & SQLITE_OPEN_EXCLUSIVE != 0,
+            is_readwrite: flags & SQLITE_OPEN_READWRITE != 0,
+            is_new_journal: is_create
+                && [
+                    SQLITE_OPEN_SUPER_JOURNAL,
+                    SQLITE_OPEN_MAIN_JOURNAL,
+                    SQLITE_OPEN_WAL,
+                ]
+                .contains(&(file_type & !SQLITE_OPEN_NOFOLLOW)),
+        }
+    }
+
+    /// Whether the file is of one of these SQLITE_OPEN_* types.
+    fn is(&self, types: c_int) -> bool {
+        self.file_type & types != 0
+    }
+
+    /// open(2)'s flags.
+    fn os_flags(&self) -> c_int {
+        let mut os_flags = libc::O_CLOEXEC
+            | if self.is_readwrite {
+                libc::O_RDWR
+            } else {
+                libc::O_RDONLY
+            };
+        if self.is_create {
+            os_flags |= libc::O_CREAT;
+        }
+        if self.is_exclusive {
+            os_flags |= libc::O_EXCL;
+        }
+        // os_unix.c unixOpen opens every file O_NOFOLLOW, whatever SQLITE_OPEN_NOFOLLOW
+        // says: the main database's name has had its symlinks resolved by xFullPathname
+        // already, so a symlink here is one planted at a journal, WAL or temp-file name.
+        os_flags | libc::O_NOFOLLOW
+    }
+}
+
+/// The file's path, or for an anonymous file a temporary one's. os_unix.c unixOpen: on
+/// Linux an anonymous temporary file is an O_TMPFILE inode that never has a name
+/// (returned open), so no other process can open it and nothing is left to unlink; a
+/// named file, unlinked at once, only where the filesystem refuses that.
+fn path_or_anonymous(name: OpenName<'_>, open: &OpenFlags) -> (String, Option<Fd>) {
+    if let Some(path) = name.path() {
+        return (path, None);
+    }
+    // SQLite only opens anonymous files as temporary, delete-on-close files.
+    assert!(
+        open.is_delete,
+        "xOpen with a NULL name must be DELETEONCLOSE"
+    );
+    let directory = temp_directory();
+    let mut unnamed_fd = None;
+    if let Ok(c_directory) = cstring(&directory) {
+        let os_flags = libc::O_RDWR | libc::O_EXCL | libc::O_TMPFILE | libc::O_CLOEXEC;
+        unnamed_fd = open_above_stdio(&c_directory, os_flags, PRIVATE_FILE_MODE).ok();
+    }
+    let path = match &unnamed_fd {
+        // Only for messages: the inode has no name.
+        Some(_) => format!("{directory}/(O_TMPFILE)"),
+        None => temp_file_name_in(&directory),
+    };
+    (path, unnamed_fd)
+}
+
+/// Opens the file's descriptor (or takes the O_TMPFILE one already open). Returns it
+/// and the flags SQLite should see: a database we may not write is opened read-only.
+fn open_descriptor(
+    vfs: &VfsState,
+    path: &str,
+    c_path: &CStr,
+    open: &OpenFlags,
+    mode: libc::mode_t,
+    unnamed_fd: Option<Fd>,
+) -> Result<(Fd, c_int), Failure> {
+    let os_flags = open.os_flags();
+    let effective_mode = if mode == 0 { DEFAULT_FILE_MODE } else { mode };
+    let open_with = |os_flags: c_int| open_above_stdio(c_path, os_flags, effective_mode);
+    let errno = match unnamed_fd.map_or_else(|| open_with(os_flags), Ok) {
+        Ok(fd) => return Ok((fd, open.flags)),
+        Err(errno) => errno,
+    };
+    // Every failed open is logged as os_unix.c unixOpen logs it: "open", the name, and
+    // the errno left by the last call made (for a journal in a directory we may not
+    // write, that of the access(2) that found no file).
+    let log_open = |errno| vfs.api.log_os_error(SQLITE_CANTOPEN, "open", path, errno);
+    if open.is_new_journal && errno == libc::EACCES && calls::access(c_path, libc::F_OK) != 0 {
+        log_open(crate::sys::last_errno());
+        return Err(Failure::ReadonlyDirectory(errno));
+    }
+    if errno != libc::EISDIR && open.is_readwrite {
+        // os_unix.c: a database we may not write is opened read-only.
+        let readonly = (os_flags & !(libc::O_RDWR | libc::O_CREAT)) | libc::O_RDONLY;
+        let out_flags =
+            (open.flags & !(SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)) | SQLITE_OPEN_READONLY;
+        let fd = open_with(readonly).map_err(|errno| {
+            log_open(errno);
+            Failure::CantOpen(errno)
+        })?;
+        Ok((fd, out_flags))
+    } else {
+        log_open(errno);
+        Err(Failure::CantOpen(errno))
+    }
+}
+
+/// A file's O_DIRECT descriptors (at most one of them).
+struct DirectSides {
+    /// A main database's (`direct.rs`, `DirectFile`).
+    database: Option<DirectFile>,
+    /// A WAL's, shared with the write-behind queue, which flushes through it.
+    wal: Option<Arc<Mutex<WalDirect>>>,
+}
+
+/// The file's descriptor, owned as its kind of file requires, with the process's lock
+/// state of the file and its `(st_dev, st_ino)` (a main database's only).
+struct Attached {
+    descriptor: Descriptor,
+    lock: DbLock,
+    identity: Option<(u64, u64)>,
+}
+
+/// The O_DIRECT descriptors of a file opened with them: a main database's
+/// (`uring_direct=on`) or a writable WAL's (`uring_wal_direct=on`). A failure is logged
+/// with its cause; the caller closes the file's descriptor.
+fn open_direct_sides(
+    vfs: &VfsState,
+    path: &str,
+    c_path: &CStr,
+    open: &OpenFlags,
+    direct: bool,
+    uri: &UriOptions,
+    writable: bool,
+) -> Result<DirectSides, Failure> {
+    let refused = |why: DirectOpenError, parameter: &str| {
+        vfs.api.log(
+            SQLITE_CANTOPEN,
+            &format!(
+                "sqlite-uring: cannot open {path}: {}",
+                why.describe(parameter)
+            ),
+        );
+        Failure::CantOpen(why.errno())
+    };
+    let direct = if direct && open.is(SQLITE_OPEN_MAIN_DB) {
+        let direct =
+            DirectFile::open(c_path, writable).map_err(|why| refused(why, "uring_direct"))?;
+        Some(direct)
+    } else {
+        None
+    };
+    // A WAL's synced commits may go O_DIRECT (`uring_wal_direct=on`). It writes
+    // write-behind's flushes: `UriOptions::parse` refuses it without write-behind.
+    debug_assert!(!uri.wal_direct || uri.write_behind);
+    let wal_direct = if uri.wal_direct && open.is(SQLITE_OPEN_WAL) && writable {
+        let wal = WalDirect::open(c_path).map_err(|why| refused(why, "uring_wal_direct"))?;
+        Some(Arc::new(Mutex::new(wal)))
+    } else {
+        None
+    };
+    Ok(DirectSides {
+        database: direct,
+        wal: wal_direct,
+    })
+}
+
+/// Closes the descriptor of a file whose open failed before it was attached, logging a
+/// failed close under its name.
+fn close_unattached(vfs: &VfsState, path: &str, fd: Fd, is_main_db: bool) {
+    let failed_close = |errno| {
+        vfs.api
+            .log_os_error(SQLITE_IOERR_CLOSE, "close", path, errno)
+    };
+    if is_main_db {
+        // A main database's descriptor.
+        DbFd::from(fd).close(failed_close);
+    } else if let Err(errno) = fd.close() {
+        // Nobody locks any other file's.
+        failed_close(errno);
+    }
+}
+
+/// Attaches the file's descriptor to what owns it. A main database is fstat()ed once
+/// here to find its inode, as os_unix.c findInodeInfo does for every main database,
+/// `nolock=1` or not: the inode keys the process's lock state of the file and is what
+/// `has_moved` compares the path with. Its failure fails the open with a plain
+/// SQLITE_IOERR (findInodeInfo's code), not SQLITE_CANTOPEN, and the descriptors
+/// (`direct`'s too) are closed.
+fn attach_descriptor(
+    vfs: &VfsState,
+    path: &str,
+    fd: Fd,
+    open: &OpenFlags,
+    nolock: bool,
+    writable: bool,
+    direct: &mut Option<DirectFile>,
+) -> Result<Attached, Failure> {
+    if !open.is(SQLITE_OPEN_MAIN_DB) {
+        return Ok(Attached {
+            descriptor: Descriptor::Other(fd),
+            lock: DbLock::new(crate::api::DEFAULT_PENDING_BYTE),
+            identity: None,
+        });
+    }
+    // A database's descriptor closes only without dropping the process's POSIX locks on
+    // the file.
+    let fd = DbFd::from(fd);
+    match crate::sys::fstat(fd.as_fd()) {
+        Ok(st) => {
+            let fd = Arc::new(fd);
+            // Only a main database is locked; SQLite's tests move the pending byte
+            // before opening any (moving it with a database open is undefined
+            // behaviour).
+            let lock = if nolock {
+                DbLock::new(vfs.api.pending_byte())
+            } else {
+                DbLock::attach(&fd, &st, writable, vfs.api.pending_byte())
+            };
+            Ok(Attached {
+                descriptor: Descriptor::Database(fd),
+                lock,
+                identity: Some((st.st_dev, st.st_ino)),
+            })
+        }
+        Err(errno) => {
+            let failed_close = |errno| {
+                vfs.api
+                    .log_os_error(SQLITE_IOERR_CLOSE, "close", path, errno)
+            };
+            if let Some(direct) = direct.take() {
+                direct.fd.close(failed_close);
+            }
+            fd.close(failed_close);
+            Err(Failure::Inode(errno))
+        }
+    }
+}
+
+/// The write-behind queue of the file. A main database, its journal and its WAL share a
+/// queue (SQLite orders writes between them); any other file — temporary, transient, a
+/// super-journal — is ordered against nothing else through the queue and gets one of
+/// its own.
+fn queue_of(name: OpenName<'_>, open: &OpenFlags, path: &str, id: u64) -> Arc<write_behind::Queue> {
+    let database = if name.is_null() || open.is_delete {
+        None
+    } else if open.is(SQLITE_OPEN_MAIN_DB) {
+        Some(path)
+    } else if open.is(SQLITE_OPEN_MAIN_JOURNAL) {
+        path.strip_suffix("-journal")
+    } else if open.is(SQLITE_OPEN_WAL) {
+        path.strip_suffix("-wal")
+    } else {
+        None
+    };
+    match database {
+        Some(database) => write_behind::queue_for_database(database),
+        None => write_behind::private_queue(id),
+    }
+}
+
 impl File {
     /// Permission bits (and owner to copy when root) for a file about to be created, as
     /// os_unix.c findCreateFileMode chooses them: a journal's or WAL's database's, a
@@ -154,251 +493,67 @@ impl File {
         name: OpenName<'_>,
         flags: c_int,
     ) -> Result<(File, c_int), Failure> {
-        let file_type = flags & 0x0FFF_FF00;
-        let is_delete = flags & SQLITE_OPEN_DELETEONCLOSE != 0;
-        let is_create = flags & SQLITE_OPEN_CREATE != 0;
-        let is_exclusive = flags & SQLITE_OPEN_EXCLUSIVE != 0;
-        let is_readwrite = flags & SQLITE_OPEN_READWRITE != 0;
-        let is_new_journal = is_create
-            && [
-                SQLITE_OPEN_SUPER_JOURNAL,
-                SQLITE_OPEN_MAIN_JOURNAL,
-                SQLITE_OPEN_WAL,
-            ]
-            .contains(&(file_type & !SQLITE_OPEN_NOFOLLOW));
-        // os_unix.c unixOpen: on Linux an anonymous temporary file is an O_TMPFILE inode
-        // that never has a name, so no other process can open it and nothing is left to
-        // unlink; a named file, unlinked at once, only where the filesystem refuses that.
-        let mut unnamed_fd = None;
-        let path = if let Some(path) = name.path() {
-            path
-        } else {
-            // SQLite only opens anonymous files as temporary, delete-on-close files.
-            assert!(is_delete, "xOpen with a NULL name must be DELETEONCLOSE");
-            let directory = temp_directory();
-            if let Ok(c_directory) = cstring(&directory) {
-                let os_flags = libc::O_RDWR | libc::O_EXCL | libc::O_TMPFILE | libc::O_CLOEXEC;
-                unnamed_fd = open_above_stdio(&c_directory, os_flags, PRIVATE_FILE_MODE).ok();
-            }
-            match &unnamed_fd {
-                // Only for messages: the inode has no name.
-                Some(_) => format!("{directory}/(O_TMPFILE)"),
-                None => temp_file_name_in(&directory),
-            }
-        };
-
-        let options = match FileOptions::read(vfs, name, file_type) {
-            Ok(options) => options,
-            Err(message) => {
-                vfs.api.log(
-                    SQLITE_CANTOPEN,
-                    &format!("sqlite-uring: cannot open {path}: {message}"),
-                );
-                return Err(Failure::CantOpen(libc::EINVAL));
-            }
-        };
-        let mut engine = options.engine;
-        if let Err(reason) = engine.ensure_available() {
-            if options.fallback_to_syscall {
-                vfs.api.log(
-                    SQLITE_WARNING,
-                    &format!("sqlite-uring: {path}: io_uring unavailable, using plain syscalls as requested: {reason}"),
-                );
-                engine = EngineKind::Syscall;
-            } else {
-                vfs.api.log(
-                    SQLITE_CANTOPEN,
-                    &format!("sqlite-uring: cannot open {path}: {reason}"),
-                );
-                return Err(Failure::CantOpen(libc::ENOSYS));
-            }
-        }
-
-        let mut os_flags = libc::O_CLOEXEC
-            | if is_readwrite {
-                libc::O_RDWR
-            } else {
-                libc::O_RDONLY
-            };
-        if is_create {
-            os_flags |= libc::O_CREAT;
-        }
-        if is_exclusive {
-            os_flags |= libc::O_EXCL;
-        }
-        // os_unix.c unixOpen opens every file O_NOFOLLOW, whatever SQLITE_OPEN_NOFOLLOW
-        // says: the main database's name has had its symlinks resolved by xFullPathname
-        // already, so a symlink here is one planted at a journal, WAL or temp-file name.
-        os_flags |= libc::O_NOFOLLOW;
+        let open = OpenFlags::decode(flags);
+        let (path, unnamed_fd) = path_or_anonymous(name, &open);
+        let options = FileOptions::for_open(vfs, name, open.file_type, &path)?;
         let (mode, owner) = File::create_mode(vfs, &path, name, flags)?;
         let c_path = cstring(&path)?;
-        let mut out_flags = flags;
-        let effective_mode = if mode == 0 { DEFAULT_FILE_MODE } else { mode };
-        let open = |os_flags: c_int| open_above_stdio(&c_path, os_flags, effective_mode);
         let is_unnamed = unnamed_fd.is_some();
-        let fd = match unnamed_fd.map_or_else(|| open(os_flags), Ok) {
-            Ok(fd) => fd,
-            Err(errno) => {
-                // Every failed open is logged as os_unix.c unixOpen logs it: "open", the
-                // name, and the errno left by the last call made (for a journal in a
-                // directory we may not write, that of the access(2) that found no file).
-                let log_open = |errno| vfs.api.log_os_error(SQLITE_CANTOPEN, "open", &path, errno);
-                if is_new_journal
-                    && errno == libc::EACCES
-                    && calls::access(&c_path, libc::F_OK) != 0
-                {
-                    log_open(crate::sys::last_errno());
-                    return Err(Failure::ReadonlyDirectory(errno));
-                }
-                if errno != libc::EISDIR && is_readwrite {
-                    // os_unix.c: a database we may not write is opened read-only.
-                    let readonly = (os_flags & !(libc::O_RDWR | libc::O_CREAT)) | libc::O_RDONLY;
-                    out_flags = (flags & !(SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE))
-                        | SQLITE_OPEN_READONLY;
-                    open(readonly).map_err(|errno| {
-                        log_open(errno);
-                        Failure::CantOpen(errno)
-                    })?
-                } else {
-                    log_open(errno);
-                    return Err(Failure::CantOpen(errno));
-                }
-            }
-        };
+        let (fd, out_flags) = open_descriptor(vfs, &path, &c_path, &open, mode, unnamed_fd)?;
         give_created_mode(fd.as_fd(), mode);
         if let Some((uid, gid)) = owner {
             // As root, a new journal or WAL must stay usable by the database's owner.
-            if calls::geteuid() == 0 && flags & (SQLITE_OPEN_WAL | SQLITE_OPEN_MAIN_JOURNAL) != 0 {
+            if calls::geteuid() == 0 && open.is(SQLITE_OPEN_WAL | SQLITE_OPEN_MAIN_JOURNAL) {
                 let _ = calls::fchown(fd.as_raw_fd(), uid, gid);
             }
         }
         // With everything routed to syscalls already (the default) there is nothing to
         // decide, and a rollback transaction opens its journal anew each time: the
         // fstatfs is only made when the answer matters.
-        let engine = engine.for_filesystem(|| Filesystem::of_fd(fd.as_fd()).ok());
-        let direct = if options.direct && file_type & SQLITE_OPEN_MAIN_DB != 0 {
-            match DirectFile::open(&c_path, out_flags & SQLITE_OPEN_READWRITE != 0) {
-                Ok(direct) => Some(direct),
-                Err(why) => {
-                    vfs.api.log(
-                        SQLITE_CANTOPEN,
-                        &format!(
-                            "sqlite-uring: cannot open {path}: {}",
-                            why.describe("uring_direct")
-                        ),
-                    );
-                    // A main database's descriptor.
-                    DbFd::from(fd).close(|errno| {
-                        vfs.api
-                            .log_os_error(SQLITE_IOERR_CLOSE, "close", &path, errno)
-                    });
-                    return Err(Failure::CantOpen(why.errno()));
-                }
+        let engine = options
+            .engine
+            .for_filesystem(|| Filesystem::of_fd(fd.as_fd()).ok());
+        let writable = out_flags & SQLITE_OPEN_READWRITE != 0;
+        let DirectSides {
+            database: mut direct,
+            wal: wal_direct,
+        } = match open_direct_sides(
+            vfs,
+            &path,
+            &c_path,
+            &open,
+            options.direct,
+            &options.uri,
+            writable,
+        ) {
+            Ok(sides) => sides,
+            Err(failure) => {
+                close_unattached(vfs, &path, fd, open.is(SQLITE_OPEN_MAIN_DB));
+                return Err(failure);
             }
-        } else {
-            None
         };
-        // A WAL's synced commits may go O_DIRECT (`uring_wal_direct=on`). It writes
-        // write-behind's flushes: `UriOptions::parse` refuses it without write-behind.
-        debug_assert!(!options.uri.wal_direct || options.uri.write_behind);
-        let wal_direct = if options.uri.wal_direct
-            && file_type & SQLITE_OPEN_WAL != 0
-            && out_flags & SQLITE_OPEN_READWRITE != 0
-        {
-            match WalDirect::open(&c_path) {
-                Ok(wal) => Some(std::sync::Arc::new(std::sync::Mutex::new(wal))),
-                Err(why) => {
-                    vfs.api.log(
-                        SQLITE_CANTOPEN,
-                        &format!(
-                            "sqlite-uring: cannot open {path}: {}",
-                            why.describe("uring_wal_direct")
-                        ),
-                    );
-                    // A WAL descriptor carries no lock of the process.
-                    if let Err(errno) = fd.close() {
-                        vfs.api
-                            .log_os_error(SQLITE_IOERR_CLOSE, "close", &path, errno);
-                    }
-                    return Err(Failure::CantOpen(why.errno()));
-                }
-            }
-        } else {
-            None
-        };
-        // A main database is fstat()ed once here to find its inode, as os_unix.c
-        // findInodeInfo does for every main database, `nolock=1` or not: the inode keys
-        // the process's lock state of the file and is what `has_moved` compares the path
-        // with. Its failure fails the open with a plain SQLITE_IOERR (findInodeInfo's
-        // code), not SQLITE_CANTOPEN, and the descriptor is closed.
-        let is_main_db = file_type & SQLITE_OPEN_MAIN_DB != 0;
-        let (descriptor, lock, identity) = if is_main_db {
-            // A database's descriptor closes only without dropping the process's POSIX
-            // locks on the file.
-            let fd = DbFd::from(fd);
-            match crate::sys::fstat(fd.as_fd()) {
-                Ok(st) => {
-                    let fd = Arc::new(fd);
-                    // Only a main database is locked; SQLite's tests move the pending
-                    // byte before opening any (moving it with a database open is
-                    // undefined behaviour).
-                    let lock = if options.uri.nolock {
-                        DbLock::new(vfs.api.pending_byte())
-                    } else {
-                        DbLock::attach(
-                            &fd,
-                            &st,
-                            out_flags & SQLITE_OPEN_READWRITE != 0,
-                            vfs.api.pending_byte(),
-                        )
-                    };
-                    (Descriptor::Database(fd), lock, Some((st.st_dev, st.st_ino)))
-                }
-                Err(errno) => {
-                    let failed_close = |errno| {
-                        vfs.api
-                            .log_os_error(SQLITE_IOERR_CLOSE, "close", &path, errno)
-                    };
-                    if let Some(direct) = direct {
-                        direct.fd.close(failed_close);
-                    }
-                    fd.close(failed_close);
-                    return Err(Failure::Inode(errno));
-                }
-            }
-        } else {
-            (
-                Descriptor::Other(fd),
-                DbLock::new(crate::api::DEFAULT_PENDING_BYTE),
-                None,
-            )
-        };
-        if is_delete && !is_unnamed {
+        let Attached {
+            descriptor,
+            lock,
+            identity,
+        } = attach_descriptor(
+            vfs,
+            &path,
+            fd,
+            &open,
+            options.uri.nolock,
+            writable,
+            &mut direct,
+        )?;
+        if open.is_delete && !is_unnamed {
             // Unlinking now means even a crash cannot leave the file behind.
             calls::unlink(&c_path);
         }
         let id = NEXT_FILE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        // A main database, its journal and its WAL share a queue (SQLite orders writes
-        // between them); any other file — temporary, transient, a super-journal — is
-        // ordered against nothing else through the queue and gets one of its own.
-        let database = if name.is_null() || is_delete {
-            None
-        } else if file_type & SQLITE_OPEN_MAIN_DB != 0 {
-            Some(path.as_str())
-        } else if file_type & SQLITE_OPEN_MAIN_JOURNAL != 0 {
-            path.strip_suffix("-journal")
-        } else if file_type & SQLITE_OPEN_WAL != 0 {
-            path.strip_suffix("-wal")
-        } else {
-            None
-        };
-        let queue = match database {
-            Some(database) => write_behind::queue_for_database(database),
-            None => write_behind::private_queue(id),
-        };
+        let queue = queue_of(name, &open, &path, id);
         // Read-ahead follows a main database's B-trees through the page cache; an
         // O_DIRECT database bypasses that cache and keeps its own sequential window.
-        let readahead = (file_type & SQLITE_OPEN_MAIN_DB != 0
+        let readahead = (open.is(SQLITE_OPEN_MAIN_DB)
             && direct.is_none()
             && options.uri.readahead.unwrap_or(vfs.readahead))
         .then(|| Box::new(crate::readahead::ReadAhead::dormant()));
@@ -407,22 +562,11 @@ impl File {
             id,
             queue: Some(queue),
             descriptor,
-            is_wal: file_type & SQLITE_OPEN_WAL != 0,
-            carries_locks: file_type & SQLITE_OPEN_MAIN_DB != 0,
-
-            is_journal: file_type & (SQLITE_OPEN_MAIN_JOURNAL | SQLITE_OPEN_TEMP_JOURNAL) != 0,
-            last_write_end: -1,
-            last_write_len: 0,
+            carries_locks: open.is(SQLITE_OPEN_MAIN_DB),
             write_behind: options.uri.write_behind,
+            flush_points: FlushPoints::new(flush_role(open.file_type)),
             sync_plan: options.uri.sync_plan,
-            commit_frame_pending: false,
-            in_checkpoint: false,
-            commit_pages: false,
             wal_direct,
-            wal_commit: super::WalCommit::Idle,
-            after_commit_sync: false,
-            call_number: 0,
-            last_read: None,
             path: (!name.is_null()).then_some(path),
             direct,
             engine,
@@ -432,10 +576,10 @@ impl File {
             psow: options.uri.psow,
             persist_wal: false,
             readonly_shm: options.uri.readonly_shm,
-            dir_sync_pending: is_new_journal,
+            dir_sync_pending: open.is_new_journal,
             chunk_size_bytes: 0,
             last_errno: 0,
-            private: is_delete,
+            private: open.is_delete,
             cached_size_bytes: None,
             identity,
             stats: std::sync::Arc::new(SharedStats::default()),

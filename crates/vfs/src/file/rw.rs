@@ -1,8 +1,7 @@
-//! xRead, xWrite, xTruncate, xSync and xFileSize. xWrite decides which writes must reach
-//! the kernel before it returns (write-behind's flush points that only the file can see:
-//! a WAL commit frame, a rollback-journal record's end, a database page outside a
-//! commit, a memory-mapped file, a checkpoint); the rest of the rule is in
-//! `write_behind.rs`.
+//! xRead, xWrite, xTruncate, xSync and xFileSize. xWrite asks the file's flush points
+//! (`flush_point.rs`) whether a write must reach the kernel before it returns (a WAL
+//! commit frame, a rollback-journal record's end, a database page outside a commit, a
+//! memory-mapped file, a checkpoint); the rest of the rule is in `write_behind.rs`.
 
 use std::ffi::c_int;
 use std::os::fd::{AsRawFd, RawFd};
@@ -16,18 +15,6 @@ use crate::stats::IoStats;
 use crate::sys::{calls, open_directory_of, DbFd};
 
 use super::{round_up, File, PrefetchFd};
-
-/// Size of a WAL frame header (walformat.html, "WAL Frame Format").
-const WAL_FRAME_HEADER_BYTES: usize = 24;
-/// Size of the WAL file header, which precedes the first frame.
-const WAL_HEADER_BYTES: u64 = 32;
-/// The checksum that ends a rollback-journal record (fileformat.html, "The Rollback
-/// Journal").
-const JOURNAL_CHECKSUM_BYTES: usize = 4;
-/// The page number that starts a rollback-journal record.
-const JOURNAL_PAGE_NUMBER_BYTES: i64 = 4;
-/// SQLite's smallest page size.
-const MIN_PAGE_BYTES: usize = 512;
 
 impl File {
     /// xRead: fills `buf` from `offset`; a read past the end zero-fills the rest and
@@ -114,9 +101,7 @@ impl File {
                 ..IoStats::default()
             });
         }
-        if self.is_wal {
-            self.last_read = Some((offset, self.call_number));
-        }
+        self.flush_points.read(offset as u64);
         read?;
         if total < buf.len() {
             buf[total..].fill(0);
@@ -148,41 +133,11 @@ impl File {
             write_calls: 1,
             ..IoStats::default()
         });
-        // A journal record is a 4-byte page number, the page, and a 4-byte checksum. Its
-        // checksum write flushes: SQLite reads the journal back to roll back its cache,
-        // so a failed journal write must surface before SQLite modifies the page, exactly
-        // where a failed pwrite surfaces under `unix`. The checksum is told from the page
-        // number of the record after a journal header (also 4 bytes after ≥ 512) by where
-        // the write before it started: records start at a header's end and are page
-        // size + 8 bytes long, headers sit at multiples of the sector size (pager.c
-        // `journalHdrOffset`), so a record's page starts at 4 mod 8 and a header at 0.
-        let previous_write_start = self.last_write_end - self.last_write_len as i64;
-        let journal_record_end = self.is_journal
-            && buf.len() == JOURNAL_CHECKSUM_BYTES
-            && self.last_write_len >= MIN_PAGE_BYTES
-            && self.last_write_end == offset
-            && previous_write_start % 8 == JOURNAL_PAGE_NUMBER_BYTES;
-        self.last_write_end = offset + buf.len() as i64;
-        self.last_write_len = buf.len();
-        // Pages outside a commit. A rollback-mode database page written before its
-        // transaction commits — a spill of an overflowing page cache, or
-        // `sqlite3_db_cacheflush()` — is followed by no VFS call that could flush it, so
-        // it is written before xWrite returns, as under `unix`: a copy of the file, or a
-        // reader of its bytes, sees it at once. A commit's pages are queued: SQLite writes
-        // them in page order (pager.c `pager_write_pagelist` over the sorted dirty list)
-        // and page 1 first, because every rollback commit that changes the file changes
-        // page 1's change counter (`pager_incr_changecounter`), while page 1 is never
-        // spilled (the b-tree holds it referenced during a write transaction, and only
-        // unreferenced pages are spilled or cache-flushed). So the write of page 1 opens
-        // the commit's run, and any other call on the file (its `SQLITE_FCNTL_SYNC`, a
-        // lock change, a read) closes it (`File::note_call`). A commit that leaves
-        // page 1 alone (`locking_mode=EXCLUSIVE` after the first commit) writes its pages
-        // at once, as `unix` does. A WAL-mode database is written only by checkpoints,
-        // which write through anyway.
-        if self.carries_locks && offset == 0 {
-            self.commit_pages = true;
-        }
-        let page_outside_commit = self.carries_locks && !self.commit_pages;
+        // Which writes may wait in the queue (`flush_point.rs`): every write is told,
+        // whether write-behind is on or not.
+        let decision = self
+            .flush_points
+            .write(offset as u64, buf, self.mmap.is_mapped());
         if let Some(direct) = self.direct.as_mut() {
             direct.invalidate_range(offset as u64, buf.len());
         }
@@ -190,33 +145,7 @@ impl File {
             crate::lock::lock_ignoring_poison(wal).note_write(offset as u64, buf);
         }
         let result = if self.write_behind {
-            // SQLite publishes a WAL commit right after writing the commit frame's page,
-            // with no reportable call in between: that page flushes the queue.
-            // While the file is memory-mapped, SQLite may read the new bytes through the
-            // mapping without another VFS call (its sorter does): they must be in the page
-            // cache when xWrite returns, as with `unix`.
-            // A commit-frame header rewritten right after SQLite read its frame back is
-            // walRewriteChecksums' last write (a commit that rewrote frames a spill had
-            // written): nothing follows it before SQLite publishes the commit, so it is
-            // written at once too. The headers before it are flushed by the read of the
-            // next frame.
-            // Bytes 4..8 of a frame header: database size after a commit, 0 otherwise.
-            let commit_frame_header = self.is_wal
-                && buf.len() == WAL_FRAME_HEADER_BYTES
-                && offset as u64 >= WAL_HEADER_BYTES
-                && buf[4..8] != [0, 0, 0, 0];
-            let checksum_rewrite = commit_frame_header
-                && self.last_read == Some((offset, self.call_number.saturating_sub(1)));
-            let commit_frame = std::mem::take(&mut self.commit_frame_pending) || checksum_rewrite;
-            if commit_frame {
-                self.note_commit_flushed();
-            }
-            let flush_now = self.in_checkpoint
-                || page_outside_commit
-                || journal_record_end
-                || self.mmap.is_mapped()
-                || commit_frame
-                || self.after_commit_sync;
+            let flush_now = decision.flush_now();
             // An aligned page write of an O_DIRECT file is queued for its direct fd; a
             // write that must reach the kernel at once (a checkpoint's) is one lone write,
             // cheaper into the page cache than a device round trip.
@@ -228,15 +157,9 @@ impl File {
                 Some(direct) => self.writer_through(direct.fd.as_raw_fd(), direct.align_bytes),
                 None => self.writer(),
             };
-            let result = self
-                .queue()
+            self.queue()
                 .write(&writer, offset as u64, buf, flush_now)
-                .map_err(Failure::from);
-            if commit_frame_header && !checksum_rewrite {
-                // Its page, written next, ends the commit.
-                self.commit_frame_pending = true;
-            }
-            result
+                .map_err(Failure::from)
         } else {
             self.flush_queue(self.as_writer()).and_then(|()| {
                 let fd = self.fd();
