@@ -79,6 +79,8 @@ pub(crate) const MAX_HOT_BACKOFF_READS: u32 = 64;
 
 /// One of this many of SQLite's reads is timed, to tell when they reach the device.
 pub(crate) const READS_PER_SAMPLE: u32 = 8;
+/// Asleep, every one of this many reads after the paths were forgotten is timed.
+pub(crate) const READS_SAMPLED_AFTER_FORGET: u32 = 8;
 /// Awake read-ahead falls asleep after this many reads with no sign of the device.
 pub(crate) const READS_TO_SLEEP: u32 = 256;
 /// A read that took this long went to the device: a page-cache hit of one page takes a
@@ -344,6 +346,8 @@ pub(crate) struct ReadAhead {
     wakes_on_misses: bool,
     /// Reads to let pass untimed before the next timed one.
     reads_until_sample: u32,
+    /// Reads still to time, every one, since the paths were forgotten.
+    burst_samples: u32,
     /// Whole-page reads since the last sign of a read reaching the device (a timed slow
     /// read, or a cache check that found a page uncached).
     reads_since_uncached: u32,
@@ -371,8 +375,16 @@ impl ReadAhead {
     }
 
     /// Whether SQLite's read about to be made should be timed: one in
-    /// [`READS_PER_SAMPLE`], the first included.
+    /// [`READS_PER_SAMPLE`], the first included, and, asleep, each of the first
+    /// [`READS_SAMPLED_AFTER_FORGET`] after the paths were forgotten (a lock change: a
+    /// transaction starts). A query's first reads are its descents, the root and interior
+    /// pages SQLite then keeps in its own cache: read-ahead wakes in time to see them, or
+    /// it could not follow the query (nor map an index scan's rows) once awake.
     pub(crate) fn sample_this_read(&mut self) -> bool {
+        if !self.awake && self.burst_samples > 0 {
+            self.burst_samples -= 1;
+            return true;
+        }
         let sample = self.reads_until_sample == 0;
         self.reads_until_sample = if sample {
             READS_PER_SAMPLE - 1
@@ -414,6 +426,7 @@ impl ReadAhead {
             awake: true,
             wakes_on_misses: false,
             reads_until_sample: 0,
+            burst_samples: 0,
             reads_since_uncached: 0,
         }
     }
@@ -421,6 +434,7 @@ impl ReadAhead {
     /// Forgets the path: called where another connection may have changed the file
     /// (lock changes), so no stale child list drives a batch.
     pub(crate) fn forget(&mut self) {
+        self.burst_samples = READS_SAMPLED_AFTER_FORGET;
         self.depth = 0;
         self.parked_depth = 0;
         self.rows.forget();
@@ -463,7 +477,11 @@ impl ReadAhead {
         // Checked once per read: `None` for a leaf or a page whose header is malformed.
         let view = btree_page::interior_view(data, page_number, geometry);
         let kind = btree_page::kind_hint(data, page_number);
-        let located = self.locate(page_number, view.is_some());
+        let located = self.locate(
+            page_number,
+            view.is_some(),
+            kind == Some(PageKind::IndexLeaf),
+        );
         self.deepest_just_entered = false;
         match located {
             Some((level, found)) => {
@@ -630,8 +648,14 @@ impl ReadAhead {
     /// path if it has the page ([`ReadAhead::find`]). An interior page found on neither is
     /// looked for among all the children of both (a re-descent from a level, such as a row
     /// lookup that needs another interior page below the table's root): the path is then
-    /// cut below that level. Anything else starts a new path.
-    fn locate(&mut self, page_number: u32, interior: bool) -> Option<(usize, Found)> {
+    /// cut below that level. An index leaf is looked for among the children of both
+    /// deepest levels ([`ReadAhead::locate_in_deepest`]). Anything else starts a new path.
+    fn locate(
+        &mut self,
+        page_number: u32,
+        interior: bool,
+        index_leaf: bool,
+    ) -> Option<(usize, Found)> {
         if let Some(found) = self.find(page_number) {
             return Some(found);
         }
@@ -643,7 +667,11 @@ impl ReadAhead {
         self.swap_paths();
         self.deepest_just_entered = just_entered;
         if !interior {
-            return None;
+            return if index_leaf {
+                self.locate_in_deepest(page_number)
+            } else {
+                None
+            };
         }
         for parked in [false, true] {
             if parked {
@@ -660,6 +688,28 @@ impl ReadAhead {
                     });
             if found.is_some() {
                 return found;
+            }
+            if parked {
+                self.swap_paths();
+            }
+        }
+        None
+    }
+
+    /// An index leaf the cheap checks did not find, looked for among all the children of
+    /// each path's deepest level: read-ahead slept while SQLite went on (or SQLite
+    /// jumped), and row read-ahead needs the index leaves it reads. Linear in the two
+    /// levels' child counts; index leaves are a small part of an index scan's reads.
+    fn locate_in_deepest(&mut self, page_number: u32) -> Option<(usize, Found)> {
+        for parked in [false, true] {
+            if parked {
+                self.swap_paths();
+            }
+            if let Some(deepest) = self.depth.checked_sub(1) {
+                let level = &self.levels[deepest];
+                if let Some(index) = level.key_index_of(page_number) {
+                    return Some((deepest, Found::At(level.key_index(index))));
+                }
             }
             if parked {
                 self.swap_paths();
@@ -1084,9 +1134,20 @@ impl ReadAhead {
         self.hot_wait_reads = self.hot_backoff_reads;
     }
 
+    /// Stops following reads until SQLite's reads reach the device again. The paths stay:
+    /// only another connection can make them wrong, and lock changes forget them. Kept,
+    /// they let row read-ahead resume after waking, when SQLite's own cache holds the
+    /// table's interior pages and no descent would show them again. What was asked for is
+    /// no longer counted: nothing follows it while asleep.
     fn fall_asleep(&mut self) {
         self.awake = false;
-        self.forget();
+        for level in self.levels.iter_mut().chain(self.parked.iter_mut()) {
+            level.issued_until = level.last_read.map_or(0, |i| i + 1);
+            level.peeked.clear();
+        }
+        self.rows.drop_outstanding();
+        self.end_chain();
+        self.sync_outstanding();
     }
 
     /// A cache check found its page uncached: the data is cold, check at every batch.
@@ -1843,6 +1904,75 @@ mod tests {
 
     fn model_prefetched_subset(model: &Model, pages: &BTreeSet<u32>) -> bool {
         model.prefetched.iter().all(|page| pages.contains(page))
+    }
+
+    #[test]
+    fn row_readahead_resumes_after_sleeping_through_index_leaves() {
+        // SQLite's cache keeps the table's interior pages: after the first lookups no
+        // descent shows them again, so the table path must survive read-ahead's sleep.
+        // One row per leaf: no leaf is cached by an earlier row's read.
+        let mut table = indexed_table(8, 60, 1, 12, 0);
+        let mut readahead = ReadAhead::dormant();
+        readahead.note_uncached_read();
+        let mut pager = PagerCache::new(1000);
+        let mut access = |model: &mut Model, readahead: &mut ReadAhead, page: u32| {
+            if pager.miss(page) {
+                read(readahead, model, page);
+            }
+        };
+        access(&mut table.model, &mut readahead, 1);
+        access(&mut table.model, &mut readahead, table.index_root);
+        let mut after_waking = Vec::new();
+        for (number, leaf) in table.index_leaves.clone().into_iter().enumerate() {
+            if number == 4 {
+                readahead.fall_asleep();
+            }
+            if number == 7 {
+                readahead.note_uncached_read();
+            }
+            access(&mut table.model, &mut readahead, leaf);
+            for rowid in table.index_rows[number].clone() {
+                let row_leaf = table.leaf_of_row[&rowid];
+                let parent = table
+                    .table_parents
+                    .iter()
+                    .copied()
+                    .find(|&parent| {
+                        let page = table.model.page(parent);
+                        let view = btree_page::interior_view(&page, parent, GEOMETRY).unwrap();
+                        (0..view.child_count()).any(|i| view.child(&page, i) == Some(row_leaf))
+                    })
+                    .unwrap();
+                access(&mut table.model, &mut readahead, table.table_root);
+                access(&mut table.model, &mut readahead, parent);
+                if number >= 8 {
+                    after_waking.push(table.model.cached.contains(&row_leaf));
+                }
+                access(&mut table.model, &mut readahead, row_leaf);
+            }
+        }
+        let prefetched = after_waking.iter().filter(|&&p| p).count();
+        assert!(
+            prefetched * 100 >= after_waking.len() * 95,
+            "{prefetched} of {} rows prefetched after waking",
+            after_waking.len()
+        );
+    }
+
+    #[test]
+    fn a_forgotten_dormant_readahead_times_its_next_reads() {
+        let mut readahead = ReadAhead::dormant();
+        for _ in 0..READS_PER_SAMPLE {
+            readahead.sample_this_read();
+        }
+        readahead.forget();
+        for _ in 0..READS_SAMPLED_AFTER_FORGET {
+            assert!(readahead.sample_this_read());
+        }
+        let sampled = (0..READS_PER_SAMPLE * 4)
+            .filter(|_| readahead.sample_this_read())
+            .count();
+        assert_eq!(sampled, 4, "then one read in {READS_PER_SAMPLE}");
     }
 
     #[test]

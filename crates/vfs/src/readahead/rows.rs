@@ -230,6 +230,12 @@ impl Rows {
         self.misses = 0;
     }
 
+    /// Nothing asked for is counted any longer (read-ahead fell asleep): the predictions
+    /// stay, to be matched when it wakes.
+    pub(super) fn drop_outstanding(&mut self) {
+        self.issued_until = self.consumed;
+    }
+
     /// Whether row read-ahead gave up on the scan (its predictions matched nothing).
     #[cfg(test)]
     pub(super) fn stopped(&self) -> bool {
