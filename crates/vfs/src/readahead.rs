@@ -1713,6 +1713,21 @@ mod tests {
         index_rows: Vec<Vec<i64>>,
     }
 
+    impl IndexedTable {
+        /// The table interior page whose child `leaf` is.
+        fn parent_of(&self, leaf: u32) -> u32 {
+            self.table_parents
+                .iter()
+                .copied()
+                .find(|&parent| {
+                    let page = self.model.page(parent);
+                    let view = btree_page::interior_view(&page, parent, GEOMETRY).unwrap();
+                    (0..view.child_count()).any(|i| view.child(&page, i) == Some(leaf))
+                })
+                .unwrap()
+        }
+    }
+
     /// A table of `parents * fanout` leaves of `rows_per_leaf` rows, rowids 1.., under a
     /// root (page 2) and `parents` interior pages; an index whose `index_leaves` leaves hold
     /// every row once, in an order unrelated to the rowids (`rowid_offset` shifts the
@@ -1857,16 +1872,7 @@ mod tests {
                     continue;
                 };
                 access(&mut table.model, readahead, table.table_root);
-                let parent = table
-                    .table_parents
-                    .iter()
-                    .copied()
-                    .find(|&parent| {
-                        let page = table.model.page(parent);
-                        let view = btree_page::interior_view(&page, parent, GEOMETRY).unwrap();
-                        (0..view.child_count()).any(|i| view.child(&page, i) == Some(row_leaf))
-                    })
-                    .unwrap();
+                let parent = table.parent_of(row_leaf);
                 access(&mut table.model, readahead, parent);
                 let before = access(&mut table.model, readahead, row_leaf);
                 if number >= 3 {
@@ -1933,16 +1939,7 @@ mod tests {
             access(&mut table.model, &mut readahead, leaf);
             for rowid in table.index_rows[number].clone() {
                 let row_leaf = table.leaf_of_row[&rowid];
-                let parent = table
-                    .table_parents
-                    .iter()
-                    .copied()
-                    .find(|&parent| {
-                        let page = table.model.page(parent);
-                        let view = btree_page::interior_view(&page, parent, GEOMETRY).unwrap();
-                        (0..view.child_count()).any(|i| view.child(&page, i) == Some(row_leaf))
-                    })
-                    .unwrap();
+                let parent = table.parent_of(row_leaf);
                 access(&mut table.model, &mut readahead, table.table_root);
                 access(&mut table.model, &mut readahead, parent);
                 if number >= 8 {

@@ -110,6 +110,19 @@ pub(super) struct Rows {
     seen: Seen,
 }
 
+/// Whether `page` passes the whole-page parse as a table interior page (`children`:
+/// scratch of any interior page's capacity): only then is a child of it predicted.
+fn parses_as_table_interior(
+    page: &[u8],
+    page_number: u32,
+    geometry: Geometry,
+    page_count: u32,
+    children: &mut Vec<u32>,
+) -> bool {
+    btree_page::interior_children(page, page_number, geometry, page_count, children)
+        == Ok(btree_page::PageKind::TableInterior)
+}
+
 /// Most bits of [`Seen`]: 1 MiB, a bit per page of a 32 GiB database of 4 KiB pages.
 const MAX_SEEN_BITS: usize = 1 << 23;
 
@@ -445,14 +458,13 @@ impl Rows {
             if self.validated[depth] == page_number {
                 continue;
             }
-            let parsed = btree_page::interior_children(
+            if !parses_as_table_interior(
                 page,
                 page_number,
                 geometry,
                 page_count,
                 &mut self.children,
-            );
-            if parsed != Ok(btree_page::PageKind::TableInterior) {
+            ) {
                 return false;
             }
             self.validated[depth] = page_number;
@@ -532,14 +544,13 @@ impl Rows {
             self.missing_interior = page_number;
             return None;
         }
-        let parsed = btree_page::interior_children(
+        if !parses_as_table_interior(
             &copy.page,
             page_number,
             geometry,
             page_count,
             &mut self.children,
-        );
-        if parsed != Ok(btree_page::PageKind::TableInterior) {
+        ) {
             return None;
         }
         copy.page_number = page_number;
