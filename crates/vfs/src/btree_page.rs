@@ -451,7 +451,7 @@ pub(crate) fn index_leaf_rowids(
     rowids: &mut Vec<i64>,
 ) -> Result<(), Malformed> {
     rowids.clear();
-    let mut result = for_each_cell(page, page_number, geometry, page_count, |cell, bytes| {
+    let result = for_each_cell(page, page_number, geometry, page_count, |cell, bytes| {
         if cell.overflow.is_some() {
             return Ok(());
         }
@@ -460,14 +460,14 @@ pub(crate) fn index_leaf_rowids(
             None => Ok(()),
         }
     })
-    .map(|header| header.kind);
-    if !matches!(result, Ok(PageKind::IndexLeaf) | Err(_)) {
-        result = Err(Malformed::PageType);
-    }
+    .and_then(|header| match header.kind {
+        PageKind::IndexLeaf => Ok(()),
+        _ => Err(Malformed::PageType),
+    });
     if result.is_err() {
         rowids.clear();
     }
-    result.map(|_| ())
+    result
 }
 
 /// Most cells any page of this geometry can have: capacity that makes [`index_leaf_rowids`]
@@ -874,12 +874,9 @@ fn tail(bytes: &[u8], at: usize) -> Result<&[u8], Malformed> {
 /// The byte length (1..=9) of the SQLite varint at the start of `bytes`: it ends at the first
 /// byte below 0x80, or after the 9th byte. `Err(CellSize)` when `bytes` ends first.
 fn varint_len(bytes: &[u8]) -> Result<usize, Malformed> {
-    for (index, &byte) in bytes.iter().take(MAX_VARINT_BYTES).enumerate() {
-        if byte < 0x80 || index + 1 == MAX_VARINT_BYTES {
-            return Ok(index + 1);
-        }
-    }
-    Err(Malformed::CellSize)
+    varint(bytes)
+        .map(|(_, length)| length)
+        .ok_or(Malformed::CellSize)
 }
 
 /// The payload size at the start of `bytes` and its length in bytes, decoded as SQLite's cell

@@ -240,6 +240,11 @@ impl Level {
         }
     }
 
+    /// The position of `child` in the scan's direction, if the page names it.
+    fn position_of(&self, child: u32) -> Option<usize> {
+        self.key_index_of(child).map(|index| self.key_index(index))
+    }
+
     /// Turns the level to scan `backward` (or forward), keeping the child read last: what
     /// was asked for ahead of it the old way is no longer ahead.
     fn face(&mut self, backward: bool) {
@@ -473,6 +478,10 @@ impl ReadAhead {
         };
         self.batch.clear();
         self.hot_wait_reads = self.hot_wait_reads.saturating_sub(1);
+        // Read once (one fstat), and again only where a child lies past it.
+        if self.page_count == 0 {
+            self.page_count = source.page_count(geometry.page_size_bytes);
+        }
         self.follow_overflow_chain(data, page_number, geometry, source);
         // Checked once per read: `None` for a leaf or a page whose header is malformed.
         let view = btree_page::interior_view(data, page_number, geometry);
@@ -501,8 +510,7 @@ impl ReadAhead {
                 self.push_if_interior(view, data, page_number, geometry);
                 // While row read-ahead feeds an index scan its table's leaves, SQLite's
                 // lookups are not a scan of the table, whatever two in a row look like.
-                let rows_table =
-                    self.rows.verified() && !table_path(&self.levels[..self.depth], &[]).is_empty();
+                let rows_table = self.rows.verified() && is_table_path(&self.levels[..self.depth]);
                 if !rows_table {
                     // The deepest scanning level first: its pages are the ones read next.
                     for level in (0..self.depth).rev() {
@@ -573,9 +581,6 @@ impl ReadAhead {
         geometry: Geometry,
         source: &mut impl PageSource,
     ) {
-        if self.page_count == 0 {
-            self.page_count = source.page_count(geometry.page_size_bytes);
-        }
         let in_chain = matches!(self.chain_candidate, Some((_, next)) if next == page_number);
         let contiguous = match (self.chain_candidate, self.chain) {
             (Some((previous, _)), Some((last, contiguous))) if in_chain && last == previous => {
@@ -645,116 +650,61 @@ impl ReadAhead {
 
     /// Where `page_number` is on the paths: the level that has it as a child, and where.
     /// The followed path is asked first, then the parked one, which becomes the followed
-    /// path if it has the page ([`ReadAhead::find`]). An interior page found on neither is
+    /// path if it has the page ([`find`]). An interior page found on neither is
     /// looked for among all the children of both (a re-descent from a level, such as a row
     /// lookup that needs another interior page below the table's root): the path is then
     /// cut below that level. An index leaf is looked for among the children of both
-    /// deepest levels ([`ReadAhead::locate_in_deepest`]). Anything else starts a new path.
+    /// deepest levels. Anything else starts a new path.
     fn locate(
         &mut self,
         page_number: u32,
         interior: bool,
         index_leaf: bool,
     ) -> Option<(usize, Found)> {
-        if let Some(found) = self.find(page_number) {
+        let just_entered = self.deepest_just_entered;
+        if let Some(found) =
+            self.on_either_path(|path, followed| find(path, followed && just_entered, page_number))
+        {
             return Some(found);
         }
-        self.swap_paths();
-        let just_entered = std::mem::replace(&mut self.deepest_just_entered, false);
-        if let Some(found) = self.find(page_number) {
-            return Some(found);
+        if interior {
+            return self.on_either_path(|path, _| {
+                path.iter().enumerate().rev().find_map(|(depth, level)| {
+                    Some((depth, Found::At(level.position_of(page_number)?)))
+                })
+            });
         }
-        self.swap_paths();
-        self.deepest_just_entered = just_entered;
-        if !interior {
-            return if index_leaf {
-                self.locate_in_deepest(page_number)
-            } else {
-                None
-            };
-        }
-        for parked in [false, true] {
-            if parked {
-                self.swap_paths();
-            }
-            let found =
-                self.levels[..self.depth]
-                    .iter()
-                    .enumerate()
-                    .rev()
-                    .find_map(|(depth, level)| {
-                        let index = level.key_index_of(page_number)?;
-                        Some((depth, Found::At(level.key_index(index))))
-                    });
-            if found.is_some() {
-                return found;
-            }
-            if parked {
-                self.swap_paths();
-            }
+        if index_leaf {
+            // Read-ahead slept while SQLite went on (or SQLite jumped), and row read-ahead
+            // needs the index leaves it reads: the deepest levels are searched whole.
+            // Linear in their child counts; index leaves are a small part of an index
+            // scan's reads.
+            return self.on_either_path(|path, _| {
+                let deepest = path.len().checked_sub(1)?;
+                Some((deepest, Found::At(path[deepest].position_of(page_number)?)))
+            });
         }
         None
     }
 
-    /// An index leaf the cheap checks did not find, looked for among all the children of
-    /// each path's deepest level: read-ahead slept while SQLite went on (or SQLite
-    /// jumped), and row read-ahead needs the index leaves it reads. Linear in the two
-    /// levels' child counts; index leaves are a small part of an index scan's reads.
-    fn locate_in_deepest(&mut self, page_number: u32) -> Option<(usize, Found)> {
-        for parked in [false, true] {
-            if parked {
-                self.swap_paths();
-            }
-            if let Some(deepest) = self.depth.checked_sub(1) {
-                let level = &self.levels[deepest];
-                if let Some(index) = level.key_index_of(page_number) {
-                    return Some((deepest, Found::At(level.key_index(index))));
-                }
-            }
-            if parked {
-                self.swap_paths();
-            }
+    /// `search` over the followed path (`true`), then over the parked one, which becomes
+    /// the followed path if it has the answer.
+    fn on_either_path(
+        &mut self,
+        search: impl Fn(&[Level], bool) -> Option<(usize, Found)>,
+    ) -> Option<(usize, Found)> {
+        if let Some(found) = search(&self.levels[..self.depth], true) {
+            return Some(found);
         }
-        None
+        let found = search(&self.parked[..self.parked_depth], false)?;
+        self.swap_paths();
+        Some(found)
     }
 
     /// The parked path becomes the followed one, and the other way round.
     fn swap_paths(&mut self) {
         std::mem::swap(&mut self.levels, &mut self.parked);
         std::mem::swap(&mut self.depth, &mut self.parked_depth);
-    }
-
-    /// Where `page_number` is on the followed path: the level that has it as a child, and
-    /// where. Each level is asked for its next child in its direction, which is what a scan
-    /// reads, and for the child on the other side of the last one read (the scan turns);
-    /// the deepest level is searched whole only when SQLite entered it with the read
-    /// before (a descent picks any child of the page it just read). So a run of random reads (lookups, `integrity_check`'s cross-checks)
-    /// costs a few comparisons per read, and a descent one pass over one child list.
-    fn find(&self, page_number: u32) -> Option<(usize, Found)> {
-        let deepest = self.depth.checked_sub(1)?;
-        for (depth, level) in self.levels[..self.depth].iter().enumerate().rev() {
-            let next = level.last_read.map_or(0, |i| i + 1);
-            if level.child(next) == Some(page_number) {
-                return Some((depth, Found::At(next)));
-            }
-            if let Some(last) = level.last_read {
-                let index = level.key_index(last);
-                let behind = if level.backward {
-                    index.checked_add(1)
-                } else {
-                    index.checked_sub(1)
-                };
-                if behind.and_then(|i| level.key_child(i)) == Some(page_number) {
-                    return Some((depth, Found::Turn));
-                }
-            }
-            if depth == deepest && self.deepest_just_entered {
-                if let Some(index) = level.key_index_of(page_number) {
-                    return Some((depth, Found::At(level.key_index(index))));
-                }
-            }
-        }
-        None
     }
 
     fn note_child_read(&mut self, depth: usize, found: Found) {
@@ -856,10 +806,8 @@ impl ReadAhead {
         if level.unparsed.is_none() || level.malformed {
             return !level.malformed;
         }
-        // The count read last; read again (one fstat) only when a child lies past it.
-        if self.page_count == 0 {
-            self.page_count = source.page_count(geometry.page_size_bytes);
-        }
+        // The count read last (`after_read`); read again (one fstat) only when a child lies
+        // past it.
         let level = &mut self.levels[depth];
         let mut parsed = btree_page::interior_children(
             &level.page,
@@ -1076,9 +1024,6 @@ impl ReadAhead {
         if most == 0 {
             return;
         }
-        if self.page_count == 0 {
-            self.page_count = source.page_count(geometry.page_size_bytes);
-        }
         let table = table_path(
             &self.levels[..self.depth],
             &self.parked[..self.parked_depth],
@@ -1196,6 +1141,40 @@ impl ReadAhead {
     }
 }
 
+/// Where `page_number` is on `path`: the level that has it as a child, and where. Each
+/// level is asked for its next child in its direction, which is what a scan reads, and for
+/// the child on the other side of the last one read (the scan turns); the deepest level is
+/// searched whole only when SQLite entered it with the read before (`just_entered`: a
+/// descent picks any child of the page it just read). So a run of random reads (lookups,
+/// `integrity_check`'s cross-checks) costs a few comparisons per read, and a descent one
+/// pass over one child list.
+fn find(path: &[Level], just_entered: bool, page_number: u32) -> Option<(usize, Found)> {
+    let deepest = path.len().checked_sub(1)?;
+    for (depth, level) in path.iter().enumerate().rev() {
+        let next = level.last_read.map_or(0, |i| i + 1);
+        if level.child(next) == Some(page_number) {
+            return Some((depth, Found::At(next)));
+        }
+        if let Some(last) = level.last_read {
+            let index = level.key_index(last);
+            let behind = if level.backward {
+                index.checked_add(1)
+            } else {
+                index.checked_sub(1)
+            };
+            if behind.and_then(|i| level.key_child(i)) == Some(page_number) {
+                return Some((depth, Found::Turn));
+            }
+        }
+        if depth == deepest && just_entered {
+            if let Some(position) = level.position_of(page_number) {
+                return Some((depth, Found::At(position)));
+            }
+        }
+    }
+    None
+}
+
 /// A path as row read-ahead reads it: its pages' copies, root first.
 impl rows::TablePath for [Level] {
     fn depth(&self) -> usize {
@@ -1215,17 +1194,19 @@ impl<S: PageSource> rows::CachedPages for S {
     }
 }
 
+/// Whether `path`'s root is a table interior page.
+fn is_table_path(path: &[Level]) -> bool {
+    path.first().is_some_and(|root| {
+        btree_page::kind_hint(&root.page, root.page_number) == Some(PageKind::TableInterior)
+    })
+}
+
 /// Of the followed and the parked path, the one whose root is a table interior page: the
 /// table an index scan looks its rows up in (empty if neither).
 fn table_path<'a>(followed: &'a [Level], parked: &'a [Level]) -> &'a [Level] {
-    let is_table = |path: &[Level]| {
-        path.first().is_some_and(|root| {
-            btree_page::kind_hint(&root.page, root.page_number) == Some(PageKind::TableInterior)
-        })
-    };
-    if is_table(followed) {
+    if is_table_path(followed) {
         followed
-    } else if is_table(parked) {
+    } else if is_table_path(parked) {
         parked
     } else {
         &[]

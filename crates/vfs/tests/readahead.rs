@@ -147,6 +147,18 @@ fn cold_scans(path: &Path, vfs: &str, params: &str) -> (Vec<String>, u64) {
     (out, prefetched_pages)
 }
 
+/// Runs `sql` cold (the file evicted before each) through `unix` and through `io_uring`,
+/// checks that both return the same rows, and returns the `io_uring` connection, whose
+/// counters tell what read-ahead did.
+fn cold_as_unix(path: &Path, sql: &str) -> Connection {
+    evict(path);
+    let expected = rows(&open(path, "unix", ""), sql);
+    evict(path);
+    let conn = open(path, "io_uring", "");
+    assert_eq!(rows(&conn, sql), expected, "{sql}");
+    conn
+}
+
 #[test]
 fn a_cold_scan_prefetches_and_returns_what_unix_returns() {
     let dir = cold_dir();
@@ -180,11 +192,7 @@ fn descending_scans_and_integrity_check_prefetch_and_return_what_unix_returns() 
     let path = dir.path().join("descending.db");
     build(&path, 4096, 20_000, Mode::Rollback);
     for sql in [DESCENDING_SCAN, "PRAGMA integrity_check"] {
-        evict(&path);
-        let expected = rows(&open(&path, "unix", ""), sql);
-        evict(&path);
-        let conn = open(&path, "io_uring", "");
-        assert_eq!(rows(&conn, sql), expected, "{sql}");
+        let conn = cold_as_unix(&path, sql);
         assert!(
             file_counter(&conn, "prefetched_pages") > 0,
             "{sql}: cold, of {} pages, prefetched none (skipped {})",
@@ -213,11 +221,7 @@ fn an_index_range_that_reads_its_rows_prefetches_them() {
     let path = dir.path().join("range.db");
     build(&path, 4096, 20_000, Mode::Rollback);
     let index_leaves = leaf_pages(&path, "rc");
-    evict(&path);
-    let expected = rows(&open(&path, "unix", ""), SCANS[2]);
-    evict(&path);
-    let conn = open(&path, "io_uring", "");
-    assert_eq!(rows(&conn, SCANS[2]), expected);
+    let conn = cold_as_unix(&path, SCANS[2]);
     let table_leaves = leaf_pages(&path, "r");
     let prefetched_pages = file_counter(&conn, "prefetched_pages");
     // The range's rows lie on nearly every leaf of `r`; without row read-ahead only the
@@ -236,11 +240,7 @@ fn a_covering_index_range_prefetches_no_row() {
     build(&path, 4096, 20_000, Mode::Rollback);
     let index_leaves = leaf_pages(&path, "rc");
     let sql = "SELECT count(*), sum(c) FROM r WHERE c BETWEEN 20000 AND 40000";
-    evict(&path);
-    let expected = rows(&open(&path, "unix", ""), sql);
-    evict(&path);
-    let conn = open(&path, "io_uring", "");
-    assert_eq!(rows(&conn, sql), expected);
+    let conn = cold_as_unix(&path, sql);
     let prefetched_pages = file_counter(&conn, "prefetched_pages");
     assert!(
         prefetched_pages <= index_leaves,

@@ -138,16 +138,13 @@ struct Seen {
 impl Seen {
     /// Marks `page_number`; whether it was marked before.
     fn test_and_set(&mut self, page_number: u32) -> bool {
-        let bit_count = self.bits.len() * 64;
-        if bit_count == 0 {
+        let Some((word, mask)) = self.bit_of(page_number) else {
             return false;
-        }
-        let bit = page_number as usize & (bit_count - 1);
-        let (word, mask) = (bit / 64, 1u64 << (bit % 64));
+        };
         if self.bits[word] & mask != 0 {
             return true;
         }
-        if self.set_count >= bit_count / 2 {
+        if self.set_count >= self.bits.len() * 64 / 2 {
             self.clear();
         }
         self.bits[word] |= mask;
@@ -157,16 +154,24 @@ impl Seen {
 
     /// Unmarks `page_number` (it was not asked for after all).
     fn unset(&mut self, page_number: u32) {
-        let bit_count = self.bits.len() * 64;
-        if bit_count == 0 {
+        let Some((word, mask)) = self.bit_of(page_number) else {
             return;
-        }
-        let bit = page_number as usize & (bit_count - 1);
-        let (word, mask) = (bit / 64, 1u64 << (bit % 64));
+        };
         if self.bits[word] & mask != 0 {
             self.bits[word] &= !mask;
             self.set_count -= 1;
         }
+    }
+
+    /// The word and mask of `page_number`'s bit; `None` before the bits are allocated.
+    fn bit_of(&self, page_number: u32) -> Option<(usize, u64)> {
+        let bit_count = self.bits.len() * 64;
+        if bit_count == 0 {
+            return None;
+        }
+        // A power of two: the mask is the modulo.
+        let bit = page_number as usize & (bit_count - 1);
+        Some((bit / 64, 1u64 << (bit % 64)))
     }
 
     fn clear(&mut self) {
