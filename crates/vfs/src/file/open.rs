@@ -11,7 +11,6 @@ use std::ffi::{c_int, CStr, CString};
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::{Arc, Mutex};
 
-use crate::api::OpenName;
 use crate::config::UriOptions;
 use crate::direct::{DirectFile, DirectOpenError, WalDirect};
 use crate::error::Failure;
@@ -20,6 +19,7 @@ use crate::flush_point::{FlushPoints, FlushRole};
 use crate::io::{EngineKind, FileRole};
 use crate::lock::DbLock;
 use crate::mmap::MemoryMap;
+use crate::open_name::OpenName;
 use crate::stats::SharedStats;
 use crate::sys::{
     calls, give_created_mode, open_above_stdio, stat_path, DbFd, Fd, Filesystem, DEFAULT_FILE_MODE,
@@ -45,12 +45,10 @@ impl FileOptions {
     /// bits (`uring_direct` routes a main database and its rollback journal differently).
     fn read(
         vfs: &'static VfsState,
-        name: OpenName<'_>,
+        name: &OpenName,
         file_type: c_int,
     ) -> Result<FileOptions, String> {
-        let api = &vfs.api;
-        let keys = api.uri_keys(name);
-        let uri = UriOptions::parse(&keys, |key| api.uri_parameter(name, key))?;
+        let uri = UriOptions::parse(&name.uri)?;
         let direct = uri.direct.unwrap_or(vfs.direct_io);
         let role = if file_type & (SQLITE_OPEN_MAIN_DB | SQLITE_OPEN_MAIN_JOURNAL) != 0 {
             FileRole::DatabaseOrJournal
@@ -71,7 +69,7 @@ impl FileOptions {
     /// `uring_fallback=syscall`, fails the open with the reason in SQLite's log.
     fn for_open(
         vfs: &'static VfsState,
-        name: OpenName<'_>,
+        name: &OpenName,
         file_type: c_int,
         path: &str,
     ) -> Result<FileOptions, Failure> {
@@ -229,9 +227,9 @@ impl OpenFlags {
 /// Linux an anonymous temporary file is an O_TMPFILE inode that never has a name
 /// (returned open), so no other process can open it and nothing is left to unlink; a
 /// named file, unlinked at once, only where the filesystem refuses that.
-fn path_or_anonymous(name: OpenName<'_>, open: &OpenFlags) -> (String, Option<Fd>) {
-    if let Some(path) = name.path() {
-        return (path, None);
+fn path_or_anonymous(name: &OpenName, open: &OpenFlags) -> (String, Option<Fd>) {
+    if let Some(path) = &name.path {
+        return (path.clone(), None);
     }
     // SQLite only opens anonymous files as temporary, delete-on-close files.
     assert!(
@@ -429,8 +427,8 @@ fn attach_descriptor(
 /// queue (SQLite orders writes between them); any other file — temporary, transient, a
 /// super-journal — is ordered against nothing else through the queue and gets one of
 /// its own.
-fn queue_of(name: OpenName<'_>, open: &OpenFlags, path: &str, id: u64) -> Arc<write_behind::Queue> {
-    let database = if name.is_null() || open.is_delete {
+fn queue_of(name: &OpenName, open: &OpenFlags, path: &str, id: u64) -> Arc<write_behind::Queue> {
+    let database = if name.path.is_none() || open.is_delete {
         None
     } else if open.is(SQLITE_OPEN_MAIN_DB) {
         Some(path)
@@ -455,9 +453,8 @@ impl File {
     /// (getFileMode); a journal or WAL name with no `-` before its last `.` has no
     /// database to copy from (mode 0: the default).
     fn create_mode(
-        vfs: &VfsState,
         path: &str,
-        name: OpenName<'_>,
+        name: &OpenName,
         flags: c_int,
     ) -> Result<(libc::mode_t, Option<(u32, u32)>), Failure> {
         let mode_of = |file: &str| match stat_path(file) {
@@ -480,8 +477,8 @@ impl File {
         if flags & SQLITE_OPEN_DELETEONCLOSE != 0 {
             return Ok((PRIVATE_FILE_MODE, None));
         }
-        match vfs.api.uri_parameter(name, c"modeof") {
-            Some(model) => mode_of(&model),
+        match name.uri.get("modeof") {
+            Some(model) => mode_of(model),
             None => Ok((0, None)),
         }
     }
@@ -490,13 +487,13 @@ impl File {
     /// read-write open fell back to read-only, as os_unix.c does).
     pub(crate) fn open(
         vfs: &'static VfsState,
-        name: OpenName<'_>,
+        name: &OpenName,
         flags: c_int,
     ) -> Result<(File, c_int), Failure> {
         let open = OpenFlags::decode(flags);
         let (path, unnamed_fd) = path_or_anonymous(name, &open);
         let options = FileOptions::for_open(vfs, name, open.file_type, &path)?;
-        let (mode, owner) = File::create_mode(vfs, &path, name, flags)?;
+        let (mode, owner) = File::create_mode(&path, name, flags)?;
         let c_path = cstring(&path)?;
         let is_unnamed = unnamed_fd.is_some();
         let (fd, out_flags) = open_descriptor(vfs, &path, &c_path, &open, mode, unnamed_fd)?;
@@ -567,7 +564,7 @@ impl File {
             flush_points: FlushPoints::new(flush_role(open.file_type)),
             sync_plan: options.uri.sync_plan,
             wal_direct,
-            path: (!name.is_null()).then_some(path),
+            path: name.path.is_some().then_some(path),
             direct,
             engine,
             sync_mode: options.sync_mode,
