@@ -260,12 +260,10 @@ impl UriOptions {
             );
         }
         Ok(UriOptions {
-            backend: choice("uring_backend", "io_uring or syscall")?
-                .and_then(Backend::parse),
+            backend: choice("uring_backend", "io_uring or syscall")?.and_then(Backend::parse),
             fallback_to_syscall: choice("uring_fallback", "syscall or none")?
                 .map(|v| v == "syscall"),
-            sync_mode: choice("uring_sync", "fsync or fdatasync")?
-                .and_then(SyncMode::parse),
+            sync_mode: choice("uring_sync", "fsync or fdatasync")?.and_then(SyncMode::parse),
             direct: on_off("uring_direct")?,
             wal_direct,
             sqpoll: on_off("uring_sqpoll")?,

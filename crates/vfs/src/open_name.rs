@@ -56,10 +56,7 @@ mod tests {
         assert_eq!(uri.get("modeof"), Some("/a"));
         assert_eq!(uri.get("psow"), Some("0"));
         assert_eq!(uri.get("nolock"), None);
-        assert_eq!(
-            uri.keys().collect::<Vec<_>>(),
-            ["modeof", "psow", "modeof"]
-        );
+        assert_eq!(uri.keys().collect::<Vec<_>>(), ["modeof", "psow", "modeof"]);
     }
 
     #[test]

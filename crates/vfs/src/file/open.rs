@@ -9,7 +9,7 @@
 
 use std::ffi::{c_int, CStr, CString};
 use std::os::fd::{AsFd, AsRawFd};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::config::UriOptions;
 use crate::direct::{DirectFile, DirectOpenError, WalDirect};
@@ -27,7 +27,9 @@ use crate::sys::{
 use crate::vfs::VfsState;
 use crate::write_behind;
 
-use super::{Descriptor, File, NEXT_FILE_ID};
+use super::{
+    Descriptor, DirectSides, File, PrefetchFd, ReadAheadSide, Settings, SizeCache, NEXT_FILE_ID,
+};
 
 /// A file's options: the VFS's defaults as its URI parameters change them.
 struct FileOptions {
@@ -291,12 +293,12 @@ fn open_descriptor(
     }
 }
 
-/// A file's O_DIRECT descriptors (at most one of them).
-struct DirectSides {
+/// A file's O_DIRECT descriptors, as opened (at most one of them).
+struct DirectDescriptors {
     /// A main database's (`direct.rs`, `DirectFile`).
     database: Option<DirectFile>,
-    /// A WAL's, shared with the write-behind queue, which flushes through it.
-    wal: Option<Arc<Mutex<WalDirect>>>,
+    /// A WAL's, which the write-behind queue will own and flush through.
+    wal: Option<WalDirect>,
 }
 
 /// The file's descriptor, owned as its kind of file requires, with the process's lock
@@ -318,7 +320,7 @@ fn open_direct_sides(
     direct: bool,
     uri: &UriOptions,
     writable: bool,
-) -> Result<DirectSides, Failure> {
+) -> Result<DirectDescriptors, Failure> {
     let refused = |why: DirectOpenError, parameter: &str| {
         vfs.api.log(
             SQLITE_CANTOPEN,
@@ -341,11 +343,11 @@ fn open_direct_sides(
     debug_assert!(!uri.wal_direct || uri.write_behind);
     let wal_direct = if uri.wal_direct && open.is(SQLITE_OPEN_WAL) && writable {
         let wal = WalDirect::open(c_path).map_err(|why| refused(why, "uring_wal_direct"))?;
-        Some(Arc::new(Mutex::new(wal)))
+        Some(wal)
     } else {
         None
     };
-    Ok(DirectSides {
+    Ok(DirectDescriptors {
         database: direct,
         wal: wal_direct,
     })
@@ -511,7 +513,7 @@ impl File {
             .engine
             .for_filesystem(|| Filesystem::of_fd(fd.as_fd()).ok());
         let writable = out_flags & SQLITE_OPEN_READWRITE != 0;
-        let DirectSides {
+        let DirectDescriptors {
             database: mut direct,
             wal: wal_direct,
         } = match open_direct_sides(
@@ -548,42 +550,57 @@ impl File {
         }
         let id = NEXT_FILE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let queue = queue_of(name, &open, &path, id);
+        let has_wal_direct = wal_direct.is_some();
+        if let Some(wal_direct) = wal_direct {
+            // Its flushes, whichever thread makes them, go through it: the queue owns it.
+            queue.adopt_wal_direct(id, wal_direct);
+        }
         // Read-ahead follows a main database's B-trees through the page cache; an
         // O_DIRECT database bypasses that cache and keeps its own sequential window.
         let readahead = (open.is(SQLITE_OPEN_MAIN_DB)
             && direct.is_none()
             && options.uri.readahead.unwrap_or(vfs.readahead))
-        .then(|| Box::new(crate::readahead::ReadAhead::dormant()));
+        .then(|| {
+            Box::new(ReadAheadSide {
+                btree: crate::readahead::ReadAhead::dormant(),
+                prefetch_fd: PrefetchFd::NotYet,
+            })
+        });
         let file = File {
             vfs,
             id,
-            queue: Some(queue),
-            descriptor,
-            carries_locks: open.is(SQLITE_OPEN_MAIN_DB),
-            write_behind: options.uri.write_behind,
-            flush_points: FlushPoints::new(flush_role(open.file_type)),
-            sync_plan: options.uri.sync_plan,
-            wal_direct,
             path: name.path.is_some().then_some(path),
-            direct,
-            engine,
-            sync_mode: options.sync_mode,
-            lock,
-            nolock: options.uri.nolock,
-            psow: options.uri.psow,
-            persist_wal: false,
-            readonly_shm: options.uri.readonly_shm,
-            dir_sync_pending: open.is_new_journal,
-            chunk_size_bytes: 0,
-            last_errno: 0,
-            private: open.is_delete,
-            cached_size_bytes: None,
+            descriptor,
             identity,
-            stats: std::sync::Arc::new(SharedStats::default()),
+            lock,
+            queue: Some(queue),
+            flush_points: FlushPoints::new(flush_role(open.file_type)),
+            settings: Settings {
+                carries_locks: open.is(SQLITE_OPEN_MAIN_DB),
+                engine,
+                sync_mode: options.sync_mode,
+                sync_plan: options.uri.sync_plan,
+                write_behind: options.uri.write_behind,
+                nolock: options.uri.nolock,
+                psow: options.uri.psow,
+                persist_wal: false,
+                readonly_shm: options.uri.readonly_shm,
+                chunk_size_bytes: 0,
+            },
+            dir_sync_pending: open.is_new_journal,
+            last_errno: 0,
+            size: SizeCache {
+                private: open.is_delete,
+                bytes: None,
+            },
+            stats: Arc::new(SharedStats::default()),
             shm: None,
             mmap: MemoryMap::new(0, vfs.mmap_eof_buffer_bytes),
             readahead,
-            prefetch_fd: super::PrefetchFd::NotYet,
+            direct: DirectSides {
+                database: direct,
+                wal: has_wal_direct,
+            },
         };
         file.verify_db_file();
         Ok((file, out_flags))
@@ -594,7 +611,7 @@ impl File {
     /// (SQLITE_WARNING) when that fails, when the file has no link or more than one, or
     /// when its path names another file now. Nothing fails; other files are not checked.
     pub(crate) fn verify_db_file(&self) {
-        if !self.carries_locks {
+        if !self.settings.carries_locks {
             return;
         }
         let path = self.path.as_deref().unwrap_or("");
