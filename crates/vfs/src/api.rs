@@ -8,6 +8,7 @@
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 
 use crate::ffi::sqlite3_vfs;
+use crate::open_name::{OpenName, UriParameters};
 
 type VfsFind = unsafe extern "C" fn(*const c_char) -> *mut sqlite3_vfs;
 type VfsRegister = unsafe extern "C" fn(*mut sqlite3_vfs, c_int) -> c_int;
@@ -19,48 +20,6 @@ type Libversion = unsafe extern "C" fn() -> *const c_char;
 type LibversionNumber = unsafe extern "C" fn() -> c_int;
 type Sourceid = unsafe extern "C" fn() -> *const c_char;
 type TestControl = unsafe extern "C" fn(c_int, ...) -> c_int;
-
-/// The filename SQLite passed to xOpen, for the length of the call: null for an
-/// anonymous temporary file, otherwise SQLite's filename buffer, from which the URI
-/// parameters are read (a journal's or WAL's carries its database's). Made only where
-/// SQLite hands the pointer over (`entry.rs`), so the code that reads it needs no
-/// `unsafe`.
-#[derive(Clone, Copy)]
-pub(crate) struct OpenName<'a> {
-    pointer: *const c_char,
-    call: std::marker::PhantomData<&'a CStr>,
-}
-
-impl OpenName<'_> {
-    /// # Safety
-    /// `pointer` must be null or the filename pointer SQLite passed to the xOpen call in
-    /// progress, which outlives the value.
-    pub(crate) unsafe fn new(pointer: *const c_char) -> Self {
-        OpenName {
-            pointer,
-            call: std::marker::PhantomData,
-        }
-    }
-
-    pub(crate) fn is_null(&self) -> bool {
-        self.pointer.is_null()
-    }
-
-    /// The filename (its path), or `None` for an anonymous file.
-    pub(crate) fn path(&self) -> Option<String> {
-        let pointer = self.pointer()?;
-        // SAFETY: SQLite's filename is NUL-terminated and alive for the call (`new`).
-        Some(
-            unsafe { CStr::from_ptr(pointer) }
-                .to_string_lossy()
-                .into_owned(),
-        )
-    }
-
-    fn pointer(&self) -> Option<*const c_char> {
-        (!self.pointer.is_null()).then_some(self.pointer)
-    }
-}
 
 /// A VFS object SQLite found registered (`unix`, which the VFS delegates path
 /// operations to): SQLite's own static object, which lives as long as the process.
@@ -221,39 +180,50 @@ impl SqliteApi {
         }
     }
 
-    /// Value of URI parameter `key` of a filename SQLite passed to xOpen (journal and WAL
-    /// names carry the main database's parameters too).
-    pub(crate) fn uri_parameter(&self, filename: OpenName<'_>, key: &CStr) -> Option<String> {
-        let filename = filename.pointer()?;
-        // SAFETY: `filename` is a filename SQLite passed to xOpen, alive for the call
-        // (`OpenName`); the result is null or a NUL-terminated string inside SQLite's
-        // filename buffer, copied out before returning.
-        unsafe {
-            let value = (self.uri_parameter)(filename, key.as_ptr());
-            (!value.is_null()).then(|| CStr::from_ptr(value).to_string_lossy().into_owned())
+    /// Decodes the filename SQLite passed to xOpen into what `file/` opens: its path
+    /// and every URI parameter (`sqlite3_uri_key`), each with the value
+    /// `sqlite3_uri_parameter` gives it (the first given for its key). SQLite reads a
+    /// journal's or WAL's parameters from its database's name, so they are the
+    /// database's. A null `filename` is an anonymous file: no path, no parameters.
+    ///
+    /// # Safety
+    /// `filename` must be null or the filename pointer SQLite passed to the xOpen call in
+    /// progress (a name SQLite made, `sqlite3_create_filename` style), alive for this
+    /// call.
+    pub(crate) unsafe fn open_name(&self, filename: *const c_char) -> OpenName {
+        if filename.is_null() {
+            return OpenName::default();
         }
-    }
-
-    /// Every URI parameter key of `filename`.
-    pub(crate) fn uri_keys(&self, filename: OpenName<'_>) -> Vec<String> {
-        let mut keys = Vec::new();
-        let Some(filename) = filename.pointer() else {
-            return keys;
+        let text = |pointer: *const c_char| {
+            // SAFETY: every pointer passed here is non-null and NUL-terminated inside
+            // SQLite's filename buffer, alive for the call (caller contract).
+            unsafe { CStr::from_ptr(pointer) }
+                .to_string_lossy()
+                .into_owned()
         };
+        let mut pairs = Vec::new();
         for index in 0.. {
-            // SAFETY: as in `uri_parameter`; sqlite3_uri_key returns null past the end.
+            // SAFETY: `filename` is xOpen's (caller contract); sqlite3_uri_key returns
+            // null past the last key, else a key inside SQLite's filename buffer.
             let key = unsafe { (self.uri_key)(filename, index) };
             if key.is_null() {
                 break;
             }
-            // SAFETY: non-null results are NUL-terminated strings in SQLite's buffer.
-            keys.push(
-                unsafe { CStr::from_ptr(key) }
-                    .to_string_lossy()
-                    .into_owned(),
-            );
+            // SAFETY: `filename` as above; `key` is NUL-terminated (SQLite's own key);
+            // the result is null or a NUL-terminated value in SQLite's buffer.
+            let value = unsafe { (self.uri_parameter)(filename, key) };
+            // Never null for a key SQLite listed (its value may be empty).
+            let value = if value.is_null() {
+                String::new()
+            } else {
+                text(value)
+            };
+            pairs.push((text(key), value));
         }
-        keys
+        OpenName {
+            path: Some(text(filename)),
+            uri: UriParameters::new(pairs),
+        }
     }
 
     /// Writes `message` to SQLite's error log (`SQLITE_CONFIG_LOG`).
@@ -350,4 +320,97 @@ fn strerror(errno: i32) -> String {
     unsafe { CStr::from_ptr(buf.as_ptr()) }
         .to_string_lossy()
         .into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rusqlite::ffi;
+
+    /// A filename as SQLite hands it to xOpen (`sqlite3_create_filename`), freed on drop.
+    struct Filename(*const c_char);
+
+    impl Filename {
+        fn new(database: &CStr, parameters: &[(&CStr, &CStr)]) -> Filename {
+            let mut flat: Vec<*const c_char> = parameters
+                .iter()
+                .flat_map(|(key, value)| [key.as_ptr(), value.as_ptr()])
+                .collect();
+            // SAFETY: every string is NUL-terminated and outlives the call, which copies
+            // them; `flat` holds 2 × `parameters.len()` pointers.
+            let name = unsafe {
+                ffi::sqlite3_create_filename(
+                    database.as_ptr(),
+                    c"/d/main.db-journal".as_ptr(),
+                    c"/d/main.db-wal".as_ptr(),
+                    parameters.len() as c_int,
+                    flat.as_mut_ptr(),
+                )
+            };
+            assert!(!name.is_null());
+            Filename(name)
+        }
+    }
+
+    impl Drop for Filename {
+        fn drop(&mut self) {
+            // SAFETY: made by sqlite3_create_filename, freed once.
+            unsafe { ffi::sqlite3_free_filename(self.0) }
+        }
+    }
+
+    fn pairs(name: &OpenName) -> Vec<(&str, &str)> {
+        let uri = &name.uri;
+        uri.keys()
+            .map(|key| (key, uri.get(key).expect("a listed key has a value")))
+            .collect()
+    }
+
+    #[test]
+    fn a_null_name_decodes_to_an_anonymous_file() {
+        // SAFETY: null is allowed.
+        let name = unsafe { SqliteApi::linked().open_name(std::ptr::null()) };
+        assert_eq!(name, OpenName::default());
+    }
+
+    #[test]
+    fn a_name_decodes_to_its_path_and_every_parameter_with_its_first_value() {
+        let file = Filename::new(
+            c"/d/main.db",
+            &[
+                (c"uring_sync", c"fdatasync"),
+                (c"modeof", c""),
+                (c"uring_sync", c"fsync"),
+            ],
+        );
+        // SAFETY: a filename SQLite made, alive for the call.
+        let name = unsafe { SqliteApi::linked().open_name(file.0) };
+        assert_eq!(name.path.as_deref(), Some("/d/main.db"));
+        assert_eq!(
+            pairs(&name),
+            [
+                ("uring_sync", "fdatasync"),
+                ("modeof", ""),
+                ("uring_sync", "fdatasync")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_journal_or_wal_name_carries_its_databases_parameters() {
+        let file = Filename::new(c"/d/main.db", &[(c"psow", c"0"), (c"nolock", c"1")]);
+        let api = SqliteApi::linked();
+        // SAFETY: SQLite's journal and WAL names of the filename it made.
+        let (journal, wal) = unsafe {
+            (
+                api.open_name(ffi::sqlite3_filename_journal(file.0)),
+                api.open_name(ffi::sqlite3_filename_wal(file.0)),
+            )
+        };
+        assert_eq!(journal.path.as_deref(), Some("/d/main.db-journal"));
+        assert_eq!(wal.path.as_deref(), Some("/d/main.db-wal"));
+        for name in [&journal, &wal] {
+            assert_eq!(pairs(name), [("psow", "0"), ("nolock", "1")]);
+        }
+    }
 }

@@ -5,7 +5,7 @@
 //! malformed value makes `xOpen` fail with `SQLITE_CANTOPEN` and a `sqlite3_log` message
 //! naming the parameter (see README, "URI parameters").
 
-use std::ffi::CStr;
+use crate::open_name::UriParameters;
 
 /// Which engine performs the file I/O of a registered VFS.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -224,37 +224,33 @@ pub(crate) struct UriOptions {
 }
 
 impl UriOptions {
-    /// Parses the parameters of one filename: `keys` are all its URI keys, `param` looks
-    /// one up. The error names the parameter and the values it takes.
-    pub(crate) fn parse(
-        keys: &[String],
-        param: impl Fn(&CStr) -> Option<String>,
-    ) -> Result<UriOptions, String> {
-        for key in keys {
-            if key.starts_with("uring_") && !URI_PARAMETERS.contains(&key.as_str()) {
+    /// Parses the URI parameters of one filename. The error names the parameter and the
+    /// values it takes.
+    pub(crate) fn parse(uri: &UriParameters) -> Result<UriOptions, String> {
+        for key in uri.keys() {
+            if key.starts_with("uring_") && !URI_PARAMETERS.contains(&key) {
                 return Err(format!(
                     "unknown URI parameter `{key}`; this VFS knows {}",
                     URI_PARAMETERS.join(", ")
                 ));
             }
         }
-        let choice = |key: &CStr, values: &str| -> Result<Option<String>, String> {
-            match param(key) {
-                Some(text) if !values.split(" or ").any(|v| v == text) => Err(format!(
-                    "{}={text} is not valid; use {values}",
-                    key.to_string_lossy()
-                )),
+        let choice = |key: &str, values: &str| -> Result<Option<&str>, String> {
+            match uri.get(key) {
+                Some(text) if !values.split(" or ").any(|v| v == text) => {
+                    Err(format!("{key}={text} is not valid; use {values}"))
+                }
                 other => Ok(other),
             }
         };
-        let on_off = |key: &CStr| -> Result<Option<bool>, String> {
+        let on_off = |key: &str| -> Result<Option<bool>, String> {
             Ok(choice(key, "on or off")?.map(|v| v == "on"))
         };
-        let submission = |key: &CStr| -> Result<Option<Submission>, String> {
-            Ok(choice(key, "ring or syscall")?.and_then(|v| Submission::parse(&v)))
+        let submission = |key: &str| -> Result<Option<Submission>, String> {
+            Ok(choice(key, "ring or syscall")?.and_then(Submission::parse))
         };
-        let write_behind = on_off(c"uring_write_behind")?.unwrap_or(true);
-        let wal_direct = on_off(c"uring_wal_direct")?.unwrap_or(false);
+        let write_behind = on_off("uring_write_behind")?.unwrap_or(true);
+        let wal_direct = on_off("uring_wal_direct")?.unwrap_or(false);
         if wal_direct && !write_behind {
             return Err(
                 "uring_wal_direct=on writes the write-behind queue's flushes O_DIRECT, \
@@ -264,27 +260,25 @@ impl UriOptions {
             );
         }
         Ok(UriOptions {
-            backend: choice(c"uring_backend", "io_uring or syscall")?
-                .and_then(|v| Backend::parse(&v)),
-            fallback_to_syscall: choice(c"uring_fallback", "syscall or none")?
+            backend: choice("uring_backend", "io_uring or syscall")?.and_then(Backend::parse),
+            fallback_to_syscall: choice("uring_fallback", "syscall or none")?
                 .map(|v| v == "syscall"),
-            sync_mode: choice(c"uring_sync", "fsync or fdatasync")?
-                .and_then(|v| SyncMode::parse(&v)),
-            direct: on_off(c"uring_direct")?,
+            sync_mode: choice("uring_sync", "fsync or fdatasync")?.and_then(SyncMode::parse),
+            direct: on_off("uring_direct")?,
             wal_direct,
-            sqpoll: on_off(c"uring_sqpoll")?,
-            readahead: on_off(c"uring_readahead")?,
-            reads: submission(c"uring_reads")?,
-            writes: submission(c"uring_writes")?,
-            syncs: submission(c"uring_syncs")?,
+            sqpoll: on_off("uring_sqpoll")?,
+            readahead: on_off("uring_readahead")?,
+            reads: submission("uring_reads")?,
+            writes: submission("uring_writes")?,
+            syncs: submission("uring_syncs")?,
             write_behind,
-            sync_plan: match choice(c"uring_sync_plan", "linked or separate")?.as_deref() {
+            sync_plan: match choice("uring_sync_plan", "linked or separate")? {
                 Some("separate") => SyncPlan::Separate,
                 _ => SyncPlan::Linked,
             },
-            psow: uri_boolean(param(c"psow").as_deref(), true),
-            readonly_shm: uri_boolean(param(c"readonly_shm").as_deref(), false),
-            nolock: uri_boolean(param(c"nolock").as_deref(), false),
+            psow: uri_boolean(uri.get("psow"), true),
+            readonly_shm: uri_boolean(uri.get("readonly_shm"), false),
+            nolock: uri_boolean(uri.get("nolock"), false),
         })
     }
 }
@@ -308,14 +302,12 @@ mod tests {
     use super::*;
 
     fn parse(pairs: &[(&str, &str)]) -> Result<UriOptions, String> {
-        let keys: Vec<String> = pairs.iter().map(|(k, _)| k.to_string()).collect();
-        UriOptions::parse(&keys, |key| {
-            let key = key.to_str().unwrap();
+        UriOptions::parse(&UriParameters::new(
             pairs
                 .iter()
-                .find(|(k, _)| *k == key)
-                .map(|(_, v)| v.to_string())
-        })
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        ))
     }
 
     #[test]

@@ -264,10 +264,12 @@ fn frame_checksum(header: &[u8]) -> [u32; 2] {
 /// beyond `end` (past the writer's frames, under the WAL write lock, lie only frames no
 /// reader reads).
 ///
-/// Lock rules: shared by the file and its write-behind queue (a flush may run on another
-/// connection's thread), so it sits behind a mutex, taken by the flush and by the file's
-/// bookkeeping calls; never held across another lock but the queue's, which is taken
-/// first.
+/// Owner: the write-behind queue of the WAL's database (`write_behind.rs`,
+/// `Queue::adopt_wal_direct`), from the file's open to its close, since a flush may run
+/// on another connection's thread. It is used under the queue's lock only: by flushes,
+/// and by the file's bookkeeping calls through `Queue::with_wal_direct` (its writes are
+/// noted in `Queue::write`); a ring-routed xSync of the file takes it out of the queue
+/// with the file's batch and puts it back after.
 pub(crate) struct WalDirect {
     /// No lock is ever taken through a WAL descriptor: it closes plainly, when dropped.
     fd: Fd,

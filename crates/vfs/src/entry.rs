@@ -37,7 +37,6 @@
 use std::ffi::{c_char, c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use crate::api::OpenName;
 use crate::error::Failure;
 use crate::ffi::*;
 use crate::file::control::{ControlReply, FileControl, ShmLockRequest};
@@ -765,7 +764,9 @@ pub(crate) unsafe extern "C" fn x_open(
             flags
         };
         let code = guard(Some(state), "xOpen", || {
-            let (file, flags_out) = File::open(state, OpenName::new(name), open_flags)?;
+            // The name and its URI parameters, decoded once: `file/` holds no C pointer.
+            let name = state.api.open_name(name);
+            let (file, flags_out) = File::open(state, &name, open_flags)?;
             let flags_out =
                 (flags_out & !SQLITE_OPEN_DELETEONCLOSE) | (flags & SQLITE_OPEN_DELETEONCLOSE);
             let methods = if file.uses_nolock() {

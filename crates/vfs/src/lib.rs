@@ -27,6 +27,7 @@ mod config;
 mod error;
 mod ffi;
 mod flush_point;
+mod open_name;
 mod stats;
 mod sys;
 pub mod trace;

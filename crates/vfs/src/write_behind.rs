@@ -92,7 +92,6 @@ use crate::direct::WalDirect;
 use crate::io::fixed::publish_fixed_region;
 use crate::io::fork::register_child_hook;
 use crate::io::{EngineKind, FlushFailure, Submitter, SyncRequest, MAX_BATCH};
-use crate::lock::lock_ignoring_poison;
 use crate::stats::SharedStats;
 use crate::sys::{Slot, SlotRegion};
 
@@ -168,8 +167,6 @@ struct Owner {
     engine: EngineKind,
     file_stats: Arc<SharedStats>,
     vfs_stats: &'static SharedStats,
-    /// A WAL opened with `uring_wal_direct=on`: its flushes may go O_DIRECT.
-    wal_direct: Option<Arc<Mutex<WalDirect>>>,
 }
 
 #[derive(Clone, Copy)]
@@ -177,6 +174,13 @@ struct Piece {
     offset: u64,
     arena_start: usize,
     len: usize,
+}
+
+/// The O_DIRECT side of one WAL file of the database (`uring_wal_direct=on`), which its
+/// flushes may go through, whichever thread flushes them.
+struct WalSide {
+    file_id: u64,
+    direct: WalDirect,
 }
 
 /// A flush failure not yet returned to the file whose write failed.
@@ -196,6 +200,11 @@ struct QueueState {
     /// Capacity `MAX_PIECES`, reserved when the queue is made: never grows.
     pieces: Vec<Piece>,
     unreported: Option<Unreported>,
+    /// The O_DIRECT sides of the database's WAL files opened with `uring_wal_direct=on`
+    /// (one per file: each connection has its own), owned here from the file's open
+    /// to its close ([`Queue::adopt_wal_direct`]) and used only under the queue's lock
+    /// ([`Queue::with_wal_direct`]), or by the one file's sync that took it out.
+    wal_sides: Vec<WalSide>,
 }
 
 /// What a queue is found by.
@@ -259,6 +268,7 @@ fn queue_for(key: QueueKey) -> Arc<Queue> {
                     owner: None,
                     pieces: Vec::with_capacity(MAX_PIECES),
                     unreported: None,
+                    wal_sides: Vec::new(),
                 }),
             })
         })
@@ -322,8 +332,6 @@ pub(crate) struct Writer<'a> {
     pub(crate) engine: &'a EngineKind,
     pub(crate) file_stats: &'a Arc<SharedStats>,
     pub(crate) vfs_stats: &'static SharedStats,
-    /// The O_DIRECT side of a WAL opened with `uring_wal_direct=on`.
-    pub(crate) wal_direct: Option<&'a Arc<Mutex<WalDirect>>>,
 }
 
 impl Writer<'_> {
@@ -335,10 +343,16 @@ impl Writer<'_> {
         }
     }
 
-    /// Writes `data` at once through the fallback descriptor.
-    fn write_through(&self, offset: u64, data: &[u8]) -> Result<(), FlushFailure> {
-        if let Some(wal) = self.wal_direct {
-            lock_ignoring_poison(wal).forget();
+    /// Writes `data` at once through the fallback descriptor (`wal`: the file's O_DIRECT
+    /// WAL side, whose cached block this write may change).
+    fn write_through(
+        &self,
+        wal: Option<&mut WalDirect>,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), FlushFailure> {
+        if let Some(wal) = wal {
+            wal.forget();
         }
         self.submitter()
             .write_at(self.fallback_fd, data, offset)
@@ -369,7 +383,12 @@ struct Batch {
 }
 
 impl Batch {
-    fn submit(&self, sync: Option<SyncRequest>) -> Result<(), FlushFailure> {
+    /// Submits the batch, and `sync` after it; `wal`: the owner's O_DIRECT WAL side.
+    fn submit(
+        &self,
+        sync: Option<SyncRequest>,
+        wal: Option<&mut WalDirect>,
+    ) -> Result<(), FlushFailure> {
         let bytes = self.arena.bytes();
         let mut slices: [(u64, &[u8]); MAX_PIECES] = [(0, &[]); MAX_PIECES];
         for (slot, &(offset, start, len)) in slices.iter_mut().zip(&self.pieces[..self.count]) {
@@ -380,13 +399,11 @@ impl Batch {
             file_stats: &self.owner.file_stats,
             vfs_stats: self.owner.vfs_stats,
         };
-        if let Some(wal_direct) = &self.owner.wal_direct {
-            let mut wal = lock_ignoring_poison(wal_direct);
+        if let Some(wal) = wal {
             if wal.pays() {
                 // Whole blocks through the WAL's O_DIRECT descriptor; the sync, if any,
-                // after them on the ordinary one (fsync is per inode), without the lock.
+                // after them on the ordinary one (fsync is per inode).
                 wal.write_pieces(&mut io, self.owner.fd, &slices[..self.count])?;
-                drop(wal);
                 let Some(request) = sync else {
                     return Ok(());
                 };
@@ -394,7 +411,7 @@ impl Batch {
                 if synced.is_err() {
                     // SQLite will not publish these frames: the cached block is no
                     // longer known to be what the next commit follows.
-                    lock_ignoring_poison(wal_direct).forget();
+                    wal.forget();
                 }
                 return synced;
             }
@@ -464,6 +481,23 @@ impl QueueState {
             .any(|p| offset < p.offset + p.len as u64 && p.offset < end)
     }
 
+    /// The O_DIRECT WAL side of file `file_id`, if it has one.
+    fn wal_of(&mut self, file_id: u64) -> Option<&mut WalDirect> {
+        self.wal_sides
+            .iter_mut()
+            .find(|side| side.file_id == file_id)
+            .map(|side| &mut side.direct)
+    }
+
+    /// Takes file `file_id`'s O_DIRECT WAL side out of the queue.
+    fn take_wal_side(&mut self, file_id: u64) -> Option<WalSide> {
+        let at = self
+            .wal_sides
+            .iter()
+            .position(|side| side.file_id == file_id)?;
+        Some(self.wal_sides.swap_remove(at))
+    }
+
     /// Takes everything queued out of the queue, leaving it empty; `None` when it is.
     fn take_batch(&mut self) -> Option<Batch> {
         let owner = self.owner.take()?;
@@ -489,7 +523,8 @@ impl QueueState {
         let Some(batch) = self.take_batch() else {
             return Ok(());
         };
-        let result = batch.submit(sync);
+        let wal = self.wal_of(batch.owner.file_id);
+        let result = batch.submit(sync, wal);
         // Keep the slot: the caller may queue again under the same lock; the guard
         // returns it if the queue stays empty.
         self.arena = Some(batch.arena);
@@ -561,7 +596,6 @@ impl QueueState {
                 engine: writer.engine.clone(),
                 file_stats: writer.file_stats.clone(),
                 vfs_stats: writer.vfs_stats,
-                wal_direct: writer.wal_direct.cloned(),
             });
         }
         match self.pieces.last_mut() {
@@ -626,6 +660,11 @@ impl Queue {
         flush_now: bool,
     ) -> Result<(), FlushFailure> {
         let mut queue = self.lock();
+        // An O_DIRECT WAL side learns every write of its file (the frame size, the WAL
+        // header), whatever becomes of it.
+        if let Some(wal) = queue.wal_of(writer.file_id) {
+            wal.note_write(offset, data);
+        }
         let caller = Caller::Writer(Some(writer.file_id));
         queue.pending_failure_for(caller)?;
         // One file's writes may go through two descriptors (O_DIRECT and buffered): a
@@ -645,14 +684,14 @@ impl Queue {
         if data.len() > DIRECT_WRITE_BYTES {
             // The queue holds at most this file's writes to other ranges now: order
             // between files is kept.
-            return writer.write_through(offset, data);
+            return writer.write_through(queue.wal_of(writer.file_id), offset, data);
         }
         if queue.arena.is_none() {
             match Arena::take() {
                 Some(arena) => queue.arena = Some(arena),
                 // Every slot holds another database's writes: this one goes straight
                 // through, as with write-behind off (the queue is empty, so order is kept).
-                None => return writer.write_through(offset, data),
+                None => return writer.write_through(queue.wal_of(writer.file_id), offset, data),
             }
         }
         queue.push(writer, offset, data);
@@ -681,9 +720,16 @@ impl Queue {
             // with its arena slot, is taken out of the queue and submitted without the
             // lock, so the fsync does not hold up other threads' writes to this
             // database; the slot returns to the free mask once every completion is in.
+            // The file's O_DIRECT WAL side goes with it and comes back after: only this
+            // file, which is in this call, uses it.
             let batch = queue.take_batch().expect("the queue has an owner");
+            let mut wal = queue.take_wal_side(writer.file_id);
             drop(queue);
-            return batch.submit(Some(request));
+            let result = batch.submit(Some(request), wal.as_mut().map(|side| &mut side.direct));
+            if let Some(side) = wal {
+                self.lock().wal_sides.push(side);
+            }
+            return result;
         }
         // Otherwise the fsync waits without the lock: held, it made every other thread's
         // writes wait for this file's fsync, and the sync needs nothing queued.
@@ -694,6 +740,27 @@ impl Queue {
         }
         drop(queue);
         writer.submitter().flush(writer.fd, &[], Some(request))
+    }
+
+    /// Takes ownership of file `file_id`'s O_DIRECT WAL side (at its open): its flushes
+    /// go through it from now on, whichever thread makes them.
+    pub(crate) fn adopt_wal_direct(&self, file_id: u64, direct: WalDirect) {
+        self.lock().wal_sides.push(WalSide { file_id, direct });
+    }
+
+    /// Closes file `file_id`'s O_DIRECT WAL side (its descriptor closes with it), after
+    /// the file's queued writes were flushed (at close, or SQLITE_FCNTL_NULL_IO).
+    pub(crate) fn close_wal_direct(&self, file_id: u64) {
+        let side = self.lock().take_wal_side(file_id);
+        drop(side);
+    }
+
+    /// Runs `use_it` on file `file_id`'s O_DIRECT WAL side, under the queue's lock: the
+    /// file's own bookkeeping (whether its commits are synced at once, a truncate).
+    pub(crate) fn with_wal_direct(&self, file_id: u64, use_it: impl FnOnce(&mut WalDirect)) {
+        if let Some(wal) = self.lock().wal_of(file_id) {
+            use_it(wal);
+        }
     }
 
     /// xClose of a file: its queued writes must reach the kernel before its fd is
@@ -1031,7 +1098,6 @@ mod tests {
                     engine: &engine,
                     file_stats: &stats[index],
                     vfs_stats: vfs_stats(),
-                    wal_direct: None,
                 };
                 let others_before: Vec<u64> = (0..stats.len())
                     .filter(|i| i / FILES_PER_DATABASE != database)
@@ -1120,7 +1186,6 @@ mod tests {
             engine: &EngineKind::IoUring(crate::io::routing::Routing::ALL_RING),
             file_stats: &stats,
             vfs_stats: vfs_stats(),
-            wal_direct: None,
         };
         // A rollback-journal record: page number, page, checksum.
         queue.write(&writer, 512, &[1; 4], false).unwrap();
@@ -1158,7 +1223,6 @@ mod tests {
             engine: &engine,
             file_stats: &stats,
             vfs_stats: vfs_stats(),
-            wal_direct: None,
         };
         let failing = queue_for_database(&format!("{}/failing.db", dir.path().display()));
         let healthy = queue_for_database(&format!("{}/healthy.db", dir.path().display()));
@@ -1245,7 +1309,6 @@ mod tests {
             engine: &engine,
             file_stats: &stats,
             vfs_stats: vfs_stats(),
-            wal_direct: None,
         };
         let unaligned = Writer {
             fd: buffered.as_raw_fd(),

@@ -29,7 +29,7 @@ impl File {
     /// finds nothing, as os_unix.c's nolockIoMethods (which `unix` gives those files)
     /// answer whatever the level.
     pub(crate) fn takes_locks(&self) -> bool {
-        self.carries_locks
+        self.settings.carries_locks
     }
 
     /// Logs, under this file's name, a call refused at the FFI edge (`entry.rs`) with the
@@ -50,11 +50,11 @@ impl File {
 
     pub(crate) fn lock(&mut self, level: c_int) -> Result<(), Failure> {
         self.flush_queue(write_behind::Caller::Quiet)?;
-        if !self.carries_locks {
+        if !self.settings.carries_locks {
             return Ok(());
         }
         self.forget_cached_reads();
-        if self.nolock {
+        if self.settings.nolock {
             self.lock
                 .set_level_without_os_lock(level.max(self.lock.level()));
             return Ok(());
@@ -64,15 +64,13 @@ impl File {
 
     pub(crate) fn unlock(&mut self, level: c_int) -> Result<(), Failure> {
         self.flush_queue(write_behind::Caller::Quiet)?;
-        if !self.carries_locks {
+        if !self.settings.carries_locks {
             return Ok(());
         }
         self.forget_cached_reads();
-        if !self.private {
-            // Another connection may change the file once we drop EXCLUSIVE.
-            self.cached_size_bytes = None;
-        }
-        if self.nolock {
+        // Another connection may change the file once we drop EXCLUSIVE.
+        self.size.lock_dropped();
+        if self.settings.nolock {
             self.lock
                 .set_level_without_os_lock(level.min(self.lock.level()));
             return Ok(());
@@ -82,7 +80,7 @@ impl File {
 
     pub(crate) fn check_reserved_lock(&mut self) -> Result<bool, Failure> {
         self.flush_queue(write_behind::Caller::Quiet)?;
-        if self.nolock || !self.carries_locks {
+        if self.settings.nolock || !self.settings.carries_locks {
             return Ok(false);
         }
         self.lock.check_reserved()
@@ -103,7 +101,7 @@ impl File {
     /// `read` serves any offset and length: it flushes pending writes first, and an O_DIRECT
     /// file sends a read its alignment does not allow to the buffered descriptor.
     pub(crate) fn device_characteristics(&self) -> c_int {
-        let psow = if self.psow {
+        let psow = if self.settings.psow {
             SQLITE_IOCAP_POWERSAFE_OVERWRITE
         } else {
             0
@@ -114,8 +112,8 @@ impl File {
     /// SQLITE_FCNTL_SIZE_HINT (os_unix.c fcntlSizeHint): with a chunk size, allocate up
     /// to the next chunk; with mmap on, extend the file and the mapping.
     fn size_hint(&mut self, size_bytes: i64) -> Result<(), Failure> {
-        if self.chunk_size_bytes > 0 {
-            let target = round_up(size_bytes, self.chunk_size_bytes);
+        if let Some(chunk) = self.settings.chunk_bytes() {
+            let target = round_up(size_bytes, chunk);
             let st = self.fstat().map_err(Failure::Fstat)?;
             if target > st.st_size {
                 // Write one byte at the end of every block of the new region, then at the
@@ -138,20 +136,20 @@ impl File {
                         .write_batch(fd, &pieces[..count])
                         .map_err(Failure::from)?;
                 }
-                self.note_size_at_least(target);
+                self.size.note_at_least(target);
             }
         }
         if self.mmap.wants_growth(size_bytes) {
-            if self.chunk_size_bytes <= 0 {
+            if self.settings.chunk_bytes().is_none() {
                 // os_unix.c ftruncates to the hint, which shrinks a file longer than it
                 // (but longer than the mapping): the cached size is the hint's.
                 let fd = self.fd();
                 if let Err(errno) = self.submitter().truncate(fd, size_bytes as u64) {
-                    self.cached_size_bytes = None;
+                    self.size.forget();
                     self.log_os_error(SQLITE_IOERR_TRUNCATE, "ftruncate", errno);
                     return Err(Failure::Truncate(errno));
                 }
-                self.cached_size_bytes = self.size_cache_valid().then_some(size_bytes);
+                self.size.remember(size_bytes, self.exclusive());
             }
             let grown = self.mmap.grow_to(self.descriptor.borrowed(), size_bytes);
             self.log_map_failure();
@@ -194,9 +192,10 @@ impl File {
             None => ControlReply::Text(format!(
                 "{{\"vfs\":\"{}\",\"engine\":\"{}\",{},\"direct_align_bytes\":{},\"file\":{},\"vfs_total\":{}}}",
                 self.vfs.name,
-                self.engine.name(),
-                self.engine.routing_json(),
+                self.settings.engine.name(),
+                self.settings.engine.routing_json(),
                 self.direct
+                    .database
                     .as_ref()
                     .map_or("null".to_string(), |d| d.align_bytes.to_string()),
                 self.stats.snapshot().to_json(),
@@ -242,21 +241,25 @@ impl File {
             FileControl::LockState => ControlReply::Int(self.lock.level()),
             FileControl::LastErrno => ControlReply::Int(self.last_errno),
             FileControl::ChunkSize(bytes) => {
-                self.chunk_size_bytes = bytes;
+                self.settings.chunk_size_bytes = bytes;
                 ControlReply::Done
             }
             FileControl::SizeHint(bytes) => {
                 self.size_hint(bytes)?;
                 ControlReply::Done
             }
-            FileControl::PersistWal(arg) => mode_bit(&mut self.persist_wal, arg),
-            FileControl::PowersafeOverwrite(arg) => mode_bit(&mut self.psow, arg),
+            FileControl::PersistWal(arg) => mode_bit(&mut self.settings.persist_wal, arg),
+            FileControl::PowersafeOverwrite(arg) => mode_bit(&mut self.settings.psow, arg),
             FileControl::VfsName => ControlReply::Text(self.vfs.name.clone()),
             FileControl::TempFilename => ControlReply::Text(temp_file_name()),
             FileControl::HasMoved => ControlReply::Int(self.has_moved() as c_int),
             FileControl::MmapSize(requested) => {
                 // Mapped reads would go through the page cache O_DIRECT bypasses.
-                let requested = if self.direct.is_some() { 0 } else { requested };
+                let requested = if self.direct.database.is_some() {
+                    0
+                } else {
+                    requested
+                };
                 let old = self.mmap.set_limit(self.descriptor.borrowed(), requested);
                 self.log_map_failure();
                 ControlReply::Int64(old?)
@@ -291,7 +294,12 @@ impl File {
         if self.shm.is_none() {
             let path = self.path.clone().ok_or(Failure::ShmOpen(libc::EINVAL))?;
             let st = self.fstat().map_err(Failure::Fstat)?;
-            self.shm = Some(Shm::open(&path, &st, self.readonly_shm, &self.vfs.api)?);
+            self.shm = Some(Shm::open(
+                &path,
+                &st,
+                self.settings.readonly_shm,
+                &self.vfs.api,
+            )?);
         }
         let mut shm = self.shm.take().expect("opened above");
         let vfs = self.vfs;

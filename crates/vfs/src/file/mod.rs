@@ -20,11 +20,11 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::Arc;
 
 use crate::config::{SyncMode, SyncPlan};
-use crate::direct::{DirectFile, WalDirect};
+use crate::direct::DirectFile;
 use crate::error::Failure;
 use crate::ffi::SQLITE_LOCK_EXCLUSIVE;
 use crate::flush_point::{CallKind, CommitSync, FlushPoints};
-use crate::io::{EngineKind, Submitter};
+use crate::io::{EngineKind, Submitter, SyncRequest};
 use crate::lock::DbLock;
 use crate::mmap::MemoryMap;
 use crate::readahead::ReadAhead;
@@ -38,55 +38,144 @@ use crate::write_behind;
 /// Distinguishes files in the write-behind queue (fds are reused after close).
 static NEXT_FILE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
+/// One open file: who it is, its descriptor and lock, its database's write-behind queue,
+/// what it is set to, what it caches, and the sides only some files have.
 pub(crate) struct File {
     pub(crate) vfs: &'static VfsState,
     id: u64,
-    /// The buffered descriptor (I/O names it by number: [`File::fd`]).
-    descriptor: Descriptor,
-    write_behind: bool,
-    /// Which writes must reach the kernel before xWrite returns (`flush_point.rs`).
-    flush_points: FlushPoints,
-    sync_plan: SyncPlan,
-    /// A main database: SQLite's locks live on it (see `lock::close_preserving_process_locks`).
-    carries_locks: bool,
-    /// The write-behind queue of this file's database (its own, for a temporary file or
-    /// a super-journal), found once at open. `None` only while the file is dropped.
-    queue: Option<std::sync::Arc<write_behind::Queue>>,
-
     /// Full path; `None` for anonymous temporary files.
     path: Option<String>,
-    /// The O_DIRECT descriptor of a main database opened with `uring_direct=on`.
-    direct: Option<DirectFile>,
-    /// The O_DIRECT side of a WAL opened with `uring_wal_direct=on` (shared with the
-    /// write-behind queue, which flushes through it).
-    wal_direct: Option<std::sync::Arc<std::sync::Mutex<WalDirect>>>,
-    engine: EngineKind,
-    sync_mode: SyncMode,
-    lock: DbLock,
-    nolock: bool,
-    psow: bool,
-    persist_wal: bool,
-    readonly_shm: bool,
-    /// The first xSync after creating a journal or WAL must also sync its directory, so
-    /// the new directory entry is durable (os_unix.c UNIXFILE_DIRSYNC).
-    dir_sync_pending: bool,
-    chunk_size_bytes: i64,
-    pub(crate) last_errno: i32,
-    /// No other process or connection can reach this file (it was unlinked at open), so
-    /// its size may be cached.
-    private: bool,
-    cached_size_bytes: Option<i64>,
+    /// The buffered descriptor (I/O names it by number: [`File::fd`]).
+    descriptor: Descriptor,
     /// `(st_dev, st_ino)` of the open descriptor, read by the first SQLITE_FCNTL_HAS_MOVED.
     /// Fixed for the descriptor's life: while we hold it open the inode cannot be freed,
     /// so its number cannot name another file on that device.
     identity: Option<(u64, u64)>,
-    stats: std::sync::Arc<SharedStats>,
+    lock: DbLock,
+    /// The write-behind queue of this file's database (its own, for a temporary file or
+    /// a super-journal), found once at open. `None` only while the file is dropped.
+    queue: Option<Arc<write_behind::Queue>>,
+    /// Which writes must reach the kernel before xWrite returns (`flush_point.rs`).
+    flush_points: FlushPoints,
+    settings: Settings,
+    /// The first xSync after creating a journal or WAL must also sync its directory, so
+    /// the new directory entry is durable (os_unix.c UNIXFILE_DIRSYNC).
+    dir_sync_pending: bool,
+    pub(crate) last_errno: i32,
+    size: SizeCache,
+    stats: Arc<SharedStats>,
     shm: Option<Shm>,
     mmap: MemoryMap,
-    /// B-tree read-ahead of a buffered main database opened with it on (`readahead.rs`).
-    readahead: Option<Box<ReadAhead>>,
-    /// The descriptor read-ahead reads through (`rw.rs`, `DatabasePages`).
+    /// B-tree read-ahead of a buffered main database opened with it on.
+    readahead: Option<Box<ReadAheadSide>>,
+    direct: DirectSides,
+}
+
+/// What a file is set to: at open, from the VFS's options and its URI parameters; the
+/// file controls change `persist_wal`, `psow` and `chunk_size_bytes`.
+struct Settings {
+    /// A main database: SQLite's locks live on it (see `lock::close_preserving_process_locks`).
+    carries_locks: bool,
+    engine: EngineKind,
+    sync_mode: SyncMode,
+    sync_plan: SyncPlan,
+    write_behind: bool,
+    nolock: bool,
+    psow: bool,
+    persist_wal: bool,
+    readonly_shm: bool,
+    chunk_size_bytes: i64,
+}
+
+impl Settings {
+    /// The chunk size files grow and shrink by (SQLITE_FCNTL_CHUNK_SIZE), when one is set.
+    fn chunk_bytes(&self) -> Option<i64> {
+        (self.chunk_size_bytes > 0).then_some(self.chunk_size_bytes)
+    }
+
+    /// `size_bytes` rounded up to the chunk size, as os_unix.c sizes a truncate.
+    fn chunked(&self, size_bytes: i64) -> i64 {
+        self.chunk_bytes()
+            .map_or(size_bytes, |chunk| round_up(size_bytes, chunk))
+    }
+
+    /// xSync's request: the file's sync primitive and plan, and the directory to sync
+    /// with it, if any.
+    fn sync_request(&self, directory_fd: Option<RawFd>) -> SyncRequest {
+        SyncRequest {
+            data_only: self.sync_mode == SyncMode::Fdatasync,
+            directory_fd,
+            plan: self.sync_plan,
+        }
+    }
+}
+
+/// xFileSize's answer, cached while nobody else can change the file: it is private, or
+/// this connection holds an EXCLUSIVE lock on it (`exclusive` below).
+struct SizeCache {
+    /// No other process or connection can reach this file (it was unlinked at open).
+    private: bool,
+    bytes: Option<i64>,
+}
+
+impl SizeCache {
+    fn valid(&self, exclusive: bool) -> bool {
+        self.private || exclusive
+    }
+
+    /// The cached size, when it can be trusted.
+    fn get(&self, exclusive: bool) -> Option<i64> {
+        self.bytes.filter(|_| self.valid(exclusive))
+    }
+
+    /// Caches `size_bytes` if it can be trusted (forgets the cached size if not).
+    fn remember(&mut self, size_bytes: i64, exclusive: bool) {
+        self.bytes = self.valid(exclusive).then_some(size_bytes);
+    }
+
+    /// A truncate to `size_bytes` succeeded: cached if it can be trusted (otherwise
+    /// the cache is left as it is).
+    fn truncated_to(&mut self, size_bytes: i64, exclusive: bool) {
+        if self.valid(exclusive) {
+            self.bytes = Some(size_bytes);
+        }
+    }
+
+    /// A write ended at `end_bytes`.
+    fn note_at_least(&mut self, end_bytes: i64) {
+        if let Some(size) = self.bytes.as_mut() {
+            *size = (*size).max(end_bytes);
+        }
+    }
+
+    /// What the file's size is is unknown (a failed write or truncate).
+    fn forget(&mut self) {
+        self.bytes = None;
+    }
+
+    /// The lock that kept others out was dropped: they may change the file now.
+    fn lock_dropped(&mut self) {
+        if !self.private {
+            self.bytes = None;
+        }
+    }
+}
+
+/// B-tree read-ahead (`readahead.rs`) and the descriptor it reads through (`rw.rs`,
+/// `DatabasePages`).
+struct ReadAheadSide {
+    btree: ReadAhead,
     prefetch_fd: PrefetchFd,
+}
+
+/// A file's O_DIRECT sides (`direct.rs`), each there only when opened with it.
+struct DirectSides {
+    /// A main database's O_DIRECT descriptor (`uring_direct=on`).
+    database: Option<DirectFile>,
+    /// A WAL opened with `uring_wal_direct=on`: its O_DIRECT side is owned by the
+    /// write-behind queue, which flushes through it (`Queue::adopt_wal_direct`); the
+    /// file reaches it through the queue.
+    wal: bool,
 }
 
 /// A file's buffered descriptor, owned as its kind of file requires (`sys/fd.rs`).
@@ -151,7 +240,7 @@ impl File {
 
     fn submitter(&mut self) -> Submitter<'_> {
         Submitter {
-            engine: &self.engine,
+            engine: &self.settings.engine,
             file_stats: &self.stats,
             vfs_stats: &self.vfs.stats,
         }
@@ -176,15 +265,16 @@ impl File {
     /// last commit was synced at once.
     pub(crate) fn note_call(&mut self, number: u64, kind: CallKind) {
         let commit_sync = self.flush_points.call(number, kind);
-        if let (Some(sync), Some(wal)) = (commit_sync, &self.wal_direct) {
-            crate::lock::lock_ignoring_poison(wal).set_pays(sync == CommitSync::Immediate);
+        if let (Some(sync), true) = (commit_sync, self.direct.wal) {
+            self.queue()
+                .with_wal_direct(self.id, |wal| wal.set_pays(sync == CommitSync::Immediate));
         }
     }
 
     /// Opened with `nolock=1`: no OS locks and no shared memory (os_unix.c's
     /// nolockIoMethods).
     pub(crate) fn uses_nolock(&self) -> bool {
-        self.nolock
+        self.settings.nolock
     }
 
     /// What trace records say about this file.
@@ -196,15 +286,10 @@ impl File {
         }
     }
 
-    /// Whether the cached size can be trusted: nobody else can change the file.
-    fn size_cache_valid(&self) -> bool {
-        self.private || self.lock.level() == SQLITE_LOCK_EXCLUSIVE
-    }
-
-    fn note_size_at_least(&mut self, end_bytes: i64) {
-        if let Some(size) = self.cached_size_bytes.as_mut() {
-            *size = (*size).max(end_bytes);
-        }
+    /// Whether this connection holds an EXCLUSIVE lock on the file: nobody else can
+    /// change it (`SizeCache`).
+    fn exclusive(&self) -> bool {
+        self.lock.level() == SQLITE_LOCK_EXCLUSIVE
     }
 
     fn as_reader(&self) -> write_behind::Caller {
@@ -228,21 +313,20 @@ impl File {
             fd,
             align_bytes,
             fallback_fd: self.fd(),
-            engine: &self.engine,
+            engine: &self.settings.engine,
             file_stats: &self.stats,
             vfs_stats: &self.vfs.stats,
-            wal_direct: self.wal_direct.as_ref(),
         }
     }
 
     /// Drops what this file caches of other connections' data: called wherever another
     /// connection may have changed the file since (lock changes).
     fn forget_cached_reads(&mut self) {
-        if let Some(direct) = self.direct.as_mut() {
+        if let Some(direct) = self.direct.database.as_mut() {
             direct.invalidate();
         }
         if let Some(readahead) = self.readahead.as_deref_mut() {
-            readahead.forget();
+            readahead.btree.forget();
         }
     }
 }
@@ -254,11 +338,19 @@ impl File {
     /// closePendingFds. Linux frees a descriptor whatever close(2) returns, so nothing
     /// leaks.
     fn close_descriptors(&mut self) {
-        // The WAL's O_DIRECT descriptor closes with its last owner (the write-behind
-        // queue holds it while this file's writes are queued).
-        self.wal_direct = None;
-        let direct = self.direct.take();
-        let prefetch_fd = std::mem::replace(&mut self.prefetch_fd, PrefetchFd::Unavailable);
+        // The WAL's O_DIRECT side closes in its owner, the write-behind queue, which
+        // holds none of this file's writes by now (flushed at close and before
+        // SQLITE_FCNTL_NULL_IO).
+        if std::mem::take(&mut self.direct.wal) {
+            self.queue().close_wal_direct(self.id);
+        }
+        let direct = self.direct.database.take();
+        let prefetch_fd = match self.readahead.as_deref_mut() {
+            Some(readahead) => {
+                std::mem::replace(&mut readahead.prefetch_fd, PrefetchFd::Unavailable)
+            }
+            None => PrefetchFd::Unavailable,
+        };
         let descriptor = std::mem::replace(&mut self.descriptor, Descriptor::Closed);
         // The process's lock state of a database ends with its last connection and hands
         // back its share of the descriptor it locked through; otherwise it keeps it (and
@@ -275,7 +367,7 @@ impl File {
             direct.fd.close(failed_close);
         }
         if let PrefetchFd::Open(prefetch_fd) = prefetch_fd {
-            self.engine.before_prefetch_descriptor_closes();
+            self.settings.engine.before_prefetch_descriptor_closes();
             // The same inode again.
             prefetch_fd.close(failed_close);
         }
@@ -294,8 +386,7 @@ impl File {
 
 impl Drop for File {
     fn drop(&mut self) {
-        let queue = self.queue.take();
-        if let Some(queue) = queue.as_ref() {
+        if let Some(queue) = self.queue.as_ref() {
             queue.flush_before_close(self.id);
         }
         self.mmap.unmap();
@@ -305,7 +396,7 @@ impl Drop for File {
             shm.close(false, &self.vfs.api, self.path.as_deref().unwrap_or(""));
         }
         self.close_descriptors();
-        if let Some(queue) = queue {
+        if let Some(queue) = self.queue.take() {
             write_behind::release(queue);
         }
     }

@@ -9,9 +9,8 @@
 
 use std::ffi::{c_int, CStr, CString};
 use std::os::fd::{AsFd, AsRawFd};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use crate::api::OpenName;
 use crate::config::UriOptions;
 use crate::direct::{DirectFile, DirectOpenError, WalDirect};
 use crate::error::Failure;
@@ -20,6 +19,7 @@ use crate::flush_point::{FlushPoints, FlushRole};
 use crate::io::{EngineKind, FileRole};
 use crate::lock::DbLock;
 use crate::mmap::MemoryMap;
+use crate::open_name::OpenName;
 use crate::stats::SharedStats;
 use crate::sys::{
     calls, give_created_mode, open_above_stdio, stat_path, DbFd, Fd, Filesystem, DEFAULT_FILE_MODE,
@@ -27,7 +27,9 @@ use crate::sys::{
 use crate::vfs::VfsState;
 use crate::write_behind;
 
-use super::{Descriptor, File, NEXT_FILE_ID};
+use super::{
+    Descriptor, DirectSides, File, PrefetchFd, ReadAheadSide, Settings, SizeCache, NEXT_FILE_ID,
+};
 
 /// A file's options: the VFS's defaults as its URI parameters change them.
 struct FileOptions {
@@ -45,12 +47,10 @@ impl FileOptions {
     /// bits (`uring_direct` routes a main database and its rollback journal differently).
     fn read(
         vfs: &'static VfsState,
-        name: OpenName<'_>,
+        name: &OpenName,
         file_type: c_int,
     ) -> Result<FileOptions, String> {
-        let api = &vfs.api;
-        let keys = api.uri_keys(name);
-        let uri = UriOptions::parse(&keys, |key| api.uri_parameter(name, key))?;
+        let uri = UriOptions::parse(&name.uri)?;
         let direct = uri.direct.unwrap_or(vfs.direct_io);
         let role = if file_type & (SQLITE_OPEN_MAIN_DB | SQLITE_OPEN_MAIN_JOURNAL) != 0 {
             FileRole::DatabaseOrJournal
@@ -71,7 +71,7 @@ impl FileOptions {
     /// `uring_fallback=syscall`, fails the open with the reason in SQLite's log.
     fn for_open(
         vfs: &'static VfsState,
-        name: OpenName<'_>,
+        name: &OpenName,
         file_type: c_int,
         path: &str,
     ) -> Result<FileOptions, Failure> {
@@ -229,9 +229,9 @@ impl OpenFlags {
 /// Linux an anonymous temporary file is an O_TMPFILE inode that never has a name
 /// (returned open), so no other process can open it and nothing is left to unlink; a
 /// named file, unlinked at once, only where the filesystem refuses that.
-fn path_or_anonymous(name: OpenName<'_>, open: &OpenFlags) -> (String, Option<Fd>) {
-    if let Some(path) = name.path() {
-        return (path, None);
+fn path_or_anonymous(name: &OpenName, open: &OpenFlags) -> (String, Option<Fd>) {
+    if let Some(path) = &name.path {
+        return (path.clone(), None);
     }
     // SQLite only opens anonymous files as temporary, delete-on-close files.
     assert!(
@@ -293,12 +293,12 @@ fn open_descriptor(
     }
 }
 
-/// A file's O_DIRECT descriptors (at most one of them).
-struct DirectSides {
+/// A file's O_DIRECT descriptors, as opened (at most one of them).
+struct DirectDescriptors {
     /// A main database's (`direct.rs`, `DirectFile`).
     database: Option<DirectFile>,
-    /// A WAL's, shared with the write-behind queue, which flushes through it.
-    wal: Option<Arc<Mutex<WalDirect>>>,
+    /// A WAL's, which the write-behind queue will own and flush through.
+    wal: Option<WalDirect>,
 }
 
 /// The file's descriptor, owned as its kind of file requires, with the process's lock
@@ -320,7 +320,7 @@ fn open_direct_sides(
     direct: bool,
     uri: &UriOptions,
     writable: bool,
-) -> Result<DirectSides, Failure> {
+) -> Result<DirectDescriptors, Failure> {
     let refused = |why: DirectOpenError, parameter: &str| {
         vfs.api.log(
             SQLITE_CANTOPEN,
@@ -343,11 +343,11 @@ fn open_direct_sides(
     debug_assert!(!uri.wal_direct || uri.write_behind);
     let wal_direct = if uri.wal_direct && open.is(SQLITE_OPEN_WAL) && writable {
         let wal = WalDirect::open(c_path).map_err(|why| refused(why, "uring_wal_direct"))?;
-        Some(Arc::new(Mutex::new(wal)))
+        Some(wal)
     } else {
         None
     };
-    Ok(DirectSides {
+    Ok(DirectDescriptors {
         database: direct,
         wal: wal_direct,
     })
@@ -429,8 +429,8 @@ fn attach_descriptor(
 /// queue (SQLite orders writes between them); any other file — temporary, transient, a
 /// super-journal — is ordered against nothing else through the queue and gets one of
 /// its own.
-fn queue_of(name: OpenName<'_>, open: &OpenFlags, path: &str, id: u64) -> Arc<write_behind::Queue> {
-    let database = if name.is_null() || open.is_delete {
+fn queue_of(name: &OpenName, open: &OpenFlags, path: &str, id: u64) -> Arc<write_behind::Queue> {
+    let database = if name.path.is_none() || open.is_delete {
         None
     } else if open.is(SQLITE_OPEN_MAIN_DB) {
         Some(path)
@@ -455,9 +455,8 @@ impl File {
     /// (getFileMode); a journal or WAL name with no `-` before its last `.` has no
     /// database to copy from (mode 0: the default).
     fn create_mode(
-        vfs: &VfsState,
         path: &str,
-        name: OpenName<'_>,
+        name: &OpenName,
         flags: c_int,
     ) -> Result<(libc::mode_t, Option<(u32, u32)>), Failure> {
         let mode_of = |file: &str| match stat_path(file) {
@@ -480,8 +479,8 @@ impl File {
         if flags & SQLITE_OPEN_DELETEONCLOSE != 0 {
             return Ok((PRIVATE_FILE_MODE, None));
         }
-        match vfs.api.uri_parameter(name, c"modeof") {
-            Some(model) => mode_of(&model),
+        match name.uri.get("modeof") {
+            Some(model) => mode_of(model),
             None => Ok((0, None)),
         }
     }
@@ -490,13 +489,13 @@ impl File {
     /// read-write open fell back to read-only, as os_unix.c does).
     pub(crate) fn open(
         vfs: &'static VfsState,
-        name: OpenName<'_>,
+        name: &OpenName,
         flags: c_int,
     ) -> Result<(File, c_int), Failure> {
         let open = OpenFlags::decode(flags);
         let (path, unnamed_fd) = path_or_anonymous(name, &open);
         let options = FileOptions::for_open(vfs, name, open.file_type, &path)?;
-        let (mode, owner) = File::create_mode(vfs, &path, name, flags)?;
+        let (mode, owner) = File::create_mode(&path, name, flags)?;
         let c_path = cstring(&path)?;
         let is_unnamed = unnamed_fd.is_some();
         let (fd, out_flags) = open_descriptor(vfs, &path, &c_path, &open, mode, unnamed_fd)?;
@@ -514,7 +513,7 @@ impl File {
             .engine
             .for_filesystem(|| Filesystem::of_fd(fd.as_fd()).ok());
         let writable = out_flags & SQLITE_OPEN_READWRITE != 0;
-        let DirectSides {
+        let DirectDescriptors {
             database: mut direct,
             wal: wal_direct,
         } = match open_direct_sides(
@@ -551,42 +550,57 @@ impl File {
         }
         let id = NEXT_FILE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let queue = queue_of(name, &open, &path, id);
+        let has_wal_direct = wal_direct.is_some();
+        if let Some(wal_direct) = wal_direct {
+            // Its flushes, whichever thread makes them, go through it: the queue owns it.
+            queue.adopt_wal_direct(id, wal_direct);
+        }
         // Read-ahead follows a main database's B-trees through the page cache; an
         // O_DIRECT database bypasses that cache and keeps its own sequential window.
         let readahead = (open.is(SQLITE_OPEN_MAIN_DB)
             && direct.is_none()
             && options.uri.readahead.unwrap_or(vfs.readahead))
-        .then(|| Box::new(crate::readahead::ReadAhead::dormant()));
+        .then(|| {
+            Box::new(ReadAheadSide {
+                btree: crate::readahead::ReadAhead::dormant(),
+                prefetch_fd: PrefetchFd::NotYet,
+            })
+        });
         let file = File {
             vfs,
             id,
-            queue: Some(queue),
+            path: name.path.is_some().then_some(path),
             descriptor,
-            carries_locks: open.is(SQLITE_OPEN_MAIN_DB),
-            write_behind: options.uri.write_behind,
-            flush_points: FlushPoints::new(flush_role(open.file_type)),
-            sync_plan: options.uri.sync_plan,
-            wal_direct,
-            path: (!name.is_null()).then_some(path),
-            direct,
-            engine,
-            sync_mode: options.sync_mode,
-            lock,
-            nolock: options.uri.nolock,
-            psow: options.uri.psow,
-            persist_wal: false,
-            readonly_shm: options.uri.readonly_shm,
-            dir_sync_pending: open.is_new_journal,
-            chunk_size_bytes: 0,
-            last_errno: 0,
-            private: open.is_delete,
-            cached_size_bytes: None,
             identity,
-            stats: std::sync::Arc::new(SharedStats::default()),
+            lock,
+            queue: Some(queue),
+            flush_points: FlushPoints::new(flush_role(open.file_type)),
+            settings: Settings {
+                carries_locks: open.is(SQLITE_OPEN_MAIN_DB),
+                engine,
+                sync_mode: options.sync_mode,
+                sync_plan: options.uri.sync_plan,
+                write_behind: options.uri.write_behind,
+                nolock: options.uri.nolock,
+                psow: options.uri.psow,
+                persist_wal: false,
+                readonly_shm: options.uri.readonly_shm,
+                chunk_size_bytes: 0,
+            },
+            dir_sync_pending: open.is_new_journal,
+            last_errno: 0,
+            size: SizeCache {
+                private: open.is_delete,
+                bytes: None,
+            },
+            stats: Arc::new(SharedStats::default()),
             shm: None,
             mmap: MemoryMap::new(0, vfs.mmap_eof_buffer_bytes),
             readahead,
-            prefetch_fd: super::PrefetchFd::NotYet,
+            direct: DirectSides {
+                database: direct,
+                wal: has_wal_direct,
+            },
         };
         file.verify_db_file();
         Ok((file, out_flags))
@@ -597,7 +611,7 @@ impl File {
     /// (SQLITE_WARNING) when that fails, when the file has no link or more than one, or
     /// when its path names another file now. Nothing fails; other files are not checked.
     pub(crate) fn verify_db_file(&self) {
-        if !self.carries_locks {
+        if !self.settings.carries_locks {
             return;
         }
         let path = self.path.as_deref().unwrap_or("");

@@ -6,15 +6,14 @@
 use std::ffi::c_int;
 use std::os::fd::{AsRawFd, RawFd};
 
-use crate::config::SyncMode;
 use crate::error::Failure;
 use crate::ffi::{SQLITE_CANTOPEN, SQLITE_IOERR_CLOSE, SQLITE_IOERR_FSYNC, SQLITE_IOERR_TRUNCATE};
-use crate::io::{Submitter, SyncRequest};
+use crate::io::Submitter;
 use crate::readahead::PageSource;
 use crate::stats::IoStats;
 use crate::sys::{calls, open_directory_of, DbFd};
 
-use super::{round_up, File, PrefetchFd};
+use super::{File, PrefetchFd};
 
 impl File {
     /// xRead: fills `buf` from `offset`; a read past the end zero-fills the rest and
@@ -31,8 +30,8 @@ impl File {
         let mut preads = 0u64;
         let read = if rest.is_empty() {
             Ok(0)
-        } else if self.direct.is_none()
-            && self.engine.reads_by_syscall()
+        } else if self.direct.database.is_none()
+            && self.settings.engine.reads_by_syscall()
             && !crate::trace::enabled(crate::trace::TARGET_IO)
         {
             let at = (offset + from_map as i64) as u64;
@@ -42,12 +41,12 @@ impl File {
             let timed = self
                 .readahead
                 .as_deref_mut()
-                .is_some_and(|readahead| readahead.sample_this_read());
+                .is_some_and(|readahead| readahead.btree.sample_this_read());
             let started = timed.then(std::time::Instant::now);
             let (outcome, calls) = crate::io::syscall::pread_fully(fd, rest, at);
             if let (Some(started), Some(readahead)) = (started, self.readahead.as_deref_mut()) {
                 if started.elapsed() >= crate::readahead::DEVICE_READ {
-                    readahead.note_uncached_read();
+                    readahead.btree.note_uncached_read();
                 }
             }
             preads = calls;
@@ -56,16 +55,17 @@ impl File {
             // Whether this read reached the device is not known here: read-ahead stays
             // awake.
             if let Some(readahead) = self.readahead.as_deref_mut() {
-                readahead.note_uncached_read();
+                readahead.btree.note_uncached_read();
             }
             let at = (offset + from_map as i64) as u64;
             let mut io = Submitter {
-                engine: &self.engine,
+                engine: &self.settings.engine,
                 file_stats: &self.stats,
                 vfs_stats: &self.vfs.stats,
             };
             match self
                 .direct
+                .database
                 .as_mut()
                 .filter(|d| d.is_aligned(at, rest.len()))
             {
@@ -111,14 +111,14 @@ impl File {
             if let Some(readahead) = self.readahead.as_deref_mut() {
                 let mut pages = DatabasePages {
                     fd,
-                    prefetch_fd: &mut self.prefetch_fd,
+                    prefetch_fd: &mut readahead.prefetch_fd,
                     io: Submitter {
-                        engine: &self.engine,
+                        engine: &self.settings.engine,
                         file_stats: &self.stats,
                         vfs_stats: &self.vfs.stats,
                     },
                 };
-                readahead.after_read(buf, offset as u64, &mut pages);
+                readahead.btree.after_read(buf, offset as u64, &mut pages);
             }
         }
         Ok(())
@@ -138,19 +138,18 @@ impl File {
         let decision = self
             .flush_points
             .write(offset as u64, buf, self.mmap.is_mapped());
-        if let Some(direct) = self.direct.as_mut() {
+        if let Some(direct) = self.direct.database.as_mut() {
             direct.invalidate_range(offset as u64, buf.len());
         }
-        if let Some(wal) = &self.wal_direct {
-            crate::lock::lock_ignoring_poison(wal).note_write(offset as u64, buf);
-        }
-        let result = if self.write_behind {
+        // An O_DIRECT WAL side learns of the write in the queue (`Queue::write`).
+        let result = if self.settings.write_behind {
             let flush_now = decision.flush_now();
             // An aligned page write of an O_DIRECT file is queued for its direct fd; a
             // write that must reach the kernel at once (a checkpoint's) is one lone write,
             // cheaper into the page cache than a device round trip.
             let writer = match self
                 .direct
+                .database
                 .as_ref()
                 .filter(|d| !flush_now && d.is_aligned(offset as u64, buf.len()))
             {
@@ -174,11 +173,11 @@ impl File {
                     bytes_written: buf.len() as u64,
                     ..IoStats::default()
                 });
-                self.note_size_at_least(offset + buf.len() as i64);
+                self.size.note_at_least(offset + buf.len() as i64);
                 Ok(())
             }
             Err(failure) => {
-                self.cached_size_bytes = None;
+                self.size.forget();
                 Err(failure)
             }
         }
@@ -191,28 +190,23 @@ impl File {
             truncate_calls: 1,
             ..IoStats::default()
         });
-        let size_bytes = if self.chunk_size_bytes > 0 {
-            round_up(size_bytes, self.chunk_size_bytes)
-        } else {
-            size_bytes
-        };
+        let size_bytes = self.settings.chunked(size_bytes);
         self.flush_queue(self.as_writer())?;
-        if let Some(direct) = self.direct.as_mut() {
+        if let Some(direct) = self.direct.database.as_mut() {
             direct.invalidate();
         }
-        if let Some(wal) = &self.wal_direct {
-            crate::lock::lock_ignoring_poison(wal).truncated(size_bytes as u64);
+        if self.direct.wal {
+            self.queue()
+                .with_wal_direct(self.id, |wal| wal.truncated(size_bytes as u64));
         }
         let fd = self.fd();
         if let Err(errno) = self.submitter().truncate(fd, size_bytes as u64) {
-            self.cached_size_bytes = None;
+            self.size.forget();
             self.log_os_error(SQLITE_IOERR_TRUNCATE, "ftruncate", errno);
             return Err(Failure::Truncate(errno));
         }
         self.mmap.clamp_to(size_bytes);
-        if self.size_cache_valid() {
-            self.cached_size_bytes = Some(size_bytes);
-        }
+        self.size.truncated_to(size_bytes, self.exclusive());
         Ok(())
     }
 
@@ -224,7 +218,6 @@ impl File {
             sync_calls: 1,
             ..IoStats::default()
         });
-        let data_only = self.sync_mode == SyncMode::Fdatasync;
         // The directory sync is independent of the file's: both are submitted together
         // and both complete before xSync returns, as os_unix.c's two sequential calls do.
         let (directory, directory_errno) = match (&self.path, self.dir_sync_pending) {
@@ -234,11 +227,9 @@ impl File {
             },
             _ => (None, None),
         };
-        let request = SyncRequest {
-            data_only,
-            directory_fd: directory.as_ref().map(AsRawFd::as_raw_fd),
-            plan: self.sync_plan,
-        };
+        let request = self
+            .settings
+            .sync_request(directory.as_ref().map(AsRawFd::as_raw_fd));
         let result = self.queue().sync(&self.writer(), request);
         if let Some(directory) = directory {
             if let Err(errno) = directory.close() {
@@ -275,10 +266,8 @@ impl File {
     /// xFileSize. Caches the size while nobody else can change the file.
     pub(crate) fn file_size(&mut self) -> Result<i64, Failure> {
         self.flush_queue(self.as_reader())?;
-        if self.size_cache_valid() {
-            if let Some(size) = self.cached_size_bytes {
-                return Ok(size);
-            }
+        if let Some(size) = self.size.get(self.exclusive()) {
+            return Ok(size);
         }
         let mut size = self.fstat().map_err(Failure::Fstat)?.st_size;
         // os_unix.c: a 1-byte file is reported as empty (a workaround some filesystems
@@ -286,7 +275,7 @@ impl File {
         if size == 1 {
             size = 0;
         }
-        self.cached_size_bytes = self.size_cache_valid().then_some(size);
+        self.size.remember(size, self.exclusive());
         Ok(size)
     }
 }

@@ -7,6 +7,7 @@
 //! is decided, at open, and nowhere else.
 
 use crate::config::{Backend, Options, Submission, UriOptions};
+use crate::open_name::UriParameters;
 use crate::sys::Filesystem;
 
 #[cfg(feature = "test-support")]
@@ -131,7 +132,7 @@ impl EngineKind {
             Backend::IoUring => EngineKind::IoUring(routing),
             Backend::Syscall => EngineKind::Syscall,
         };
-        let uri = UriOptions::parse(&[], |_| None).expect("no parameters parse");
+        let uri = UriOptions::parse(&UriParameters::default()).expect("no parameters parse");
         let engine = EngineKind::for_file(
             &vfs_engine,
             routing,
