@@ -233,6 +233,33 @@ fn an_index_range_that_reads_its_rows_prefetches_them() {
 }
 
 #[test]
+fn an_index_range_prefetches_its_rows_when_readahead_sleeps_as_the_query_starts() {
+    // A connection that has read cached data (read-ahead asleep, the schema in SQLite's
+    // cache) then meets cold data: read-ahead wakes at the query's first reads and must
+    // still find the rows.
+    let dir = cold_dir();
+    let path = dir.path().join("asleep.db");
+    build(&path, 4096, 20_000, Mode::Rollback);
+    let index_leaves = leaf_pages(&path, "rc");
+    let table_leaves = leaf_pages(&path, "r");
+    evict(&path);
+    let expected = rows(&open(&path, "unix", ""), SCANS[2]);
+    let conn = open(&path, "io_uring", "");
+    // Hot: every page cached, the whole table read once through the connection.
+    std::fs::read(&path).unwrap();
+    rows(&conn, "SELECT count(*), sum(length(v)) FROM r");
+    rows(&conn, "SELECT count(*) FROM w");
+    let before = file_counter(&conn, "prefetched_pages");
+    evict(&path);
+    assert_eq!(rows(&conn, SCANS[2]), expected);
+    let prefetched_pages = file_counter(&conn, "prefetched_pages") - before;
+    assert!(
+        prefetched_pages > index_leaves + table_leaves / 2,
+        "{prefetched_pages} pages prefetched; the index has {index_leaves} leaves, the table {table_leaves}"
+    );
+}
+
+#[test]
 fn a_covering_index_range_prefetches_no_row() {
     // The same range, answered from the index alone: no row is read, none is asked for.
     let dir = cold_dir();
