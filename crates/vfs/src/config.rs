@@ -302,12 +302,7 @@ mod tests {
     use super::*;
 
     fn parse(pairs: &[(&str, &str)]) -> Result<UriOptions, String> {
-        UriOptions::parse(&UriParameters::new(
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        ))
+        UriOptions::parse(&UriParameters::from_pairs(pairs))
     }
 
     #[test]

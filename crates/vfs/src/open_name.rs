@@ -22,6 +22,17 @@ impl UriParameters {
         UriParameters(pairs)
     }
 
+    /// The parameters `pairs` give, in order (for tests).
+    #[cfg(test)]
+    pub(crate) fn from_pairs(pairs: &[(&str, &str)]) -> UriParameters {
+        UriParameters(
+            pairs
+                .iter()
+                .map(|(key, value)| (key.to_string(), value.to_string()))
+                .collect(),
+        )
+    }
+
     /// Every key, in order (a key given twice is listed twice).
     pub(crate) fn keys(&self) -> impl Iterator<Item = &str> {
         self.0.iter().map(|(key, _)| key.as_str())
@@ -41,18 +52,9 @@ impl UriParameters {
 mod tests {
     use super::*;
 
-    fn parameters(pairs: &[(&str, &str)]) -> UriParameters {
-        UriParameters::new(
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        )
-    }
-
     #[test]
     fn the_first_value_of_a_key_wins_and_every_key_is_listed() {
-        let uri = parameters(&[("modeof", "/a"), ("psow", "0"), ("modeof", "/b")]);
+        let uri = UriParameters::from_pairs(&[("modeof", "/a"), ("psow", "0"), ("modeof", "/b")]);
         assert_eq!(uri.get("modeof"), Some("/a"));
         assert_eq!(uri.get("psow"), Some("0"));
         assert_eq!(uri.get("nolock"), None);
@@ -61,7 +63,7 @@ mod tests {
 
     #[test]
     fn an_empty_value_is_present() {
-        let uri = parameters(&[("modeof", "")]);
+        let uri = UriParameters::from_pairs(&[("modeof", "")]);
         assert_eq!(uri.get("modeof"), Some(""));
     }
 }

@@ -213,6 +213,18 @@ fn leaf_pages(path: &Path, name: &str) -> u64 {
     .unwrap() as u64
 }
 
+/// SCANS[2]'s rows lie on nearly every leaf of `r`: asking for more pages than the index
+/// has leaves and half the table's means row read-ahead asked for the rows' leaves
+/// (without it, only the index's leaves and a few others are asked for).
+fn assert_rows_asked_for(path: &Path, prefetched_pages: u64) {
+    let index_leaves = leaf_pages(path, "rc");
+    let table_leaves = leaf_pages(path, "r");
+    assert!(
+        prefetched_pages > index_leaves + table_leaves / 2,
+        "{prefetched_pages} pages prefetched; the index has {index_leaves} leaves, the table {table_leaves}"
+    );
+}
+
 #[test]
 fn an_index_range_that_reads_its_rows_prefetches_them() {
     // SCANS[2] reads a fifth of index `rc` in order and each entry's row from `r`: the
@@ -220,16 +232,8 @@ fn an_index_range_that_reads_its_rows_prefetches_them() {
     let dir = cold_dir();
     let path = dir.path().join("range.db");
     build(&path, 4096, 20_000, Mode::Rollback);
-    let index_leaves = leaf_pages(&path, "rc");
     let conn = cold_as_unix(&path, SCANS[2]);
-    let table_leaves = leaf_pages(&path, "r");
-    let prefetched_pages = file_counter(&conn, "prefetched_pages");
-    // The range's rows lie on nearly every leaf of `r`; without row read-ahead only the
-    // index's leaves (and a few others) are asked for.
-    assert!(
-        prefetched_pages > index_leaves + table_leaves / 2,
-        "{prefetched_pages} pages prefetched; the index has {index_leaves} leaves, the table {table_leaves}"
-    );
+    assert_rows_asked_for(&path, file_counter(&conn, "prefetched_pages"));
 }
 
 #[test]
@@ -240,8 +244,6 @@ fn an_index_range_prefetches_its_rows_when_readahead_sleeps_as_the_query_starts(
     let dir = cold_dir();
     let path = dir.path().join("asleep.db");
     build(&path, 4096, 20_000, Mode::Rollback);
-    let index_leaves = leaf_pages(&path, "rc");
-    let table_leaves = leaf_pages(&path, "r");
     evict(&path);
     let expected = rows(&open(&path, "unix", ""), SCANS[2]);
     let conn = open(&path, "io_uring", "");
@@ -252,11 +254,7 @@ fn an_index_range_prefetches_its_rows_when_readahead_sleeps_as_the_query_starts(
     let before = file_counter(&conn, "prefetched_pages");
     evict(&path);
     assert_eq!(rows(&conn, SCANS[2]), expected);
-    let prefetched_pages = file_counter(&conn, "prefetched_pages") - before;
-    assert!(
-        prefetched_pages > index_leaves + table_leaves / 2,
-        "{prefetched_pages} pages prefetched; the index has {index_leaves} leaves, the table {table_leaves}"
-    );
+    assert_rows_asked_for(&path, file_counter(&conn, "prefetched_pages") - before);
 }
 
 #[test]
