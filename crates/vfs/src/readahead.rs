@@ -39,7 +39,13 @@
 //! child must lie inside the file, so corrupt or hostile bytes cost at most one page's
 //! parse.
 //!
-//! **Never slower on cached data.** Before a batch, the first page it would ask for is
+//! **Never slower on cached data.** A buffered database's read-ahead sleeps until one of
+//! SQLite's sampled reads ([`ReadAhead::sample_this_read`]: one in [`READS_PER_SAMPLE`],
+//! and each of the first [`READS_SAMPLED_AFTER_FORGET`] after a lock change) finds its
+//! page missing from the page cache, which the read asks alone first (`RWF_NOWAIT`,
+//! `file/rw.rs`); asleep, a read costs the check of a flag, and a hot read, however slow,
+//! never wakes it. It falls asleep again after [`READS_TO_SLEEP`] reads with no sign of
+//! the device. Awake, before a batch, the first page it would ask for is
 //! checked with [`PageSource::is_cached`] (`cachestat(2)`, no I/O): when the kernel
 //! already has it, the batch is skipped; after two such checks in a row nothing is checked
 //! or asked for during the next 8, 16, … up to [`MAX_HOT_BACKOFF_READS`] page reads of the
@@ -77,14 +83,17 @@ pub(crate) const ROWS_CACHE_CHECKS: usize = 4;
 /// Longest wait, in child reads, between two cache checks of a scan found cached.
 pub(crate) const MAX_HOT_BACKOFF_READS: u32 = 64;
 
-/// One of this many of SQLite's reads is timed, to tell when they reach the device.
+/// One of this many of SQLite's reads is sampled: asked of the page cache alone first
+/// (`file/rw.rs`), to tell whether it reached the device.
 pub(crate) const READS_PER_SAMPLE: u32 = 8;
-/// Asleep, every one of this many reads after the paths were forgotten is timed.
+/// Asleep, every one of this many reads after the paths were forgotten is sampled.
 pub(crate) const READS_SAMPLED_AFTER_FORGET: u32 = 8;
 /// Awake read-ahead falls asleep after this many reads with no sign of the device.
 pub(crate) const READS_TO_SLEEP: u32 = 256;
-/// A read that took this long went to the device: a page-cache hit of one page takes a
-/// few microseconds, a device read at queue depth 1 tens (an NVMe drive's about ten).
+/// Where the page cache cannot be asked alone (a file system without `RWF_NOWAIT` reads,
+/// or a test's stand-in `pread`), a sampled read that took this long went to the device:
+/// a page-cache hit of one page takes a few microseconds, a device read at queue depth 1
+/// tens (an NVMe drive's about ten).
 pub(crate) const DEVICE_READ: std::time::Duration = std::time::Duration::from_micros(10);
 
 /// Bytes asked for and not yet read, summed over every file of the process.
@@ -349,12 +358,12 @@ pub(crate) struct ReadAhead {
     awake: bool,
     /// Made by [`ReadAhead::dormant`]: SQLite's reads wake it, so it may sleep.
     wakes_on_misses: bool,
-    /// Reads to let pass untimed before the next timed one.
+    /// Reads to let pass unsampled before the next sampled one.
     reads_until_sample: u32,
-    /// Reads still to time, every one, since the paths were forgotten.
+    /// Reads still to sample, every one, since the paths were forgotten.
     burst_samples: u32,
-    /// Whole-page reads since the last sign of a read reaching the device (a timed slow
-    /// read, or a cache check that found a page uncached).
+    /// Whole-page reads since the last sign of a read reaching the device (a sampled read
+    /// the page cache did not have, or a cache check that found a page uncached).
     reads_since_uncached: u32,
 }
 
@@ -379,7 +388,7 @@ impl ReadAhead {
         readahead
     }
 
-    /// Whether SQLite's read about to be made should be timed: one in
+    /// Whether SQLite's read about to be made should be sampled: one in
     /// [`READS_PER_SAMPLE`], the first included, and, asleep, each of the first
     /// [`READS_SAMPLED_AFTER_FORGET`] after the paths were forgotten (a lock change: a
     /// transaction starts). A query's first reads are its descents, the root and interior
@@ -406,6 +415,12 @@ impl ReadAhead {
             self.awake = true;
             self.note_uncached();
         }
+    }
+
+    /// Whether it follows the file's reads now (not asleep).
+    #[cfg(test)]
+    pub(crate) fn is_awake(&self) -> bool {
+        self.awake
     }
 
     pub(crate) fn new() -> ReadAhead {
@@ -463,7 +478,7 @@ impl ReadAhead {
         }
         self.reads_since_uncached += 1;
         if self.wakes_on_misses && self.reads_since_uncached > READS_TO_SLEEP {
-            // Nothing it asked about, and no read it timed, went to the device for a
+            // Nothing it asked about, and no read it sampled, went to the device for a
             // while: the data is cached (or being read by a scan read-ahead keeps ahead
             // of, whose batches would have found uncached pages).
             self.fall_asleep();
@@ -1938,7 +1953,7 @@ mod tests {
     }
 
     #[test]
-    fn a_forgotten_dormant_readahead_times_its_next_reads() {
+    fn a_forgotten_dormant_readahead_samples_its_next_reads() {
         let mut readahead = ReadAhead::dormant();
         for _ in 0..READS_PER_SAMPLE {
             readahead.sample_this_read();

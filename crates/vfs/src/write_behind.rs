@@ -76,7 +76,9 @@
 //! takes a slot with its first queued write and gives it back (a bit in a free mask)
 //! whenever it is empty again, so resident memory follows the number of databases with
 //! writes queued *at the same moment*, not the number open. When every slot is taken, a
-//! write goes straight through (as with `uring_write_behind=off`).
+//! write goes straight through (as with `uring_write_behind=off`); so does a write that
+//! must reach the kernel at once while the queue is empty (each page of `VACUUM INTO`'s
+//! output, spilled outside a commit), from SQLite's buffer, without a copy.
 //!
 //! # Buffer lifetime
 //! Queued bytes live in the arena, never in SQLite's buffers, and a flush waits for every
@@ -686,6 +688,14 @@ impl Queue {
             // between files is kept.
             return writer.write_through(queue.wal_of(writer.file_id), offset, data);
         }
+        if flush_now && queue.pieces.is_empty() && queue.wal_of(writer.file_id).is_none() {
+            // A lone write that must reach the kernel now (a page spilled outside a
+            // commit, as `VACUUM INTO`'s output gets for every page): nothing queued to
+            // keep it ordered after or to coalesce with, so it goes from SQLite's buffer
+            // as under `unix`, without the copy into the arena. A file with an O_DIRECT
+            // WAL side keeps the batch path, which may write whole blocks through it.
+            return writer.write_through(None, offset, data);
+        }
         if queue.arena.is_none() {
             match Arena::take() {
                 Some(arena) => queue.arena = Some(arena),
@@ -1200,6 +1210,46 @@ mod tests {
         let counted = stats.snapshot();
         assert_eq!((counted.ops, counted.kernel_entries), (1, 1), "{counted:?}");
         assert_eq!(std::fs::metadata(dir.path().join("c")).unwrap().len(), 4616);
+        release(queue);
+    }
+
+    #[test]
+    fn a_lone_write_that_must_go_now_takes_no_arena_slot() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = std::fs::File::create(dir.path().join("spill")).unwrap();
+        let stats = Arc::new(SharedStats::default());
+        let queue = private_queue(next_test_id());
+        let writer = Writer {
+            file_id: next_test_id(),
+            fd: file.as_raw_fd(),
+            align_bytes: 1,
+            fallback_fd: file.as_raw_fd(),
+            engine: &EngineKind::Syscall,
+            file_stats: &stats,
+            vfs_stats: vfs_stats(),
+        };
+        // A page spilled outside a commit, into an empty queue: written from the caller's
+        // buffer at once, the queue left as it was.
+        queue.write(&writer, 4096, &[7; 4096], true).unwrap();
+        assert_eq!(stats.snapshot().ops, 1);
+        assert!(
+            queue.lock().arena.is_none(),
+            "no slot taken for a lone write"
+        );
+        assert!(!queue.in_use.load(Ordering::Acquire));
+        // Behind a queued write, one that must go now still joins it: one op for both.
+        queue.write(&writer, 8192, &[1; 4096], false).unwrap();
+        queue.write(&writer, 12288, &[2; 4096], true).unwrap();
+        let counted = stats.snapshot();
+        assert_eq!((counted.ops, counted.kernel_entries), (2, 2), "{counted:?}");
+        assert!(queue.lock().pieces.is_empty());
+        let bytes = std::fs::read(dir.path().join("spill")).unwrap();
+        assert_eq!(bytes.len(), 4 * 4096);
+        for (page, value) in [0u8, 7, 1, 2].into_iter().enumerate() {
+            assert!(bytes[page * 4096..(page + 1) * 4096]
+                .iter()
+                .all(|&b| b == value));
+        }
         release(queue);
     }
 

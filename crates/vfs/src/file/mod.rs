@@ -166,6 +166,10 @@ impl SizeCache {
 struct ReadAheadSide {
     btree: ReadAhead,
     prefetch_fd: PrefetchFd,
+    /// How a sampled read tells whether it reached the device (`rw.rs`,
+    /// `ReadAheadSide::sampled_read`): by reading from the page cache only first
+    /// (`RWF_NOWAIT`), or, where the file system refused that, by its duration.
+    nowait_probe: bool,
 }
 
 /// A file's O_DIRECT sides (`direct.rs`), each there only when opened with it.

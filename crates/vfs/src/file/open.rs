@@ -564,6 +564,7 @@ impl File {
             Box::new(ReadAheadSide {
                 btree: crate::readahead::ReadAhead::dormant(),
                 prefetch_fd: PrefetchFd::NotYet,
+                nowait_probe: true,
             })
         });
         let file = File {

@@ -8,12 +8,13 @@ use std::os::fd::{AsRawFd, RawFd};
 
 use crate::error::Failure;
 use crate::ffi::{SQLITE_CANTOPEN, SQLITE_IOERR_CLOSE, SQLITE_IOERR_FSYNC, SQLITE_IOERR_TRUNCATE};
+use crate::io::syscall::pread_fully;
 use crate::io::Submitter;
 use crate::readahead::PageSource;
 use crate::stats::IoStats;
 use crate::sys::{calls, open_directory_of, DbFd};
 
-use super::{File, PrefetchFd};
+use super::{File, PrefetchFd, ReadAheadSide};
 
 impl File {
     /// xRead: fills `buf` from `offset`; a read past the end zero-fills the rest and
@@ -36,19 +37,11 @@ impl File {
         {
             let at = (offset + from_map as i64) as u64;
             // Read-ahead sleeps while the pages SQLite reads are cached; one read in
-            // `READS_PER_SAMPLE` is timed while it sleeps, and one that took as long as a
-            // device read wakes it.
-            let timed = self
-                .readahead
-                .as_deref_mut()
-                .is_some_and(|readahead| readahead.btree.sample_this_read());
-            let started = timed.then(std::time::Instant::now);
-            let (outcome, calls) = crate::io::syscall::pread_fully(fd, rest, at);
-            if let (Some(started), Some(readahead)) = (started, self.readahead.as_deref_mut()) {
-                if started.elapsed() >= crate::readahead::DEVICE_READ {
-                    readahead.btree.note_uncached_read();
-                }
-            }
+            // `READS_PER_SAMPLE` tells it whether the device was needed, and wakes it if so.
+            let (outcome, calls) = match self.readahead.as_deref_mut() {
+                Some(side) => side.read(fd, rest, at),
+                None => pread_fully(fd, rest, at),
+            };
             preads = calls;
             outcome.map_err(Failure::from_read_errno)
         } else {
@@ -280,6 +273,68 @@ impl File {
     }
 }
 
+impl ReadAheadSide {
+    /// SQLite's read of `buf` at `at`, as `pread_fully` makes it; sampled for read-ahead
+    /// when `ReadAhead::sample_this_read` says so.
+    #[inline]
+    fn read(&mut self, fd: RawFd, buf: &mut [u8], at: u64) -> (Result<usize, i32>, u64) {
+        if self.btree.sample_this_read() {
+            self.sampled_read(fd, buf, at)
+        } else {
+            pread_fully(fd, buf, at)
+        }
+    }
+
+    /// SQLite's read of `buf` at `at` when read-ahead samples it: the same bytes, result
+    /// and kernel-entry count as `pread_fully`, and read-ahead told whether the read needed
+    /// the device (`ReadAhead::note_uncached_read`, which wakes it).
+    ///
+    /// The page cache is asked alone first (`RWF_NOWAIT`, outside the system-call table:
+    /// it fails nothing SQLite sees). Cached bytes are the answer, in one call; bytes it
+    /// did not have are read through the table's `pread`, which waits for the device. A
+    /// read told by its duration instead mistakes a hot read that was descheduled or
+    /// interrupted for a device read: on a VM about one in 500 hot reads, each waking
+    /// read-ahead for nothing. Durations are the rule only while a test replaces the
+    /// table's I/O calls (every read must reach the stand-in) and on a file system that
+    /// cannot read without waiting.
+    fn sampled_read(&mut self, fd: RawFd, buf: &mut [u8], at: u64) -> (Result<usize, i32>, u64) {
+        if self.nowait_probe && !calls::io_replaced() {
+            match crate::sys::page_cache::read_nowait(fd, buf, at) {
+                // All of it cached, or nothing to read (the end of the file: an uncached
+                // start is EAGAIN, never 0).
+                Ok(n) if n == buf.len() || n == 0 => return (Ok(n), 1),
+                // The cache, or the file, stops after `n` bytes.
+                Ok(n) => {
+                    let (rest, preads) = pread_fully(fd, &mut buf[n..], at + n as u64);
+                    if rest.is_ok_and(|more| more > 0) {
+                        self.btree.note_uncached_read();
+                    }
+                    return (rest.map(|more| n + more), preads + 1);
+                }
+                Err(libc::EAGAIN) => {
+                    let (outcome, preads) = pread_fully(fd, buf, at);
+                    if outcome.is_ok_and(|n| n > 0) {
+                        self.btree.note_uncached_read();
+                    }
+                    return (outcome, preads + 1);
+                }
+                Err(libc::EOPNOTSUPP) => self.nowait_probe = false,
+                // Any other failure is the table's `pread` to meet and report.
+                Err(_) => {
+                    let (outcome, preads) = pread_fully(fd, buf, at);
+                    return (outcome, preads + 1);
+                }
+            }
+        }
+        let started = std::time::Instant::now();
+        let read = pread_fully(fd, buf, at);
+        if started.elapsed() >= crate::readahead::DEVICE_READ {
+            self.btree.note_uncached_read();
+        }
+        read
+    }
+}
+
 /// The database file as B-tree read-ahead sees it: its page cache, asked about outside the
 /// system-call table (`sys::page_cache`), and prefetches performed by the file's engine
 /// (one ring submission per batch on the io_uring backend, `posix_fadvise` calls on the
@@ -352,5 +407,91 @@ impl PageSource for DatabasePages<'_> {
     fn page_count(&mut self, page_size_bytes: u32) -> u32 {
         let pages = crate::sys::page_cache::size_bytes(self.fd) / u64::from(page_size_bytes);
         pages.min(u64::from(u32::MAX)) as u32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+
+    use super::*;
+    use crate::readahead::ReadAhead;
+    use crate::sys::page_cache::advise;
+
+    fn side() -> ReadAheadSide {
+        ReadAheadSide {
+            btree: ReadAhead::dormant(),
+            prefetch_fd: PrefetchFd::NotYet,
+            nowait_probe: true,
+        }
+    }
+
+    /// A file of `pages` 4 KiB pages on a file system whose pages can be evicted.
+    fn file_of_pages(pages: u8) -> std::fs::File {
+        let mut file = tempfile::tempfile_in("/var/tmp").expect("a temporary file in /var/tmp");
+        for page in 0..pages {
+            file.write_all(&[page; 4096]).unwrap();
+        }
+        file.sync_all().unwrap();
+        file
+    }
+
+    fn evict(file: &std::fs::File) {
+        assert_eq!(advise(file.as_raw_fd(), libc::POSIX_FADV_DONTNEED), 0);
+    }
+
+    #[test]
+    fn a_sampled_read_wakes_readahead_only_when_its_pages_were_not_cached() {
+        let file = file_of_pages(4);
+        let fd = file.as_raw_fd();
+        let mut page = [0u8; 4096];
+        // Just written: cached. However long the read takes, it wakes nothing.
+        let mut cached = side();
+        assert_eq!(cached.sampled_read(fd, &mut page, 4096), (Ok(4096), 1));
+        assert_eq!(page, [1u8; 4096]);
+        assert!(!cached.btree.is_awake());
+        // Evicted: the page cache is asked (EAGAIN), then the table's pread reads it.
+        evict(&file);
+        let mut cold = side();
+        assert_eq!(cold.sampled_read(fd, &mut page, 2 * 4096), (Ok(4096), 2));
+        assert_eq!(page, [2u8; 4096]);
+        assert!(cold.btree.is_awake());
+        assert!(cold.nowait_probe);
+    }
+
+    #[test]
+    fn a_sampled_read_past_the_end_or_partly_cached_reads_what_pread_reads() {
+        let file = file_of_pages(2);
+        let fd = file.as_raw_fd();
+        let mut two = [9u8; 2 * 4096];
+        // Past the end: nothing, in one call, and no wake.
+        let mut past = side();
+        assert_eq!(past.sampled_read(fd, &mut two, 4 * 4096), (Ok(0), 1));
+        assert!(!past.btree.is_awake());
+        // The file ends inside the buffer: the cached page, then the end.
+        let mut end = side();
+        assert_eq!(end.sampled_read(fd, &mut two, 4096), (Ok(4096), 2));
+        assert_eq!(&two[..4096], &[1u8; 4096][..]);
+        assert!(!end.btree.is_awake());
+        // The first page cached, the second evicted: both read, and the second woke it.
+        evict(&file);
+        // Without it, the kernel's own read-ahead would cache the second page too.
+        assert_eq!(advise(fd, libc::POSIX_FADV_RANDOM), 0);
+        let mut first = [0u8; 4096];
+        assert_eq!(pread_fully(fd, &mut first, 0), (Ok(4096), 1));
+        let mut partly = side();
+        assert_eq!(partly.sampled_read(fd, &mut two, 0), (Ok(2 * 4096), 2));
+        assert_eq!(&two[..4096], &[0u8; 4096][..]);
+        assert_eq!(&two[4096..], &[1u8; 4096][..]);
+        assert!(partly.btree.is_awake());
+    }
+
+    #[test]
+    fn a_failed_sampled_read_is_the_table_preads_to_report() {
+        let mut page = [0u8; 4096];
+        let mut bad = side();
+        assert_eq!(bad.sampled_read(-1, &mut page, 0).0, Err(libc::EBADF));
+        assert!(!bad.btree.is_awake());
     }
 }

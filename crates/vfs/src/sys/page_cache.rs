@@ -69,6 +69,15 @@ pub(crate) fn is_cached(fd: RawFd, offset: u64, len_bytes: u64) -> Option<bool> 
 /// (`preadv2(RWF_NOWAIT)`): true when `buf` was filled, false otherwise (not cached, short,
 /// or any error). Never waits for the device.
 pub(crate) fn read_if_cached(fd: RawFd, buf: &mut [u8], offset: u64) -> bool {
+    read_nowait(fd, buf, offset) == Ok(buf.len())
+}
+
+/// Reads into `buf` at `offset` from the page cache only (`preadv2(RWF_NOWAIT)`): the
+/// bytes read (fewer than asked where the file ends or the cache stops), or the errno —
+/// `EAGAIN` when the first bytes are not cached (or are being read from the device now),
+/// `EOPNOTSUPP` where the file system cannot read without waiting. Never waits for the
+/// device.
+pub(crate) fn read_nowait(fd: RawFd, buf: &mut [u8], offset: u64) -> Result<usize, i32> {
     let iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
@@ -76,7 +85,12 @@ pub(crate) fn read_if_cached(fd: RawFd, buf: &mut [u8], offset: u64) -> bool {
     // SAFETY: `iov` describes `buf`, exclusively borrowed for the whole call; preadv2 keeps
     // no pointer after it returns.
     let n = unsafe { libc::preadv2(fd, &iov, 1, offset as libc::off_t, libc::RWF_NOWAIT) };
-    n >= 0 && n as usize == buf.len()
+    if n < 0 {
+        return Err(super::calls::last_errno());
+    }
+    // The kernel never returns more than asked.
+    assert!(n as usize <= buf.len());
+    Ok(n as usize)
 }
 
 /// A second descriptor of the file open on `fd`, read-only, for read-ahead's reads: a new
@@ -112,17 +126,20 @@ pub(crate) fn open_for_prefetch(fd: RawFd) -> Option<Fd> {
     // SAFETY: open or F_DUPFD_CLOEXEC just returned `prefetch_fd`, and nothing else has
     // it.
     let prefetch_fd = unsafe { Fd::from_raw(prefetch_fd) };
-    // SAFETY: posix_fadvise takes no pointers. A failure only leaves the kernel's
-    // heuristics on for this descriptor.
-    unsafe {
-        libc::posix_fadvise(
-            std::os::fd::AsRawFd::as_raw_fd(&prefetch_fd),
-            0,
-            0,
-            libc::POSIX_FADV_RANDOM,
-        )
-    };
+    // A failure only leaves the kernel's heuristics on for this descriptor.
+    advise(
+        std::os::fd::AsRawFd::as_raw_fd(&prefetch_fd),
+        libc::POSIX_FADV_RANDOM,
+    );
     Some(prefetch_fd)
+}
+
+/// `posix_fadvise(advice)` of the whole file open on `fd` (`POSIX_FADV_RANDOM`: the
+/// kernel's read-ahead off for this open file description; `POSIX_FADV_DONTNEED`: its
+/// clean pages dropped from the page cache); 0, or the errno.
+pub(crate) fn advise(fd: RawFd, advice: libc::c_int) -> i32 {
+    // SAFETY: posix_fadvise takes no pointers.
+    unsafe { libc::posix_fadvise(fd, 0, 0, advice) }
 }
 
 /// `posix_fadvise(POSIX_FADV_WILLNEED)` of `len` bytes at `offset`: starts reading them
