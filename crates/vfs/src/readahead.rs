@@ -43,13 +43,14 @@
 //! SQLite's sampled reads ([`ReadAhead::sample_this_read`]: one in [`READS_PER_SAMPLE`],
 //! and each of the first [`READS_SAMPLED_AFTER_FORGET`] after a lock change) finds its
 //! page missing from the page cache, which the read asks alone first (`RWF_NOWAIT`,
-//! `file/rw.rs`); asleep, a read costs the check of a flag, and a hot read, however slow,
-//! never wakes it. It falls asleep again after [`READS_TO_SLEEP`] reads with no sign of
-//! the device. Awake, before a batch, the first page it would ask for is
-//! checked with [`PageSource::is_cached`] (`cachestat(2)`, no I/O): when the kernel
-//! already has it, the batch is skipped; after two such checks in a row nothing is checked
-//! or asked for during the next 8, 16, … up to [`MAX_HOT_BACKOFF_READS`] page reads of the
-//! file, so a scan of cached data costs one check per that many reads.
+//! `file/rw.rs`), and reading it then took a device read's time; asleep, a read costs the
+//! check of a flag, and a hot read that was merely slow does not wake it. It falls asleep
+//! again after [`READS_TO_SLEEP`] reads with no sign of the device. Awake, before a batch,
+//! the first page it would ask for is checked with [`PageSource::is_cached`]
+//! (`cachestat(2)`, no I/O): when the kernel already has it, the batch is skipped; after
+//! two such checks in a row nothing is checked or asked for during the next 8, 16, … up
+//! to [`MAX_HOT_BACKOFF_READS`] page reads of the file, so a scan of cached data costs
+//! one check per that many reads.
 //!
 //! **Bounds.** A file's pages asked for and not yet read are at most its window
 //! ([`max_window_pages`]: [`MAX_WINDOW_BYTES`] or [`MAX_WINDOW_PAGES`]); every file of the
@@ -95,6 +96,10 @@ pub(crate) const READS_TO_SLEEP: u32 = 256;
 /// a page-cache hit of one page takes a few microseconds, a device read at queue depth 1
 /// tens (an NVMe drive's about ten).
 pub(crate) const DEVICE_READ: std::time::Duration = std::time::Duration::from_micros(10);
+/// A sampled read the page cache could not serve alone went to the device if reading it
+/// took this long: a page-cache hit takes one or two microseconds, the fastest device read
+/// several.
+pub(crate) const DEVICE_READ_AFTER_MISS: std::time::Duration = std::time::Duration::from_micros(5);
 
 /// Bytes asked for and not yet read, summed over every file of the process.
 static PROCESS_OUTSTANDING_BYTES: AtomicU64 = AtomicU64::new(0);
@@ -415,6 +420,11 @@ impl ReadAhead {
             self.awake = true;
             self.note_uncached();
         }
+    }
+
+    /// The database's page size, once page 1 was read.
+    pub(crate) fn page_size_bytes(&self) -> Option<u32> {
+        self.geometry.map(|geometry| geometry.page_size_bytes)
     }
 
     /// Whether it follows the file's reads now (not asleep).
@@ -1955,6 +1965,9 @@ mod tests {
     #[test]
     fn a_forgotten_dormant_readahead_samples_its_next_reads() {
         let mut readahead = ReadAhead::dormant();
+        assert_eq!(readahead.page_size_bytes(), None);
+        readahead.after_read(&header_page(), 0, &mut Model::new(16));
+        assert_eq!(readahead.page_size_bytes(), Some(PAGE_BYTES));
         for _ in 0..READS_PER_SAMPLE {
             readahead.sample_this_read();
         }

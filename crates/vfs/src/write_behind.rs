@@ -134,6 +134,8 @@ struct Arena(Slot);
 impl Arena {
     /// A free slot, or `None` when all are taken (or there is no region).
     fn take() -> Option<Arena> {
+        #[cfg(test)]
+        tests::ARENA_TAKES.with(|takes| takes.set(takes.get() + 1));
         region()?.take().map(Arena)
     }
 
@@ -940,6 +942,12 @@ fn forget_after_fork() {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    thread_local! {
+        /// Slots taken by this thread's queues (`Arena::take`): each test runs on a
+        /// thread of its own.
+        pub(super) static ARENA_TAKES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::FileExt;
     use std::sync::atomic::AtomicU64;
@@ -1229,16 +1237,16 @@ mod tests {
             vfs_stats: vfs_stats(),
         };
         // A page spilled outside a commit, into an empty queue: written from the caller's
-        // buffer at once, the queue left as it was.
+        // buffer at once, without taking a slot to copy it into.
+        let takes = || ARENA_TAKES.with(|takes| takes.get());
+        let before = takes();
         queue.write(&writer, 4096, &[7; 4096], true).unwrap();
         assert_eq!(stats.snapshot().ops, 1);
-        assert!(
-            queue.lock().arena.is_none(),
-            "no slot taken for a lone write"
-        );
+        assert_eq!(takes(), before, "no slot taken for a lone write");
         assert!(!queue.in_use.load(Ordering::Acquire));
-        // Behind a queued write, one that must go now still joins it: one op for both.
+        // Behind a queued write, one that must go now joins it: one op for both.
         queue.write(&writer, 8192, &[1; 4096], false).unwrap();
+        assert_eq!(takes(), before + 1);
         queue.write(&writer, 12288, &[2; 4096], true).unwrap();
         let counted = stats.snapshot();
         assert_eq!((counted.ops, counted.kernel_entries), (2, 2), "{counted:?}");
