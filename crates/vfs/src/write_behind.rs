@@ -1190,21 +1190,31 @@ mod tests {
         release(private);
     }
 
+    /// A writer of its own file id for `file`'s buffered descriptor.
+    fn buffered_writer<'a>(
+        file: &std::fs::File,
+        engine: &'a EngineKind,
+        stats: &'a Arc<SharedStats>,
+    ) -> Writer<'a> {
+        Writer {
+            file_id: next_test_id(),
+            fd: file.as_raw_fd(),
+            align_bytes: 1,
+            fallback_fd: file.as_raw_fd(),
+            engine,
+            file_stats: stats,
+            vfs_stats: vfs_stats(),
+        }
+    }
+
     #[test]
     fn adjacent_writes_coalesce_into_one_op() {
         let dir = tempfile::tempdir().unwrap();
         let file = std::fs::File::create(dir.path().join("c")).unwrap();
         let stats = Arc::new(SharedStats::default());
         let queue = private_queue(next_test_id());
-        let writer = Writer {
-            file_id: next_test_id(),
-            fd: file.as_raw_fd(),
-            align_bytes: 1,
-            fallback_fd: file.as_raw_fd(),
-            engine: &EngineKind::IoUring(crate::io::routing::Routing::ALL_RING),
-            file_stats: &stats,
-            vfs_stats: vfs_stats(),
-        };
+        let engine = EngineKind::IoUring(crate::io::routing::Routing::ALL_RING);
+        let writer = buffered_writer(&file, &engine, &stats);
         // A rollback-journal record: page number, page, checksum.
         queue.write(&writer, 512, &[1; 4], false).unwrap();
         queue.write(&writer, 516, &[2; 4096], false).unwrap();
@@ -1227,15 +1237,7 @@ mod tests {
         let file = std::fs::File::create(dir.path().join("spill")).unwrap();
         let stats = Arc::new(SharedStats::default());
         let queue = private_queue(next_test_id());
-        let writer = Writer {
-            file_id: next_test_id(),
-            fd: file.as_raw_fd(),
-            align_bytes: 1,
-            fallback_fd: file.as_raw_fd(),
-            engine: &EngineKind::Syscall,
-            file_stats: &stats,
-            vfs_stats: vfs_stats(),
-        };
+        let writer = buffered_writer(&file, &EngineKind::Syscall, &stats);
         // A page spilled outside a commit, into an empty queue: written from the caller's
         // buffer at once, without taking a slot to copy it into.
         let takes = || ARENA_TAKES.with(|takes| takes.get());
