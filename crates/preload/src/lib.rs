@@ -5,8 +5,8 @@
 //! LD_PRELOAD=target/release/libsqlite_uring_preload.so sqlite3 app.db
 //! ```
 //!
-//! The library exports `sqlite3_initialize`, `sqlite3_open`, `sqlite3_open_v2` and
-//! `sqlite3_open16`. Preloaded, it comes first in the process's global symbol scope, so a
+//! The library exports `sqlite3_initialize`, `sqlite3_shutdown`, `sqlite3_open`,
+//! `sqlite3_open_v2` and `sqlite3_open16`. Preloaded, it comes first in the process's global symbol scope, so a
 //! program or module that links SQLite dynamically (Debian's `sqlite3` CLI, CPython's
 //! `_sqlite3`, loaded later with `dlopen`) calls these. The first call finds the real
 //! SQLite (`dlsym(RTLD_NEXT)`, or, for a library `dlopen`ed with `RTLD_LOCAL` that
@@ -15,7 +15,9 @@
 //! `sqlite3_api_routines` table filled from that SQLite's symbols) with `make_default`,
 //! then calls the real function. Registering at the program's first initialize or open,
 //! not at load, leaves its `sqlite3_config` calls (which must precede initialization)
-//! working.
+//! working. `sqlite3_shutdown` keeps the VFS registered, but SQLite's next initialization
+//! makes `unix` the default again (`sqlite3_os_init`), so after a shutdown the next
+//! initialize or open makes `io_uring` the default once more.
 //!
 //! Environment: the extension's (`SQLITE_URING_FALLBACK`, `RUST_LOG`, `SQLITE_URING_LOG`).
 //! A failure to register (io_uring unavailable without `SQLITE_URING_FALLBACK=syscall`, an
@@ -40,6 +42,7 @@ const SQLITE_OK: c_int = 0;
 const SQLITE_ERROR: c_int = 1;
 
 type Initialize = unsafe extern "C" fn() -> c_int;
+type Shutdown = unsafe extern "C" fn() -> c_int;
 type Open = unsafe extern "C" fn(*const c_char, *mut *mut c_void) -> c_int;
 type OpenV2 = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, *const c_char) -> c_int;
 type Open16 = unsafe extern "C" fn(*const c_void, *mut *mut c_void) -> c_int;
@@ -69,6 +72,7 @@ impl Scope {
 struct Real {
     scope: Scope,
     initialize: Initialize,
+    shutdown: Option<Shutdown>,
     open: Option<Open>,
     open_v2: OpenV2,
     open16: Option<Open16>,
@@ -79,6 +83,10 @@ static CALLED: AtomicBool = AtomicBool::new(false);
 /// 0 not tried, 1 registered, 2 failed (reported).
 static OUTCOME: AtomicU8 = AtomicU8::new(0);
 static REGISTER: Once = Once::new();
+/// A successful `sqlite3_shutdown` since the VFS was last made the default.
+static SHUT_DOWN: AtomicBool = AtomicBool::new(false);
+/// The `sqlite3_api_routines` table, built once (it lives for the process).
+static ROUTINES: OnceLock<usize> = OnceLock::new();
 static REAL: OnceLock<Option<Real>> = OnceLock::new();
 
 thread_local! {
@@ -215,6 +223,8 @@ fn locate() -> Option<Real> {
             initialize: std::mem::transmute::<*mut c_void, Initialize>(find(
                 c"sqlite3_initialize",
             )?),
+            shutdown: find(c"sqlite3_shutdown")
+                .map(|p| std::mem::transmute::<*mut c_void, Shutdown>(p)),
             open: find(c"sqlite3_open").map(|p| std::mem::transmute::<*mut c_void, Open>(p)),
             open_v2: std::mem::transmute::<*mut c_void, OpenV2>(find(c"sqlite3_open_v2")?),
             open16: find(c"sqlite3_open16").map(|p| std::mem::transmute::<*mut c_void, Open16>(p)),
@@ -270,7 +280,14 @@ fn register(real: &Real) -> Result<(), String> {
             "SQLITE_URING_FALLBACK={value} is not valid; use syscall or none"
         ));
     }
-    let routines = api_routines(real.scope)?;
+    let routines = match ROUTINES.get() {
+        Some(&routines) => routines as *const c_void,
+        None => {
+            let routines = api_routines(real.scope)?;
+            let _ = ROUTINES.set(routines as usize);
+            routines
+        }
+    };
     // SAFETY: `routines` holds the real SQLite's functions in their slots and lives for
     // the process.
     unsafe { sqlite_uring::trace::init_extension_logging(routines) }?;
@@ -324,8 +341,26 @@ fn prepare() -> Option<&'static Real> {
     };
     if !REGISTERING.try_with(Cell::get).unwrap_or(true) {
         ensure_registered(real);
+        if SHUT_DOWN.swap(false, Ordering::AcqRel) {
+            register_again(real);
+        }
     }
     Some(real)
+}
+
+/// After `sqlite3_shutdown`: initializes SQLite again and makes the VFS, still registered,
+/// the default again (registering it once more with the same options does that).
+fn register_again(real: &Real) {
+    let _ = REGISTERING.try_with(|r| r.set(true));
+    let outcome = catch_unwind(|| register(real))
+        .unwrap_or_else(|_| Err("internal error during registration".into()));
+    let _ = REGISTERING.try_with(|r| r.set(false));
+    if let Err(message) = outcome {
+        eprintln!(
+            "sqlite-uring preload: after sqlite3_shutdown, the io_uring VFS was not made the \
+             default again, SQLite keeps its default VFS: {message}"
+        );
+    }
 }
 
 /// Stands in for SQLite's `sqlite3_initialize`.
@@ -339,6 +374,29 @@ pub unsafe extern "C" fn sqlite3_initialize() -> c_int {
         Some(real) => unsafe { (real.initialize)() },
         None => SQLITE_ERROR,
     }
+}
+
+/// Stands in for SQLite's `sqlite3_shutdown`: the real one, and, if the VFS was
+/// registered, a note to make it the default again at the next initialize or open.
+///
+/// # Safety
+/// As SQLite's.
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_shutdown() -> c_int {
+    let Some(shutdown) =
+        catch_unwind(|| REAL.get_or_init(locate).as_ref().and_then(|r| r.shutdown))
+            .ok()
+            .flatten()
+    else {
+        // No SQLite reached through this library: nothing was initialized by it.
+        return SQLITE_OK;
+    };
+    // SAFETY: the real function, called as the program called this one.
+    let rc = unsafe { shutdown() };
+    if rc == SQLITE_OK && OUTCOME.load(Ordering::Acquire) == 1 {
+        SHUT_DOWN.store(true, Ordering::Release);
+    }
+    rc
 }
 
 /// Stands in for SQLite's `sqlite3_open_v2`.

@@ -190,6 +190,48 @@ db.close()
 }
 
 #[test]
+fn after_sqlite3_shutdown_the_next_open_is_on_io_uring_again() {
+    // SQLite's initialization after a shutdown makes `unix` the default again; the
+    // preload's `sqlite3_shutdown` (first in the global scope, where ctypes finds it)
+    // has the next open make `io_uring` the default once more.
+    let script = r#"
+import ctypes, json, sqlite3, sys
+def vfs_of(path):
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("CREATE TABLE IF NOT EXISTS t(x)")
+    db.execute("INSERT INTO t VALUES (1)")
+    row = db.execute("PRAGMA io_uring_stats").fetchone()
+    db.close()
+    return json.loads(row[0])["vfs"] if row else "not io_uring"
+print(vfs_of(sys.argv[1]))
+print(ctypes.CDLL(None).sqlite3_shutdown())
+print(vfs_of(sys.argv[2]))
+print(ctypes.CDLL(None).sqlite3_shutdown())
+print(vfs_of(sys.argv[1]))
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = Command::new("/usr/bin/python3");
+    command
+        .arg("-c")
+        .arg(script)
+        .arg(dir.path().join("first.db"))
+        .arg(dir.path().join("second.db"));
+    let output = run(command, "", true);
+    let stdout = text(&output.stdout);
+    assert!(
+        output.status.success() && output.stderr.is_empty(),
+        "{}\n{stdout}\n{}",
+        output.status,
+        text(&output.stderr)
+    );
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        ["io_uring", "0", "io_uring", "0", "io_uring"],
+        "{stdout}"
+    );
+}
+
+#[test]
 fn programs_that_never_use_sqlite_print_nothing() {
     for program in [["/bin/true", ""], ["sqlite3", "--version"]] {
         let mut command = Command::new(program[0]);
