@@ -44,7 +44,8 @@
 //! and each of the first [`READS_SAMPLED_AFTER_FORGET`] after a lock change) finds its
 //! page missing from the page cache, which the read asks alone first (`RWF_NOWAIT`,
 //! `file/rw.rs`), and reading it then took a device read's time; asleep, a read costs the
-//! check of a flag, and a hot read that was merely slow does not wake it. It falls asleep
+//! check of a flag, and a hot page read that was merely slow does not wake it (the few
+//! header bytes a rollback-mode transaction starts with are timed instead). It falls asleep
 //! again after [`READS_TO_SLEEP`] reads with no sign of the device. Awake, before a batch,
 //! the first page it would ask for is checked with [`PageSource::is_cached`]
 //! (`cachestat(2)`, no I/O): when the kernel already has it, the batch is skipped; after
