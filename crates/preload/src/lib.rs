@@ -302,34 +302,43 @@ fn register(real: &Real) -> Result<(), String> {
         .map_err(|error| error.to_string())
 }
 
+/// [`register`], with SQLite's own nested calls (its `sqlite3_initialize`) sent straight to
+/// the real functions, and a panic turned into an error.
+fn register_guarded(real: &Real) -> Result<(), String> {
+    let _ = REGISTERING.try_with(|r| r.set(true));
+    let outcome = catch_unwind(|| register(real))
+        .unwrap_or_else(|_| Err("internal error during registration".into()));
+    let _ = REGISTERING.try_with(|r| r.set(false));
+    outcome
+}
+
 /// Registers the VFS once, before the program's first initialize or open goes through.
 fn ensure_registered(real: &Real) {
-    REGISTER.call_once(|| {
-        let _ = REGISTERING.try_with(|r| r.set(true));
-        let outcome = catch_unwind(|| register(real))
-            .unwrap_or_else(|_| Err("internal error during registration".into()));
-        let _ = REGISTERING.try_with(|r| r.set(false));
-        match outcome {
-            Ok(()) => OUTCOME.store(1, Ordering::Release),
-            Err(message) => {
-                OUTCOME.store(2, Ordering::Release);
-                eprintln!(
-                    "sqlite-uring preload: the io_uring VFS was not installed, SQLite keeps \
-                     its default VFS: {message}"
-                );
-            }
+    REGISTER.call_once(|| match register_guarded(real) {
+        Ok(()) => OUTCOME.store(1, Ordering::Release),
+        Err(message) => {
+            OUTCOME.store(2, Ordering::Release);
+            eprintln!(
+                "sqlite-uring preload: the io_uring VFS was not installed, SQLite keeps \
+                 its default VFS: {message}"
+            );
         }
     });
+}
+
+/// The real SQLite's functions, found at the first call; None if no loaded library has
+/// them.
+fn real() -> Option<&'static Real> {
+    catch_unwind(|| REAL.get_or_init(locate).as_ref())
+        .ok()
+        .flatten()
 }
 
 /// The real functions, with the VFS registered unless this call is SQLite's own, nested
 /// in the registration. None (reported once) if no SQLite can be found.
 fn prepare() -> Option<&'static Real> {
     CALLED.store(true, Ordering::Relaxed);
-    let real = catch_unwind(|| REAL.get_or_init(locate).as_ref())
-        .ok()
-        .flatten();
-    let Some(real) = real else {
+    let Some(real) = real() else {
         static REPORTED: Once = Once::new();
         REPORTED.call_once(|| {
             eprintln!(
@@ -351,11 +360,7 @@ fn prepare() -> Option<&'static Real> {
 /// After `sqlite3_shutdown`: initializes SQLite again and makes the VFS, still registered,
 /// the default again (registering it once more with the same options does that).
 fn register_again(real: &Real) {
-    let _ = REGISTERING.try_with(|r| r.set(true));
-    let outcome = catch_unwind(|| register(real))
-        .unwrap_or_else(|_| Err("internal error during registration".into()));
-    let _ = REGISTERING.try_with(|r| r.set(false));
-    if let Err(message) = outcome {
+    if let Err(message) = register_guarded(real) {
         eprintln!(
             "sqlite-uring preload: after sqlite3_shutdown, the io_uring VFS was not made the \
              default again, SQLite keeps its default VFS: {message}"
@@ -383,11 +388,7 @@ pub unsafe extern "C" fn sqlite3_initialize() -> c_int {
 /// As SQLite's.
 #[no_mangle]
 pub unsafe extern "C" fn sqlite3_shutdown() -> c_int {
-    let Some(shutdown) =
-        catch_unwind(|| REAL.get_or_init(locate).as_ref().and_then(|r| r.shutdown))
-            .ok()
-            .flatten()
-    else {
+    let Some(shutdown) = real().and_then(|real| real.shutdown) else {
         // No SQLite reached through this library: nothing was initialized by it.
         return SQLITE_OK;
     };

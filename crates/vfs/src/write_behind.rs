@@ -942,15 +942,15 @@ fn forget_after_fork() {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::FileExt;
+    use std::sync::atomic::AtomicU64;
 
     thread_local! {
         /// Slots taken by this thread's queues (`Arena::take`): each test runs on a
         /// thread of its own.
         pub(super) static ARENA_TAKES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     }
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::FileExt;
-    use std::sync::atomic::AtomicU64;
 
     fn vfs_stats() -> &'static SharedStats {
         static VFS_STATS: std::sync::OnceLock<SharedStats> = std::sync::OnceLock::new();
