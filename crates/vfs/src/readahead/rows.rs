@@ -126,16 +126,36 @@ fn parses_as_table_interior(
 /// Most bits of [`Seen`]: 1 MiB, a bit per page of a 32 GiB database of 4 KiB pages.
 const MAX_SEEN_BITS: usize = 1 << 23;
 
+/// Bits of [`Seen`] remembered one by one since its last clear: up to this many set, a
+/// clear unsets them alone instead of zeroing the whole map.
+const SEEN_CLEARED_ONE_BY_ONE: usize = 32;
+
 /// Pages asked for or read, a bit per page number modulo its size: a power of two at
 /// least the file's page count when first used (at most [`MAX_SEEN_BITS`]). In a larger
 /// file two pages may share a bit, and a page never asked for may pass as seen: one
-/// prefetch missed. Cleared when half its bits are set, so it never fills up.
+/// prefetch missed. Cleared when half its bits are set, so it never fills up, and at every
+/// lock change (`Rows::forget`): a transaction of point lookups sets a bit or two, so the
+/// first bits set are remembered and a clear of few unsets just those; zeroing the map
+/// (1 MiB for a database of 32 GiB) at every transaction would cost more than its reads.
 struct Seen {
     bits: Vec<u64>,
     set_count: usize,
+    /// The first bits set since the last clear, and how many were set in all (past the
+    /// array's length, a clear zeroes the map).
+    first_set: [u32; SEEN_CLEARED_ONE_BY_ONE],
+    sets_since_clear: usize,
 }
 
 impl Seen {
+    fn new() -> Seen {
+        Seen {
+            bits: Vec::new(),
+            set_count: 0,
+            first_set: [0; SEEN_CLEARED_ONE_BY_ONE],
+            sets_since_clear: 0,
+        }
+    }
+
     /// Marks `page_number`; whether it was marked before.
     fn test_and_set(&mut self, page_number: u32) -> bool {
         let Some((word, mask)) = self.bit_of(page_number) else {
@@ -149,6 +169,10 @@ impl Seen {
         }
         self.bits[word] |= mask;
         self.set_count += 1;
+        if let Some(slot) = self.first_set.get_mut(self.sets_since_clear) {
+            *slot = page_number;
+        }
+        self.sets_since_clear += 1;
         false
     }
 
@@ -174,9 +198,21 @@ impl Seen {
         Some((bit / 64, 1u64 << (bit % 64)))
     }
 
+    /// Unsets every bit: one by one when few were set since the last clear (a bit
+    /// `unset` since is simply unset again), else by zeroing the map.
     fn clear(&mut self) {
-        self.bits.fill(0);
+        match self.first_set.get(..self.sets_since_clear) {
+            Some(pages) => {
+                for &page_number in pages {
+                    if let Some((word, mask)) = self.bit_of(page_number) {
+                        self.bits[word] &= !mask;
+                    }
+                }
+            }
+            None => self.bits.fill(0),
+        }
         self.set_count = 0;
+        self.sets_since_clear = 0;
     }
 
     /// Allocates the bits for a file of `page_count` pages, once.
@@ -213,10 +249,7 @@ impl Rows {
             missing_interior: 0,
             validated: [0; MAX_DEPTH],
             children: Vec::new(),
-            seen: Seen {
-                bits: Vec::new(),
-                set_count: 0,
-            },
+            seen: Seen::new(),
         }
     }
 
@@ -560,5 +593,78 @@ impl Rows {
         }
         copy.page_number = page_number;
         Some(index)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all_clear(seen: &Seen) -> bool {
+        seen.bits.iter().all(|&word| word == 0)
+    }
+
+    #[test]
+    fn a_clear_after_few_pages_unsets_each_of_them() {
+        let mut seen = Seen::new();
+        seen.allocate(50_000);
+        for page in [7, 70_000, 3] {
+            assert!(!seen.test_and_set(page));
+        }
+        // 70,000 and 4,464 share a bit of the 65,536-bit map, as do 65,543 and 7.
+        assert!(seen.test_and_set(4_464));
+        assert!(seen.test_and_set(65_543));
+        seen.unset(3);
+        seen.clear();
+        assert!(all_clear(&seen));
+        assert_eq!(seen.set_count, 0);
+        assert!(!seen.test_and_set(7), "cleared pages are unseen again");
+    }
+
+    #[test]
+    fn a_clear_after_few_pages_touches_only_their_words() {
+        let mut seen = Seen::new();
+        seen.allocate(50_000);
+        seen.test_and_set(100);
+        // A word no set since the clear touched (written behind the map's back here) is
+        // left as it is: the clear did not zero the map.
+        seen.bits[500] = 1;
+        seen.clear();
+        assert_eq!(seen.bits[100 / 64], 0);
+        assert_eq!(seen.bits[500], 1);
+    }
+
+    #[test]
+    fn a_clear_after_many_pages_zeroes_the_map() {
+        let mut seen = Seen::new();
+        seen.allocate(50_000);
+        let many = SEEN_CLEARED_ONE_BY_ONE as u32 + 10;
+        for page in 1..=many {
+            assert!(!seen.test_and_set(page * 97));
+        }
+        seen.clear();
+        assert!(all_clear(&seen));
+        for page in 1..=many {
+            assert!(
+                !seen.test_and_set(page * 97),
+                "page {} was left seen",
+                page * 97
+            );
+        }
+    }
+
+    #[test]
+    fn a_map_half_full_is_cleared_and_stays_consistent() {
+        let mut seen = Seen::new();
+        // The smallest map: 64 bits, cleared when 32 are set.
+        seen.allocate(10);
+        for page in 0..32 {
+            assert!(!seen.test_and_set(page));
+        }
+        assert!(!seen.test_and_set(40), "the 33rd set clears the map first");
+        assert_eq!(seen.set_count, 1);
+        assert!(!seen.test_and_set(0), "cleared by the half-full rule");
+        seen.clear();
+        assert!(all_clear(&seen));
     }
 }
