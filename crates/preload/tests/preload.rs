@@ -101,6 +101,19 @@ PRAGMA integrity_check;
 PRAGMA io_uring_stats;
 ";
 
+/// The program's standard output, once it is known to have succeeded with nothing on
+/// standard error (`what` prefixes the failure message).
+fn clean_stdout(output: &Output, what: &str) -> String {
+    let stdout = text(&output.stdout);
+    assert!(
+        output.status.success() && output.stderr.is_empty(),
+        "{what}{}\n{stdout}\n{}",
+        output.status,
+        text(&output.stderr)
+    );
+    stdout
+}
+
 /// The `vfs_total` bytes written in the `PRAGMA io_uring_stats` row printed by the
 /// workload, if there is one.
 fn stats_bytes_written(stdout: &str) -> Option<u64> {
@@ -122,13 +135,7 @@ fn compare(program: impl Fn(&Path) -> (Command, String)) -> (String, String) {
         let db = dir.path().join("app.db");
         let (command, stdin) = program(&db);
         let output = run(command, &stdin, preloaded);
-        let stdout = text(&output.stdout);
-        assert!(
-            output.status.success() && output.stderr.is_empty(),
-            "preloaded={preloaded}: {}\n{stdout}\n{}",
-            output.status,
-            text(&output.stderr)
-        );
+        let stdout = clean_stdout(&output, &format!("preloaded={preloaded}: "));
         bytes.push(std::fs::read(&db).unwrap());
         outputs.push(stdout);
     }
@@ -217,13 +224,7 @@ print(vfs_of(sys.argv[1]))
         .arg(dir.path().join("first.db"))
         .arg(dir.path().join("second.db"));
     let output = run(command, "", true);
-    let stdout = text(&output.stdout);
-    assert!(
-        output.status.success() && output.stderr.is_empty(),
-        "{}\n{stdout}\n{}",
-        output.status,
-        text(&output.stderr)
-    );
+    let stdout = clean_stdout(&output, "");
     assert_eq!(
         stdout.lines().collect::<Vec<_>>(),
         ["io_uring", "0", "io_uring", "0", "io_uring"],
