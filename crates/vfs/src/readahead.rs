@@ -141,6 +141,13 @@ struct Level {
     backward: bool,
     /// Position of the child SQLite read last.
     last_read: Option<usize>,
+    /// The child SQLite read right after entering the level, its position not yet looked
+    /// up ([`Level::resolve_pending`]). A descent reads one child per level and, in a
+    /// point lookup, nothing after it before the lock change that forgets the path: the
+    /// search through the child list is made only if a later read needs the position.
+    /// Set only on a level with nothing read or asked for yet, so the read noted late
+    /// leaves the level as it would have left it at once.
+    pending: Option<u32>,
     /// Consecutive children read in order, ending at `last_read`.
     streak: u32,
     /// Entered while its parent was being scanned: its children are scanned from the first.
@@ -216,12 +223,80 @@ impl Level {
             children: Vec::with_capacity(btree_page::max_children(geometry)),
             backward: false,
             last_read: None,
+            pending: None,
             streak: 0,
             inherited_scan: false,
             issued_until: 0,
             window_pages: FIRST_WINDOW_PAGES,
             peeked: Peeked::default(),
         }
+    }
+
+    /// Whether the child read right after entering the level, a page of kind `kind`, may
+    /// have its position looked up later ([`Level::pending`]): the level has nothing read
+    /// or asked for, and the page is of the level's own tree type (a table page below a
+    /// table interior page, an index page below an index one), so a read of another kind
+    /// of tree (an index scan's first row lookup) is never taken for a child.
+    fn may_defer(&self, kind: Option<PageKind>) -> bool {
+        let same_tree = match btree_page::kind_hint(&self.page, self.page_number) {
+            Some(PageKind::TableInterior) => {
+                matches!(kind, Some(PageKind::TableInterior | PageKind::TableLeaf))
+            }
+            Some(PageKind::IndexInterior) => {
+                matches!(kind, Some(PageKind::IndexInterior | PageKind::IndexLeaf))
+            }
+            _ => false,
+        };
+        same_tree
+            && self.pending.is_none()
+            && self.last_read.is_none()
+            && !self.inherited_scan
+            && self.issued_until == 0
+            && self.peeked.len == 0
+    }
+
+    /// Notes the read of [`Level::pending`] at its position, looked up now; a page the
+    /// level does not name (another tree's, read where SQLite had the child cached)
+    /// leaves the level as if nothing was read.
+    fn resolve_pending(&mut self) {
+        let Some(child) = self.pending.take() else {
+            return;
+        };
+        if let Some(position) = self.position_of(child) {
+            self.note_read(Found::At(position));
+        }
+    }
+
+    /// SQLite read the child `found` of this level.
+    fn note_read(&mut self, found: Found) {
+        self.resolve_pending();
+        let index = match found {
+            Found::At(position) => position,
+            Found::Turn => {
+                // The child read last is the first of a scan the other way; this read is
+                // its second.
+                self.face(!self.backward);
+                self.streak = 1;
+                self.last_read.expect("a turn is found beside a read child") + 1
+            }
+            Found::Pending => unreachable!("a pending child is noted when it is resolved"),
+        };
+        let in_order = match self.last_read {
+            Some(last) => last + 1 == index,
+            None => self.inherited_scan && index == 0,
+        };
+        if in_order {
+            self.streak += 1;
+        } else {
+            // A jump: what was asked for ahead of the old position is no longer ahead.
+            self.streak = 1;
+            self.inherited_scan = false;
+            self.issued_until = index + 1;
+            self.window_pages = FIRST_WINDOW_PAGES;
+            self.peeked.clear();
+        }
+        self.last_read = Some(index);
+        self.issued_until = self.issued_until.max(index + 1);
     }
 
     /// Children asked for and not yet read.
@@ -266,6 +341,7 @@ impl Level {
         if self.backward == backward {
             return;
         }
+        self.resolve_pending();
         let last_key_index = self.last_read.map(|position| self.key_index(position));
         self.backward = backward;
         self.last_read = last_key_index.map(|index| self.key_index(index));
@@ -314,6 +390,9 @@ enum Found {
     /// Beside the child read last, on the side the level's direction has already passed:
     /// the scan runs the other way.
     Turn,
+    /// Read right after the level was entered, where its position is not looked up until
+    /// needed ([`Level::pending`]).
+    Pending,
 }
 
 /// The read-ahead state of one open main database.
@@ -371,6 +450,12 @@ pub(crate) struct ReadAhead {
     /// Whole-page reads since the last sign of a read reaching the device (a sampled read
     /// the page cache did not have, or a cache check that found a page uncached).
     reads_since_uncached: u32,
+    /// Nothing was learnt since the paths were last forgotten: no read reached
+    /// [`ReadAhead::after_read`] awake, the only place paths, rows, chains and outstanding
+    /// counts change. Forgetting again is then the burst of samples alone: a transaction
+    /// of a file whose read-ahead sleeps, or one that read nothing (a WAL-mode read
+    /// served from the WAL or from SQLite's cache), takes and drops its locks for free.
+    forgotten: bool,
 }
 
 impl Default for ReadAhead {
@@ -459,6 +544,7 @@ impl ReadAhead {
             reads_until_sample: 0,
             burst_samples: 0,
             reads_since_uncached: 0,
+            forgotten: false,
         }
     }
 
@@ -466,11 +552,23 @@ impl ReadAhead {
     /// (lock changes), so no stale child list drives a batch.
     pub(crate) fn forget(&mut self) {
         self.burst_samples = READS_SAMPLED_AFTER_FORGET;
+        if self.forgotten {
+            debug_assert!(
+                self.depth == 0
+                    && self.parked_depth == 0
+                    && self.chain.is_none()
+                    && self.outstanding_bytes == 0,
+                "a forgotten state that learnt something"
+            );
+            return;
+        }
         self.depth = 0;
         self.parked_depth = 0;
         self.rows.forget();
         self.end_chain();
         self.sync_outstanding();
+        assert_eq!(self.outstanding_bytes, 0, "forgotten pages still counted");
+        self.forgotten = true;
     }
 
     /// After SQLite read `data` at `offset` of the database (a successful, whole read):
@@ -487,6 +585,9 @@ impl ReadAhead {
         if !self.awake {
             return;
         }
+        // Awake, the read may change what `forget` clears. (`set_geometry` above leaves
+        // the state as a forget does.)
+        self.forgotten = false;
         self.reads_since_uncached += 1;
         if self.wakes_on_misses && self.reads_since_uncached > READS_TO_SLEEP {
             // Nothing it asked about, and no read it sampled, went to the device for a
@@ -512,11 +613,7 @@ impl ReadAhead {
         // Checked once per read: `None` for a leaf or a page whose header is malformed.
         let view = btree_page::interior_view(data, page_number, geometry);
         let kind = btree_page::kind_hint(data, page_number);
-        let located = self.locate(
-            page_number,
-            view.is_some(),
-            kind == Some(PageKind::IndexLeaf),
-        );
+        let located = self.locate(page_number, view.is_some(), kind);
         self.deepest_just_entered = false;
         match located {
             Some((level, found)) => {
@@ -685,13 +782,24 @@ impl ReadAhead {
         &mut self,
         page_number: u32,
         interior: bool,
-        index_leaf: bool,
+        kind: Option<PageKind>,
     ) -> Option<(usize, Found)> {
         let just_entered = self.deepest_just_entered;
-        if let Some(found) =
-            self.on_either_path(|path, followed| find(path, followed && just_entered, page_number))
-        {
-            return Some(found);
+        let found = self.on_either_path(|path, followed| {
+            find(path, followed && just_entered, page_number, kind)
+        });
+        if let Some((depth, Found::Pending)) = found {
+            // Taken for the deepest level's child unsearched: unless it is what the parked
+            // path reads next (SQLite back on the tree it left, where it had the new
+            // level's child cached).
+            if let Some(parked) = next_or_behind(&self.parked[..self.parked_depth], page_number) {
+                self.levels[depth].pending = None;
+                self.swap_paths();
+                return Some(parked);
+            }
+        }
+        if found.is_some() {
+            return found;
         }
         if interior {
             return self.on_either_path(|path, _| {
@@ -700,7 +808,7 @@ impl ReadAhead {
                 })
             });
         }
-        if index_leaf {
+        if kind == Some(PageKind::IndexLeaf) {
             // Read-ahead slept while SQLite went on (or SQLite jumped), and row read-ahead
             // needs the index leaves it reads: the deepest levels are searched whole.
             // Linear in their child counts; index leaves are a small part of an index
@@ -717,12 +825,12 @@ impl ReadAhead {
     /// the followed path if it has the answer.
     fn on_either_path(
         &mut self,
-        search: impl Fn(&[Level], bool) -> Option<(usize, Found)>,
+        search: impl Fn(&mut [Level], bool) -> Option<(usize, Found)>,
     ) -> Option<(usize, Found)> {
-        if let Some(found) = search(&self.levels[..self.depth], true) {
+        if let Some(found) = search(&mut self.levels[..self.depth], true) {
             return Some(found);
         }
-        let found = search(&self.parked[..self.parked_depth], false)?;
+        let found = search(&mut self.parked[..self.parked_depth], false)?;
         self.swap_paths();
         Some(found)
     }
@@ -734,36 +842,9 @@ impl ReadAhead {
     }
 
     fn note_child_read(&mut self, depth: usize, found: Found) {
-        let level = &mut self.levels[depth];
-        let index = match found {
-            Found::At(position) => position,
-            Found::Turn => {
-                // The child read last is the first of a scan the other way; this read is
-                // its second.
-                level.face(!level.backward);
-                level.streak = 1;
-                level
-                    .last_read
-                    .expect("a turn is found beside a read child")
-                    + 1
-            }
-        };
-        let in_order = match level.last_read {
-            Some(last) => last + 1 == index,
-            None => level.inherited_scan && index == 0,
-        };
-        if in_order {
-            level.streak += 1;
-        } else {
-            // A jump: what was asked for ahead of the old position is no longer ahead.
-            level.streak = 1;
-            level.inherited_scan = false;
-            level.issued_until = index + 1;
-            level.window_pages = FIRST_WINDOW_PAGES;
-            level.peeked.clear();
+        if found != Found::Pending {
+            self.levels[depth].note_read(found);
         }
-        level.last_read = Some(index);
-        level.issued_until = level.issued_until.max(index + 1);
     }
 
     /// If `data` (page `page_number`) is an interior page with a well-formed header (`view`,
@@ -811,6 +892,7 @@ impl ReadAhead {
         level.page_number = page_number;
         level.backward = backward;
         level.last_read = None;
+        level.pending = None;
         level.streak = 0;
         level.inherited_scan = parent_scanning;
         level.issued_until = peeked.map_or(0, |n| n.min(level.child_count()));
@@ -949,6 +1031,7 @@ impl ReadAhead {
         geometry: Geometry,
         source: &mut impl PageSource,
     ) {
+        self.levels[depth - 1].resolve_pending();
         let Some(last) = self.levels[depth - 1].last_read else {
             return;
         };
@@ -1174,9 +1257,49 @@ impl ReadAhead {
 /// descent picks any child of the page it just read). So a run of random reads (lookups,
 /// `integrity_check`'s cross-checks) costs a few comparisons per read, and a descent one
 /// pass over one child list.
-fn find(path: &[Level], just_entered: bool, page_number: u32) -> Option<(usize, Found)> {
+///
+/// The read right after a descent entered the deepest level, of a page of the level's tree
+/// type (`kind` is the read page's) and found on no other level, is taken as its child
+/// without the pass ([`Found::Pending`], [`Level::pending`]): the pass is made when a later
+/// read asks the level, which a point lookup's descent, forgotten at the lock change that
+/// ends it, never does.
+fn find(
+    path: &mut [Level],
+    just_entered: bool,
+    page_number: u32,
+    kind: Option<PageKind>,
+) -> Option<(usize, Found)> {
     let deepest = path.len().checked_sub(1)?;
+    // Levels whose read is pending are asked once it is looked up, below.
+    if let Some(found) = next_or_behind(path, page_number) {
+        return Some(found);
+    }
+    if just_entered {
+        let level = &mut path[deepest];
+        if level.may_defer(kind) {
+            level.pending = Some(page_number);
+            return Some((deepest, Found::Pending));
+        }
+        if let Some(position) = level.position_of(page_number) {
+            return Some((deepest, Found::At(position)));
+        }
+    }
+    if path.iter().all(|level| level.pending.is_none()) {
+        return None;
+    }
+    for level in path.iter_mut() {
+        level.resolve_pending();
+    }
+    next_or_behind(path, page_number)
+}
+
+/// The deepest level of `path` whose next child in its direction, or whose child behind
+/// the one read last, is `page_number`; levels with a pending read are passed over.
+fn next_or_behind(path: &[Level], page_number: u32) -> Option<(usize, Found)> {
     for (depth, level) in path.iter().enumerate().rev() {
+        if level.pending.is_some() {
+            continue;
+        }
         let next = level.last_read.map_or(0, |i| i + 1);
         if level.child(next) == Some(page_number) {
             return Some((depth, Found::At(next)));
@@ -1190,11 +1313,6 @@ fn find(path: &[Level], just_entered: bool, page_number: u32) -> Option<(usize, 
             };
             if behind.and_then(|i| level.key_child(i)) == Some(page_number) {
                 return Some((depth, Found::Turn));
-            }
-        }
-        if depth == deepest && just_entered {
-            if let Some(position) = level.position_of(page_number) {
-                return Some((depth, Found::At(position)));
             }
         }
     }
@@ -1602,6 +1720,122 @@ mod tests {
             read(&mut readahead, &mut model, page);
         }
         assert_eq!(missed, 2, "only the chain's first two pages wait");
+        readahead.forget();
+        assert_eq!(readahead.outstanding_pages(), 0);
+    }
+
+    #[test]
+    fn a_point_lookups_descent_looks_up_no_position() {
+        let (mut model, parents, leaves) = two_level_tree(20, 40);
+        let mut readahead = ReadAhead::new();
+        read(&mut readahead, &mut model, 1);
+        read(&mut readahead, &mut model, 2);
+        read(&mut readahead, &mut model, parents[7]);
+        read(&mut readahead, &mut model, leaves[7][13]);
+        let path: Vec<_> = readahead.levels[..readahead.depth]
+            .iter()
+            .map(|level| (level.page_number, level.pending, level.last_read))
+            .collect();
+        assert_eq!(
+            path,
+            [
+                (2, Some(parents[7]), None),
+                (parents[7], Some(leaves[7][13]), None)
+            ]
+        );
+        assert!(model.prefetched.is_empty());
+        readahead.forget();
+        assert_eq!(readahead.depth, 0);
+    }
+
+    #[test]
+    fn a_scan_from_the_middle_of_a_level_looks_up_where_it_started_at_its_second_read() {
+        let (mut model, parents, leaves) = two_level_tree(20, 40);
+        let mut readahead = ReadAhead::new();
+        read(&mut readahead, &mut model, 1);
+        read(&mut readahead, &mut model, 2);
+        read(&mut readahead, &mut model, parents[7]);
+        for &leaf in &leaves[7][13..16] {
+            read(&mut readahead, &mut model, leaf);
+        }
+        let level = &readahead.levels[1];
+        assert_eq!(
+            (level.pending, level.last_read, level.streak),
+            (None, Some(15), 3)
+        );
+        // The root's pending child was looked up too, when the scan asked it.
+        assert_eq!(readahead.levels[0].last_read, Some(7));
+        assert_eq!(readahead.levels[0].pending, None);
+        assert!(
+            model.prefetched.contains(&leaves[7][16]),
+            "{:?}",
+            model.prefetched
+        );
+        assert!(!model.prefetched.contains(&leaves[7][12]));
+    }
+
+    #[test]
+    fn a_read_that_is_not_the_new_levels_child_is_not_kept_as_one() {
+        let (mut model, parents, leaves) = two_level_tree(20, 40);
+        let mut readahead = ReadAhead::new();
+        read(&mut readahead, &mut model, 1);
+        read(&mut readahead, &mut model, 2);
+        // An index page below a table interior page is never taken for its child.
+        let index_page = 2 + 20 + 20 * 40 + 1;
+        model.page_count = index_page;
+        model.pages.insert(index_page, index_leaf(&[1, 2, 3]));
+        read(&mut readahead, &mut model, index_page);
+        assert_eq!(readahead.levels[0].pending, None);
+        // A table page is, until a later read needs its position: a grandchild (SQLite had
+        // the parent cached) turns out to be no child, and the level is as if unread.
+        let mut readahead = ReadAhead::new();
+        read(&mut readahead, &mut model, 1);
+        read(&mut readahead, &mut model, 2);
+        read(&mut readahead, &mut model, leaves[3][5]);
+        assert_eq!(readahead.levels[0].pending, Some(leaves[3][5]));
+        read(&mut readahead, &mut model, parents[4]);
+        assert_eq!(readahead.levels[0].pending, None);
+        assert_eq!(readahead.levels[0].last_read, Some(4));
+        assert_eq!(readahead.levels[0].streak, 1);
+        assert_eq!(readahead.levels[1].page_number, parents[4]);
+    }
+
+    #[test]
+    fn a_lock_change_mid_scan_forgets_it_and_the_next_scan_starts_afresh() {
+        let (mut model, parents, leaves) = two_level_tree(4, 40);
+        let mut readahead = ReadAhead::new();
+        read(&mut readahead, &mut model, 1);
+        read(&mut readahead, &mut model, 2);
+        read(&mut readahead, &mut model, parents[0]);
+        for &leaf in &leaves[0][..3] {
+            read(&mut readahead, &mut model, leaf);
+        }
+        assert!(
+            readahead.outstanding_pages() > 0,
+            "the scan asked for leaves"
+        );
+        readahead.forget();
+        assert!(readahead.forgotten);
+        assert_eq!(readahead.outstanding_pages(), 0);
+        // Its share of the process total is given back.
+        assert_eq!(readahead.outstanding_bytes, 0);
+        // Lock changes with no read between them: nothing left to clear.
+        readahead.forget();
+        readahead.forget();
+        assert!(readahead.forgotten);
+        assert_eq!(readahead.depth, 0);
+        // The next transaction's scan of another parent is followed from its descent.
+        let asked_before = model.prefetched.len();
+        read(&mut readahead, &mut model, 2);
+        assert!(!readahead.forgotten);
+        read(&mut readahead, &mut model, parents[2]);
+        for &leaf in &leaves[2][..3] {
+            read(&mut readahead, &mut model, leaf);
+        }
+        assert!(
+            model.prefetched.len() > asked_before,
+            "the new scan asked for leaves"
+        );
         readahead.forget();
         assert_eq!(readahead.outstanding_pages(), 0);
     }

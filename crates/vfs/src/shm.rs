@@ -294,21 +294,12 @@ impl NodeState {
         }
         // Unlock runs of adjacent slots with one call each (an exclusive lock is one run).
         let mut result = Ok(());
-        let mut slot = 0;
-        while slot < SLOTS {
-            if unlock_mask & (1 << slot) == 0 {
-                slot += 1;
-                continue;
-            }
-            let start = slot;
-            while slot < SLOTS && unlock_mask & (1 << slot) != 0 {
-                slot += 1;
-            }
+        for (start, len) in runs_of(unlock_mask) {
             let unlocked = set_lock(
                 self.fd(),
                 LockType::Unlock,
                 SHM_LOCK_BASE + start as i64,
-                (slot - start) as i64,
+                len as i64,
             );
             if let Err(errno) = unlocked {
                 result = Err(Failure::Unlock(errno));
@@ -342,7 +333,32 @@ impl Drop for NodeState {
 }
 
 fn slots_of(mask: u16) -> impl Iterator<Item = usize> {
-    (0..SLOTS).filter(move |slot| mask & (1 << slot) != 0)
+    debug_assert!(u32::from(mask) >> SLOTS == 0, "a slot past the lock array");
+    let mut rest = mask;
+    std::iter::from_fn(move || {
+        if rest == 0 {
+            return None;
+        }
+        let slot = rest.trailing_zeros() as usize;
+        // The lowest set bit cleared.
+        rest &= rest - 1;
+        Some(slot)
+    })
+}
+
+/// The runs of adjacent slots in `mask`, lowest first: `(first slot, length)`.
+fn runs_of(mask: u16) -> impl Iterator<Item = (usize, usize)> {
+    let mut rest = u32::from(mask);
+    std::iter::from_fn(move || {
+        if rest == 0 {
+            return None;
+        }
+        let start = rest.trailing_zeros();
+        // The run's length: the ones from `start` up (at most 16, so `!` leaves a zero).
+        let len = (!(rest >> start)).trailing_zeros();
+        rest &= !(((1u32 << len) - 1) << start);
+        Some((start as usize, len as usize))
+    })
 }
 
 // ─── One connection's handle ────────────────────────────────────────────────────────────
@@ -629,6 +645,35 @@ mod tests {
         // The last connection closed the descriptor and deleted the file.
         assert!(lock_ignoring_poison(&node.state).fd.is_none());
         assert!(!dir.path().join("node.db-shm").exists());
+    }
+
+    #[test]
+    fn slots_and_runs_of_a_mask_match_its_bits() {
+        // Against the obvious reading of every mask of the 8 slots.
+        for mask in 0u16..=0xff {
+            let slots: Vec<usize> = slots_of(mask).collect();
+            let expected: Vec<usize> = (0..SLOTS).filter(|s| mask & (1 << s) != 0).collect();
+            assert_eq!(slots, expected, "slots of {mask:#010b}");
+            let mut runs = Vec::new();
+            let mut slot = 0;
+            while slot < SLOTS {
+                if mask & (1 << slot) == 0 {
+                    slot += 1;
+                    continue;
+                }
+                let start = slot;
+                while slot < SLOTS && mask & (1 << slot) != 0 {
+                    slot += 1;
+                }
+                runs.push((start, slot - start));
+            }
+            assert_eq!(
+                runs_of(mask).collect::<Vec<_>>(),
+                runs,
+                "runs of {mask:#010b}"
+            );
+        }
+        assert_eq!(runs_of(0xffff).collect::<Vec<_>>(), [(0, 16)]);
     }
 
     #[test]
