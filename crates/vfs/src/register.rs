@@ -215,7 +215,9 @@ fn register_impl(
     })
 }
 
-/// Totals of every file opened through the VFS registered as `vfs_name`.
+/// Totals of every file opened through the VFS registered as `vfs_name`. A file's reads
+/// reach them in batches: at its lock changes and close, and every 64 reads, so while a
+/// connection holds a transaction open they may lag by up to 64 reads per file.
 pub fn vfs_stats(vfs_name: &str) -> Option<IoStats> {
     registry()
         .iter()

@@ -186,6 +186,50 @@ impl SharedStats {
     }
 }
 
+/// Counts of a file's `xRead`s served by `pread` not yet added to its VFS's shared totals.
+/// A read adds them to plain fields; every [`UnpublishedReads::MAX_READS`] reads, and at
+/// each lock change and close of the file, they go to the totals in one batch, so the
+/// hot read path makes no locked read-modify-write. The VFS's totals lag by at most that
+/// many reads per open file, and not at all once its transactions have ended.
+#[derive(Debug, Default)]
+pub(crate) struct UnpublishedReads {
+    read_calls: u64,
+    bytes_read: u64,
+    preads: u64,
+}
+
+impl UnpublishedReads {
+    /// Reads counted before the batch is due.
+    pub(crate) const MAX_READS: u64 = 64;
+
+    /// Counts one read of `bytes` (`preads` calls); true when the batch is due.
+    #[inline]
+    pub(crate) fn add(&mut self, bytes: u64, preads: u64) -> bool {
+        self.read_calls += 1;
+        self.bytes_read += bytes;
+        self.preads += preads;
+        self.read_calls >= Self::MAX_READS
+    }
+
+    /// Adds the counts to `totals` and starts again from zero.
+    pub(crate) fn publish(&mut self, totals: &SharedStats) {
+        if self.read_calls == 0 {
+            return;
+        }
+        let fields = &totals.fields;
+        fields[SharedStats::READ_CALLS].fetch_add(self.read_calls, Ordering::Relaxed);
+        fields[SharedStats::BYTES_READ].fetch_add(self.bytes_read, Ordering::Relaxed);
+        fields[SharedStats::OPS].fetch_add(self.preads, Ordering::Relaxed);
+        fields[SharedStats::KERNEL_ENTRIES].fetch_add(self.preads, Ordering::Relaxed);
+        *self = UnpublishedReads::default();
+    }
+
+    /// Forgets the counts (the totals were reset).
+    pub(crate) fn discard(&mut self) {
+        *self = UnpublishedReads::default();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,6 +252,41 @@ mod tests {
             };
             assert_eq!(stats.snapshot(), expected);
         }
+    }
+
+    #[test]
+    fn unpublished_reads_reach_the_totals_in_batches_and_add_up() {
+        let totals = SharedStats::default();
+        let mut reads = UnpublishedReads::default();
+        let mut expected = IoStats::default();
+        for n in 1..=(2 * UnpublishedReads::MAX_READS + 5) {
+            let preads = 1 + n % 2;
+            if reads.add(4096, preads) {
+                reads.publish(&totals);
+                assert_eq!(
+                    n % UnpublishedReads::MAX_READS,
+                    0,
+                    "a batch after {n} reads"
+                );
+            }
+            expected.read_calls += 1;
+            expected.bytes_read += 4096;
+            expected.ops += preads;
+            expected.kernel_entries += preads;
+        }
+        assert_eq!(
+            totals.snapshot().read_calls,
+            2 * UnpublishedReads::MAX_READS
+        );
+        reads.publish(&totals);
+        assert_eq!(totals.snapshot(), expected);
+        // Nothing left: publishing again adds nothing.
+        reads.publish(&totals);
+        assert_eq!(totals.snapshot(), expected);
+        reads.add(512, 1);
+        reads.discard();
+        reads.publish(&totals);
+        assert_eq!(totals.snapshot(), expected);
     }
 
     #[test]

@@ -86,3 +86,66 @@ fn unix_compatible_files_with_write_behind() {
         }
     }
 }
+
+/// The main database file's `read_calls` in `PRAGMA io_uring_stats` (which also makes
+/// the file publish its reads to the VFS's totals).
+fn file_read_calls(conn: &Connection) -> u64 {
+    let text: String = conn
+        .query_row("PRAGMA io_uring_stats", [], |row| row.get(0))
+        .unwrap();
+    text.split("\"file\":{\"read_calls\":")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no file read_calls in {text}"))
+}
+
+/// A file's reads reach its VFS's totals in batches, never later than the end of the
+/// transaction that made them: once each statement has ended, the totals hold every read
+/// the database file counted (in rollback mode exactly those: a SELECT reads no other
+/// file; in WAL mode the WAL is empty, checkpointed, and its header may be read too).
+#[test]
+fn reads_are_in_the_vfs_totals_once_their_transaction_ends() {
+    for journal_mode in ["delete", "wal"] {
+        let vfs = format!("io_uring_read_totals_{journal_mode}");
+        sqlite_uring::register(Options {
+            vfs_name: vfs.clone(),
+            ..Default::default()
+        })
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.db");
+        let conn = Connection::open_with_flags_and_vfs(&path, OpenFlags::default(), &*vfs).unwrap();
+        conn.execute_batch(&format!(
+            "PRAGMA journal_mode={journal_mode}; PRAGMA cache_size=2;
+             CREATE TABLE t(k INTEGER PRIMARY KEY, v TEXT);
+             WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM n WHERE x<3000)
+               INSERT INTO t(v) SELECT printf('%0200d', x) FROM n;
+             PRAGMA wal_checkpoint(TRUNCATE);"
+        ))
+        .unwrap();
+        let file_before = file_read_calls(&conn);
+        let before = sqlite_uring::vfs_stats(&vfs).unwrap();
+        // More reads than one batch holds (a 2-page cache: every page of the scan is
+        // read), then a few: neither a multiple of the batch nor one batch.
+        for query in [
+            "SELECT sum(length(v)) FROM t",
+            "SELECT v FROM t WHERE k = 7",
+        ] {
+            conn.query_row(query, [], |_| Ok(())).unwrap();
+        }
+        let totals = sqlite_uring::vfs_stats(&vfs).unwrap().since(&before);
+        let file = file_read_calls(&conn) - file_before;
+        assert!(file > 64 + 1, "{journal_mode}: {file} reads");
+        if journal_mode == "delete" {
+            assert_eq!(totals.read_calls, file, "{journal_mode}");
+        } else {
+            assert!(
+                totals.read_calls >= file,
+                "{journal_mode}: {totals:?}, file {file}"
+            );
+        }
+        assert!(totals.bytes_read >= file * 16);
+        assert_eq!(totals.kernel_entries, totals.ops);
+    }
+}

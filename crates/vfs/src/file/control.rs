@@ -188,6 +188,7 @@ impl File {
         if !name.eq_ignore_ascii_case("io_uring_stats") {
             return ControlReply::NotFound;
         }
+        self.unpublished_reads.publish(&self.vfs.stats);
         match value {
             None => ControlReply::Text(format!(
                 "{{\"vfs\":\"{}\",\"engine\":\"{}\",{},\"direct_align_bytes\":{},\"file\":{},\"vfs_total\":{}}}",
@@ -204,6 +205,7 @@ impl File {
             Some(v) if v.eq_ignore_ascii_case("reset") => {
                 self.stats.reset();
                 self.vfs.stats.reset();
+                self.unpublished_reads.discard();
                 ControlReply::Text("reset".to_string())
             }
             Some(other) => ControlReply::TextError(format!(

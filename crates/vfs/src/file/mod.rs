@@ -29,7 +29,7 @@ use crate::lock::DbLock;
 use crate::mmap::MemoryMap;
 use crate::readahead::ReadAhead;
 use crate::shm::Shm;
-use crate::stats::{IoStats, SharedStats};
+use crate::stats::{IoStats, SharedStats, UnpublishedReads};
 use crate::sys::{DbFd, Fd};
 use crate::trace::FileLabel;
 use crate::vfs::VfsState;
@@ -64,6 +64,9 @@ pub(crate) struct File {
     pub(crate) last_errno: i32,
     size: SizeCache,
     stats: Arc<SharedStats>,
+    /// This file's `pread` reads not yet in the VFS's totals (published at lock changes,
+    /// close, `PRAGMA io_uring_stats` and every 64 reads).
+    unpublished_reads: UnpublishedReads,
     shm: Option<Shm>,
     mmap: MemoryMap,
     /// B-tree read-ahead of a buffered main database opened with it on.
@@ -326,6 +329,7 @@ impl File {
     /// Drops what this file caches of other connections' data: called wherever another
     /// connection may have changed the file since (lock changes).
     fn forget_cached_reads(&mut self) {
+        self.unpublished_reads.publish(&self.vfs.stats);
         if let Some(direct) = self.direct.database.as_mut() {
             direct.invalidate();
         }
@@ -390,6 +394,7 @@ impl File {
 
 impl Drop for File {
     fn drop(&mut self) {
+        self.unpublished_reads.publish(&self.vfs.stats);
         if let Some(queue) = self.queue.as_ref() {
             queue.flush_before_close(self.id);
         }

@@ -83,7 +83,9 @@ impl File {
         let total = from_map + *read.as_ref().unwrap_or(&0);
         if direct_read.is_none() {
             self.stats.add_pread(total as u64, preads, true);
-            self.vfs.stats.add_pread(total as u64, preads, false);
+            if self.unpublished_reads.add(total as u64, preads) {
+                self.unpublished_reads.publish(&self.vfs.stats);
+            }
         } else {
             // Direct reads count their kernel entries through the Submitter.
             self.count(IoStats {
