@@ -1471,6 +1471,15 @@ mod tests {
         readahead.after_read(&data, u64::from(page - 1) * u64::from(PAGE_BYTES), model);
     }
 
+    /// A new read-ahead that has seen page 1, the root (page 2) and then `pages`.
+    fn descended(model: &mut Model, pages: &[u32]) -> ReadAhead {
+        let mut readahead = ReadAhead::new();
+        for &page in [1, 2].iter().chain(pages) {
+            read(&mut readahead, model, page);
+        }
+        readahead
+    }
+
     /// A root (page 2) over `parents` interior pages of `fanout` leaves each, with the
     /// pages numbered in a scattered order; returns the model and the leaves in key order
     /// grouped by parent.
@@ -1727,11 +1736,7 @@ mod tests {
     #[test]
     fn a_point_lookups_descent_looks_up_no_position() {
         let (mut model, parents, leaves) = two_level_tree(20, 40);
-        let mut readahead = ReadAhead::new();
-        read(&mut readahead, &mut model, 1);
-        read(&mut readahead, &mut model, 2);
-        read(&mut readahead, &mut model, parents[7]);
-        read(&mut readahead, &mut model, leaves[7][13]);
+        let mut readahead = descended(&mut model, &[parents[7], leaves[7][13]]);
         let path: Vec<_> = readahead.levels[..readahead.depth]
             .iter()
             .map(|level| (level.page_number, level.pending, level.last_read))
@@ -1751,10 +1756,7 @@ mod tests {
     #[test]
     fn a_scan_from_the_middle_of_a_level_looks_up_where_it_started_at_its_second_read() {
         let (mut model, parents, leaves) = two_level_tree(20, 40);
-        let mut readahead = ReadAhead::new();
-        read(&mut readahead, &mut model, 1);
-        read(&mut readahead, &mut model, 2);
-        read(&mut readahead, &mut model, parents[7]);
+        let mut readahead = descended(&mut model, &[parents[7]]);
         for &leaf in &leaves[7][13..16] {
             read(&mut readahead, &mut model, leaf);
         }
@@ -1777,21 +1779,15 @@ mod tests {
     #[test]
     fn a_read_that_is_not_the_new_levels_child_is_not_kept_as_one() {
         let (mut model, parents, leaves) = two_level_tree(20, 40);
-        let mut readahead = ReadAhead::new();
-        read(&mut readahead, &mut model, 1);
-        read(&mut readahead, &mut model, 2);
         // An index page below a table interior page is never taken for its child.
         let index_page = 2 + 20 + 20 * 40 + 1;
         model.page_count = index_page;
         model.pages.insert(index_page, index_leaf(&[1, 2, 3]));
-        read(&mut readahead, &mut model, index_page);
+        let readahead = descended(&mut model, &[index_page]);
         assert_eq!(readahead.levels[0].pending, None);
         // A table page is, until a later read needs its position: a grandchild (SQLite had
         // the parent cached) turns out to be no child, and the level is as if unread.
-        let mut readahead = ReadAhead::new();
-        read(&mut readahead, &mut model, 1);
-        read(&mut readahead, &mut model, 2);
-        read(&mut readahead, &mut model, leaves[3][5]);
+        let mut readahead = descended(&mut model, &[leaves[3][5]]);
         assert_eq!(readahead.levels[0].pending, Some(leaves[3][5]));
         read(&mut readahead, &mut model, parents[4]);
         assert_eq!(readahead.levels[0].pending, None);
@@ -1803,10 +1799,7 @@ mod tests {
     #[test]
     fn a_lock_change_mid_scan_forgets_it_and_the_next_scan_starts_afresh() {
         let (mut model, parents, leaves) = two_level_tree(4, 40);
-        let mut readahead = ReadAhead::new();
-        read(&mut readahead, &mut model, 1);
-        read(&mut readahead, &mut model, 2);
-        read(&mut readahead, &mut model, parents[0]);
+        let mut readahead = descended(&mut model, &[parents[0]]);
         for &leaf in &leaves[0][..3] {
             read(&mut readahead, &mut model, leaf);
         }
