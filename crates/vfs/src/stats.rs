@@ -136,10 +136,11 @@ impl SharedStats {
         }
     }
 
-    /// The counters of one `xRead` served by `pread` (`preads` calls): the hot path of a
-    /// blob read, so four fields are touched directly instead of looping over all of them.
+    /// The counters of `reads` `xRead`s served by `pread` (`bytes` in `preads` calls): the
+    /// hot path of a read, so four fields are touched directly instead of looping over all
+    /// of them.
     #[inline]
-    pub(crate) fn add_pread(&self, bytes: u64, preads: u64, single_writer: bool) {
+    pub(crate) fn add_preads(&self, reads: u64, bytes: u64, preads: u64, single_writer: bool) {
         let [read_calls, bytes_read, ops, kernel_entries] = [
             &self.fields[Self::READ_CALLS],
             &self.fields[Self::BYTES_READ],
@@ -147,7 +148,7 @@ impl SharedStats {
             &self.fields[Self::KERNEL_ENTRIES],
         ];
         for (field, value) in [
-            (read_calls, 1),
+            (read_calls, reads),
             (bytes_read, bytes),
             (ops, preads),
             (kernel_entries, preads),
@@ -216,11 +217,7 @@ impl UnpublishedReads {
         if self.read_calls == 0 {
             return;
         }
-        let fields = &totals.fields;
-        fields[SharedStats::READ_CALLS].fetch_add(self.read_calls, Ordering::Relaxed);
-        fields[SharedStats::BYTES_READ].fetch_add(self.bytes_read, Ordering::Relaxed);
-        fields[SharedStats::OPS].fetch_add(self.preads, Ordering::Relaxed);
-        fields[SharedStats::KERNEL_ENTRIES].fetch_add(self.preads, Ordering::Relaxed);
+        totals.add_preads(self.read_calls, self.bytes_read, self.preads, false);
         *self = UnpublishedReads::default();
     }
 
@@ -242,7 +239,7 @@ mod tests {
         assert_eq!(FIELD_NAMES[SharedStats::KERNEL_ENTRIES], "kernel_entries");
         for single_writer in [true, false] {
             let stats = SharedStats::default();
-            stats.add_pread(4096, 2, single_writer);
+            stats.add_preads(1, 4096, 2, single_writer);
             let expected = IoStats {
                 read_calls: 1,
                 bytes_read: 4096,

@@ -82,7 +82,7 @@ impl File {
         // One counter update per call: each is a locked instruction on the shared totals.
         let total = from_map + *read.as_ref().unwrap_or(&0);
         if direct_read.is_none() {
-            self.stats.add_pread(total as u64, preads, true);
+            self.stats.add_preads(1, total as u64, preads, true);
             if self.unpublished_reads.add(total as u64, preads) {
                 self.unpublished_reads.publish(&self.vfs.stats);
             }
