@@ -41,7 +41,8 @@
 //!
 //! **Never slower on cached data.** A buffered database's read-ahead sleeps until one of
 //! SQLite's sampled reads ([`ReadAhead::sample_this_read`]: one in [`READS_PER_SAMPLE`],
-//! and each of the first [`READS_SAMPLED_AFTER_FORGET`] after a lock change) finds its
+//! and each of the first [`READS_SAMPLED_AFTER_FORGET`] after a lock change, a burst that
+//! backs off over runs of cached transactions) finds its
 //! page missing from the page cache, which the read asks alone first (`RWF_NOWAIT`,
 //! `file/rw.rs`), and reading it then took a device read's time; asleep, a read costs the
 //! check of a flag, and a hot page read that was merely slow does not wake it (the few
@@ -88,8 +89,16 @@ pub(crate) const MAX_HOT_BACKOFF_READS: u32 = 64;
 /// One of this many of SQLite's reads is sampled: asked of the page cache alone first
 /// (`file/rw.rs`), to tell whether it reached the device.
 pub(crate) const READS_PER_SAMPLE: u32 = 8;
-/// Asleep, every one of this many reads after the paths were forgotten is sampled.
+/// Asleep, every one of this many reads after the paths were forgotten is sampled, at
+/// the lock changes a burst is due at ([`MAX_FORGETS_BETWEEN_BURSTS`]).
 pub(crate) const READS_SAMPLED_AFTER_FORGET: u32 = 8;
+/// Asleep, a burst of samples is due at every lock change until this many bursts in a row
+/// found their reads cached; from then on the lock changes from one burst to the next
+/// double with each burst, up to [`MAX_FORGETS_BETWEEN_BURSTS`].
+pub(crate) const QUIET_BURSTS_BEFORE_BACKOFF: u32 = 32;
+/// Most lock changes from one burst of samples to the next (a rollback-mode read
+/// transaction makes two).
+pub(crate) const MAX_FORGETS_BETWEEN_BURSTS: u32 = 16;
 /// Awake read-ahead falls asleep after this many reads with no sign of the device.
 pub(crate) const READS_TO_SLEEP: u32 = 256;
 /// Where the page cache cannot be asked alone (a file system without `RWF_NOWAIT` reads,
@@ -447,6 +456,15 @@ pub(crate) struct ReadAhead {
     reads_until_sample: u32,
     /// Reads still to sample, every one, since the paths were forgotten.
     burst_samples: u32,
+    /// Bursts granted since a read last went to the device, the lock changes from one burst
+    /// to the next, and those still to pass before the next: 0, 1 and 0 after a read went
+    /// to the device; after [`QUIET_BURSTS_BEFORE_BACKOFF`] bursts the distance doubles
+    /// with each burst up to [`MAX_FORGETS_BETWEEN_BURSTS`], so a long run of transactions
+    /// of cached data (point lookups, each its own transaction) stops paying a probe or a
+    /// timed read per transaction.
+    quiet_bursts: u32,
+    forgets_between_bursts: u32,
+    forgets_until_burst: u32,
     /// Whole-page reads since the last sign of a read reaching the device (a sampled read
     /// the page cache did not have, or a cache check that found a page uncached).
     reads_since_uncached: u32,
@@ -482,9 +500,15 @@ impl ReadAhead {
     /// Whether SQLite's read about to be made should be sampled: one in
     /// [`READS_PER_SAMPLE`], the first included, and, asleep, each of the first
     /// [`READS_SAMPLED_AFTER_FORGET`] after the paths were forgotten (a lock change: a
-    /// transaction starts). A query's first reads are its descents, the root and interior
-    /// pages SQLite then keeps in its own cache: read-ahead wakes in time to see them, or
-    /// it could not follow the query (nor map an index scan's rows) once awake.
+    /// transaction starts) when a burst is due. A query's first reads are its descents, the
+    /// root and interior pages SQLite then keeps in its own cache: read-ahead wakes in time
+    /// to see them, or it could not follow the query (nor map an index scan's rows) once
+    /// awake. A burst is due at every lock change at first and after any read that went to
+    /// the device; after [`QUIET_BURSTS_BEFORE_BACKOFF`] bursts that found their reads
+    /// cached, at one lock change in 2, 4, … up to [`MAX_FORGETS_BETWEEN_BURSTS`]: after a
+    /// long run of cached transactions, a query on cold data may wake read-ahead a few
+    /// reads into its scan (the one-in-[`READS_PER_SAMPLE`] samples), which then follows
+    /// the scan from its next interior page.
     pub(crate) fn sample_this_read(&mut self) -> bool {
         if !self.awake && self.burst_samples > 0 {
             self.burst_samples -= 1;
@@ -502,6 +526,9 @@ impl ReadAhead {
     /// SQLite's read just now found its page uncached (it went to the device): wake up.
     pub(crate) fn note_uncached_read(&mut self) {
         self.reads_since_uncached = 0;
+        self.quiet_bursts = 0;
+        self.forgets_between_bursts = 1;
+        self.forgets_until_burst = 0;
         if !self.awake {
             self.awake = true;
             self.note_uncached();
@@ -543,6 +570,9 @@ impl ReadAhead {
             wakes_on_misses: false,
             reads_until_sample: 0,
             burst_samples: 0,
+            quiet_bursts: 0,
+            forgets_between_bursts: 1,
+            forgets_until_burst: 0,
             reads_since_uncached: 0,
             forgotten: false,
         }
@@ -551,7 +581,24 @@ impl ReadAhead {
     /// Forgets the path: called where another connection may have changed the file
     /// (lock changes), so no stale child list drives a batch.
     pub(crate) fn forget(&mut self) {
-        self.burst_samples = READS_SAMPLED_AFTER_FORGET;
+        if self.awake {
+            // Awake, the data was cold a moment ago: a burst at every lock change once it
+            // falls asleep, until bursts find it cached.
+            self.burst_samples = READS_SAMPLED_AFTER_FORGET;
+        } else if self.forgets_until_burst == 0 {
+            // The bursts before this one found their reads cached (one that did not woke
+            // read-ahead, which resets the count).
+            self.burst_samples = READS_SAMPLED_AFTER_FORGET;
+            self.quiet_bursts = self.quiet_bursts.saturating_add(1);
+            if self.quiet_bursts > QUIET_BURSTS_BEFORE_BACKOFF {
+                self.forgets_between_bursts =
+                    (self.forgets_between_bursts * 2).min(MAX_FORGETS_BETWEEN_BURSTS);
+            }
+            self.forgets_until_burst = self.forgets_between_bursts - 1;
+        } else {
+            self.burst_samples = 0;
+            self.forgets_until_burst -= 1;
+        }
         if self.forgotten {
             debug_assert!(
                 self.depth == 0
@@ -2207,6 +2254,84 @@ mod tests {
             .filter(|_| readahead.sample_this_read())
             .count();
         assert_eq!(sampled, 4, "then one read in {READS_PER_SAMPLE}");
+    }
+
+    /// Reads sampled among the first `reads` after each of `transactions` lock changes.
+    fn sampled_per_transaction(
+        readahead: &mut ReadAhead,
+        transactions: u32,
+        reads: u32,
+    ) -> Vec<u32> {
+        (0..transactions)
+            .map(|_| {
+                readahead.forget();
+                (0..reads).filter(|_| readahead.sample_this_read()).count() as u32
+            })
+            .collect()
+    }
+
+    #[test]
+    fn bursts_of_samples_back_off_over_cached_transactions_and_return_after_a_device_read() {
+        let mut readahead = ReadAhead::dormant();
+        readahead.after_read(&header_page(), 0, &mut Model::new(16));
+        // Lock changes each followed by 3 reads, all cached: a burst at each of the first
+        // QUIET_BURSTS_BEFORE_BACKOFF + 1, then 2, 4 and 8 lock changes apart, then every
+        // MAX_FORGETS_BETWEEN_BURSTS.
+        let sampled = sampled_per_transaction(&mut readahead, 200, 3);
+        let bursts: Vec<usize> = (0..sampled.len()).filter(|&t| sampled[t] == 3).collect();
+        let quiet = QUIET_BURSTS_BEFORE_BACKOFF as usize;
+        assert_eq!(
+            bursts[..=quiet],
+            (0..=quiet).collect::<Vec<_>>(),
+            "{sampled:?}"
+        );
+        let gaps: Vec<usize> = bursts[quiet..].windows(2).map(|p| p[1] - p[0]).collect();
+        assert_eq!(&gaps[..4], &[2, 4, 8, 16], "{bursts:?}");
+        assert!(
+            gaps.iter()
+                .all(|&gap| gap <= MAX_FORGETS_BETWEEN_BURSTS as usize),
+            "{gaps:?}"
+        );
+        assert_eq!(gaps.last(), Some(&(MAX_FORGETS_BETWEEN_BURSTS as usize)));
+        // Between bursts, one read in READS_PER_SAMPLE is sampled still.
+        let between: u32 = sampled[100..124].iter().sum();
+        let bursts_between = bursts.iter().filter(|&&t| (100..124).contains(&t)).count() as u32;
+        assert_eq!(between - 3 * bursts_between, 24 * 3 / READS_PER_SAMPLE);
+        // A read that went to the device wakes it; asleep again, a burst at every lock
+        // change until bursts find the data cached again.
+        readahead.note_uncached_read();
+        assert!(readahead.is_awake());
+        readahead.fall_asleep();
+        assert_eq!(&sampled_per_transaction(&mut readahead, 4, 3)[..2], &[3, 3]);
+    }
+
+    #[test]
+    fn readahead_woken_in_the_middle_of_a_scan_follows_it_from_the_next_interior_page() {
+        // The root and the first parent were read while it slept (no burst was due).
+        let (mut model, parents, leaves) = two_level_tree(6, 40);
+        let mut readahead = ReadAhead::dormant();
+        for page in [1, 2, parents[0]]
+            .into_iter()
+            .chain(leaves[0][..20].iter().copied())
+        {
+            read(&mut readahead, &mut model, page);
+        }
+        assert!(model.prefetched.is_empty());
+        readahead.note_uncached_read();
+        for &leaf in &leaves[0][20..] {
+            read(&mut readahead, &mut model, leaf);
+        }
+        // From the next parent on, each parent's leaves are asked for ahead: only the
+        // parent and the two leaves that show the scan wait.
+        for (parent, own) in parents[1..].iter().zip(&leaves[1..]) {
+            let mut missed = u32::from(!model.cached.contains(parent));
+            read(&mut readahead, &mut model, *parent);
+            for &leaf in own {
+                missed += u32::from(!model.cached.contains(&leaf));
+                read(&mut readahead, &mut model, leaf);
+            }
+            assert!(missed <= 3, "{missed} of {} reads missed", own.len() + 1);
+        }
     }
 
     #[test]
