@@ -83,6 +83,10 @@ pub(crate) const PROCESS_MAX_OUTSTANDING_BYTES: u64 = 32 << 20;
 pub(crate) const ROWS_INDEX_WINDOW_PAGES: usize = 4;
 /// Leading pages of a batch of rows checked for being cached.
 pub(crate) const ROWS_CACHE_CHECKS: usize = 4;
+/// Fewest first children of a next sibling asked for when it is peeked at: with less room
+/// in the window, the peek waits until SQLite has read more (a sibling entered with only
+/// its first child asked for makes SQLite wait for the second).
+pub(crate) const PEEKED_CHILDREN_MIN: usize = 8;
 /// Longest wait, in child reads, between two cache checks of a scan found cached.
 pub(crate) const MAX_HOT_BACKOFF_READS: u32 = 64;
 
@@ -919,7 +923,11 @@ impl ReadAhead {
             depth => self.levels[depth - 1].peeked.take(page_number),
         };
         let inherited_window = if parent_scanning {
-            self.levels[self.depth - 1].window_pages
+            // The window the scan had reached: its parent's, or this depth's previous page
+            // (the sibling the scan just left), whichever grew more.
+            self.levels[self.depth - 1]
+                .window_pages
+                .max(self.levels[self.depth].window_pages)
         } else {
             FIRST_WINDOW_PAGES
         };
@@ -1112,7 +1120,7 @@ impl ReadAhead {
             }
             let max_window = max_window_pages(geometry.page_size_bytes);
             room = room.min(max_window.saturating_sub(self.outstanding_pages() + self.batch.len()));
-            if room == 0
+            if room < PEEKED_CHILDREN_MIN
                 || self.levels[depth - 1].peeked.is_full()
                 || !source.read_if_cached(sibling, &mut self.peek_page)
             {
@@ -1465,6 +1473,11 @@ mod tests {
         prefetched: Vec<u32>,
         page_count: u32,
         peeks: u32,
+        /// SQLite's reads a prefetched page takes to arrive (0: at once), and the pages
+        /// on their way with the read count they arrive at.
+        latency_reads: usize,
+        arriving: Vec<(u32, usize)>,
+        reads: usize,
     }
 
     impl Model {
@@ -1475,6 +1488,9 @@ mod tests {
                 prefetched: Vec::new(),
                 page_count,
                 peeks: 0,
+                latency_reads: 0,
+                arriving: Vec::new(),
+                reads: 0,
             }
         }
 
@@ -1502,7 +1518,11 @@ mod tests {
                     (1..=self.page_count).contains(&page),
                     "page {page} asked for"
                 );
-                self.cached.insert(page);
+                if self.latency_reads == 0 {
+                    self.cached.insert(page);
+                } else {
+                    self.arriving.push((page, self.reads + self.latency_reads));
+                }
             }
             self.prefetched.extend_from_slice(pages);
         }
@@ -1513,6 +1533,15 @@ mod tests {
 
     /// SQLite's read of `page`: it becomes cached (the read brought it in).
     fn read(readahead: &mut ReadAhead, model: &mut Model, page: u32) {
+        model.reads += 1;
+        let now = model.reads;
+        let cached = &mut model.cached;
+        model.arriving.retain(|&(arriving, at)| {
+            if at <= now {
+                cached.insert(arriving);
+            }
+            at > now
+        });
         let data = model.page(page);
         model.cached.insert(page);
         readahead.after_read(&data, u64::from(page - 1) * u64::from(PAGE_BYTES), model);
@@ -1610,6 +1639,103 @@ mod tests {
             .copied()
             .collect();
         assert!(asked.is_subset(&tree));
+    }
+
+    /// Root (page 2) → `grandparents` → `parents` each → `leaves` each, numbered in a
+    /// scattered order; returns the model, SQLite's reads of a full scan in key order, and
+    /// the leaves of each grandparent's first parent.
+    fn three_level_scan(
+        grandparents: u32,
+        parents: u32,
+        leaves: u32,
+    ) -> (Model, Vec<u32>, BTreeSet<u32>) {
+        let interior_count = grandparents + grandparents * parents;
+        let total = 2 + interior_count + grandparents * parents * leaves;
+        let mut model = Model::new(total);
+        model.pages.insert(1, header_page());
+        let span = total - 2;
+        let mut next = 0;
+        let mut scatter = || {
+            next += 1;
+            3 + ((next - 1) * 7919) % span
+        };
+        let mut reads = vec![1, 2];
+        let mut first_parents_leaves = BTreeSet::new();
+        let mut root_children = Vec::new();
+        for _ in 0..grandparents {
+            let grandparent = scatter();
+            root_children.push(grandparent);
+            reads.push(grandparent);
+            let mut own_parents = Vec::new();
+            for _ in 0..parents {
+                let parent = scatter();
+                own_parents.push(parent);
+                reads.push(parent);
+                let own: Vec<u32> = (0..leaves).map(|_| scatter()).collect();
+                if own_parents.len() == 1 {
+                    first_parents_leaves.extend(own.iter().copied());
+                }
+                reads.extend_from_slice(&own);
+                model.pages.insert(parent, interior(&own));
+            }
+            model.pages.insert(grandparent, interior(&own_parents));
+        }
+        model.pages.insert(2, interior(&root_children));
+        (model, reads, first_parents_leaves)
+    }
+
+    #[test]
+    fn a_scan_of_small_interior_pages_keeps_its_window_and_asks_for_each_sibling_early() {
+        // 15 leaves per parent and 16 parents per grandparent (a WITHOUT ROWID table of
+        // long keys): the window spans several parents, and must neither shrink back to
+        // the grandparent's at each parent nor leave a parent entered with only its first
+        // leaf asked for (a peek made when the window had room for one child).
+        let (mut model, reads, first_parents_leaves) = three_level_scan(8, 16, 15);
+        let leaves: BTreeSet<u32> = reads
+            .iter()
+            .copied()
+            .filter(|page| model.page(*page)[0] == 0x0d && *page != 1)
+            .collect();
+        let mut readahead = ReadAhead::new();
+        let mut asked_at: BTreeMap<u32, usize> = BTreeMap::new();
+        let mut late = 0;
+        let mut waited = 0;
+        // A device read takes as long as 8 of SQLite's reads of cached pages.
+        model.latency_reads = 8;
+        let mut most_outstanding = 0;
+        for (number, &page) in reads.iter().enumerate() {
+            // Past the first grandparent, every leaf is asked for a few reads ahead, but
+            // those of a grandparent's first parent: the scan does not reach two levels
+            // ahead, and asks for them once SQLite has entered that parent.
+            if number > reads.len() / 8
+                && leaves.contains(&page)
+                && !first_parents_leaves.contains(&page)
+            {
+                let lead = asked_at.get(&page).map_or(0, |&at| number - at);
+                late += usize::from(lead < 4);
+                waited += usize::from(!model.cached.contains(&page));
+            }
+            read(&mut readahead, &mut model, page);
+            for &asked in &model.prefetched {
+                asked_at.entry(asked).or_insert(number + 1);
+            }
+            most_outstanding = most_outstanding.max(readahead.outstanding_pages());
+        }
+        let max_window = max_window_pages(PAGE_BYTES);
+        assert!(
+            most_outstanding * 2 > max_window,
+            "the window reached {most_outstanding} pages of {max_window}"
+        );
+        assert!(
+            late == 0,
+            "{late} of {} leaves asked for less than 4 reads ahead",
+            leaves.len()
+        );
+        assert!(
+            waited * 200 <= leaves.len(),
+            "SQLite waited for {waited} of {} leaves",
+            leaves.len()
+        );
     }
 
     #[test]
