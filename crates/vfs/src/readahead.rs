@@ -101,8 +101,9 @@ pub(crate) const READS_SAMPLED_AFTER_FORGET: u32 = 8;
 /// double with each burst, up to [`MAX_FORGETS_BETWEEN_BURSTS`].
 pub(crate) const QUIET_BURSTS_BEFORE_BACKOFF: u32 = 32;
 /// Most lock changes from one burst of samples to the next (a rollback-mode read
-/// transaction makes two).
+/// transaction makes two); a power of two, reached by doubling from one.
 pub(crate) const MAX_FORGETS_BETWEEN_BURSTS: u32 = 16;
+const _: () = assert!(MAX_FORGETS_BETWEEN_BURSTS.is_power_of_two());
 /// Awake read-ahead falls asleep after this many reads with no sign of the device.
 pub(crate) const READS_TO_SLEEP: u32 = 256;
 /// Where the page cache cannot be asked alone (a file system without `RWF_NOWAIT` reads,
@@ -460,14 +461,13 @@ pub(crate) struct ReadAhead {
     reads_until_sample: u32,
     /// Reads still to sample, every one, since the paths were forgotten.
     burst_samples: u32,
-    /// Bursts granted since a read last went to the device, the lock changes from one burst
-    /// to the next, and those still to pass before the next: 0, 1 and 0 after a read went
-    /// to the device; after [`QUIET_BURSTS_BEFORE_BACKOFF`] bursts the distance doubles
-    /// with each burst up to [`MAX_FORGETS_BETWEEN_BURSTS`], so a long run of transactions
-    /// of cached data (point lookups, each its own transaction) stops paying a probe or a
-    /// timed read per transaction.
+    /// Bursts granted since a read last went to the device, and the lock changes still to
+    /// pass before the next burst (0 after a read went to the device). After
+    /// [`QUIET_BURSTS_BEFORE_BACKOFF`] bursts the distance from one burst to the next
+    /// doubles with each burst up to [`MAX_FORGETS_BETWEEN_BURSTS`], so a long run of
+    /// transactions of cached data (point lookups, each its own transaction) stops paying
+    /// a probe or a timed read per transaction.
     quiet_bursts: u32,
-    forgets_between_bursts: u32,
     forgets_until_burst: u32,
     /// Whole-page reads since the last sign of a read reaching the device (a sampled read
     /// the page cache did not have, or a cache check that found a page uncached).
@@ -531,7 +531,6 @@ impl ReadAhead {
     pub(crate) fn note_uncached_read(&mut self) {
         self.reads_since_uncached = 0;
         self.quiet_bursts = 0;
-        self.forgets_between_bursts = 1;
         self.forgets_until_burst = 0;
         if !self.awake {
             self.awake = true;
@@ -575,7 +574,6 @@ impl ReadAhead {
             reads_until_sample: 0,
             burst_samples: 0,
             quiet_bursts: 0,
-            forgets_between_bursts: 1,
             forgets_until_burst: 0,
             reads_since_uncached: 0,
             forgotten: false,
@@ -594,11 +592,11 @@ impl ReadAhead {
             // read-ahead, which resets the count).
             self.burst_samples = READS_SAMPLED_AFTER_FORGET;
             self.quiet_bursts = self.quiet_bursts.saturating_add(1);
-            if self.quiet_bursts > QUIET_BURSTS_BEFORE_BACKOFF {
-                self.forgets_between_bursts =
-                    (self.forgets_between_bursts * 2).min(MAX_FORGETS_BETWEEN_BURSTS);
-            }
-            self.forgets_until_burst = self.forgets_between_bursts - 1;
+            let doublings = self
+                .quiet_bursts
+                .saturating_sub(QUIET_BURSTS_BEFORE_BACKOFF)
+                .min(MAX_FORGETS_BETWEEN_BURSTS.ilog2());
+            self.forgets_until_burst = (1 << doublings) - 1;
         } else {
             self.burst_samples = 0;
             self.forgets_until_burst -= 1;
