@@ -218,7 +218,7 @@ impl UnpublishedReads {
             return;
         }
         totals.add_preads(self.read_calls, self.bytes_read, self.preads, false);
-        *self = UnpublishedReads::default();
+        self.discard();
     }
 
     /// Forgets the counts (the totals were reset).
