@@ -516,6 +516,12 @@ fn record_last_integer(payload: &[u8]) -> Option<i64> {
 /// The SQLite varint at the start of `bytes` and its length: up to 8 bytes of 7 bits each,
 /// then a 9th byte of 8 bits. `None` when `bytes` ends first.
 fn varint(bytes: &[u8]) -> Option<(u64, usize)> {
+    // One byte: most keys, serial types and sizes.
+    if let Some(&byte) = bytes.first() {
+        if byte < 0x80 {
+            return Some((u64::from(byte), 1));
+        }
+    }
     let mut value = 0u64;
     for (index, &byte) in bytes.iter().take(MAX_VARINT_BYTES).enumerate() {
         if index + 1 == MAX_VARINT_BYTES {

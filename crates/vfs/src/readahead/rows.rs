@@ -14,9 +14,20 @@
 //! the other the table's, kept by the lookups' descents. The table path's root copy and the
 //! interior pages below it map a rowid to its leaf. An interior page not on the path is read
 //! from the page cache without waiting (the kernel has it once SQLite has read it on a
-//! descent) into a bounded set of copies; one the kernel does not have leaves its rows
-//! unpredicted. Every interior page is parsed whole once before a child of it is predicted,
-//! so a prediction is always a page inside the file.
+//! descent) into a bounded set of copies, found by a binary search on the page number;
+//! one the kernel does not have leaves its rows unpredicted. Every interior page is parsed
+//! whole once before a child of it is predicted, so a prediction is always a page inside
+//! the file. Rows come in random order, so the copies must hold the whole level above the
+//! leaves: with room for 64 copies, the benchmark's index range (a table with 104 such
+//! pages) re-read and re-parsed one for most rows, and the parser took a third of the
+//! query's CPU time.
+//!
+//! **Across index leaves.** When the rows of the index leaf SQLite read last run out before
+//! the window does, the index scan's next leaf (the next child of the index path's level
+//! above its leaves, which the path's own scan asked for) is read from the page cache and
+//! its rows follow in the predictions. SQLite's read of that leaf, with the same bytes,
+//! carries them on; otherwise they are dropped. Without this each index leaf's first rows
+//! were asked for only when SQLite read the leaf, and it waited for them.
 //!
 //! **Dry run first.** Nothing is asked for until the predictions have matched SQLite's own
 //! table-leaf reads [`VERIFY_HITS`] times within one index leaf, more often than they
@@ -26,8 +37,9 @@
 //! index leaf until [`FAILED_LEAVES_TO_STOP`] leaves in a row have matched nothing; then row
 //! read-ahead stops until the paths are forgotten.
 //!
-//! **Bounds.** Predictions for one index leaf at a time, in buffers allocated once at the
-//! capacity of any page; at most [`INTERIOR_COPIES_BYTES`] of interior-page copies; the
+//! **Bounds.** Predictions for two index leaves at a time (the one SQLite read and the
+//! next), in buffers allocated once at the capacity of two pages' cells and a page; at
+//! most [`INTERIOR_COPIES_BYTES`] of interior-page copies; the
 //! pages asked for count in the file's window and the process's budget like the path's.
 
 use crate::btree_page::{self, Geometry, MAX_DEPTH};
@@ -58,18 +70,15 @@ pub(crate) const FAILED_LEAVES_TO_STOP: u32 = 2;
 /// How far past SQLite's position a read is looked for among the predictions: the rows
 /// SQLite finds in its own cache are skipped without a read.
 pub(crate) const MATCH_SPAN: usize = 32;
-/// Most bytes of table interior pages copied from the page cache for the mapping.
-pub(crate) const INTERIOR_COPIES_BYTES: usize = 256 << 10;
+/// Most bytes of table interior pages copied from the page cache for the mapping: room
+/// for the level above the leaves of a rowid table of a few hundred MiB of 4 KiB pages
+/// (one interior page per 200–400 leaves). Rows map to leaves in random order, so a table whose
+/// interior pages do not fit re-reads and re-parses one for most rows (about 10 µs for a
+/// 4 KiB page).
+pub(crate) const INTERIOR_COPIES_BYTES: usize = 1 << 20;
 /// Fewest and most copies, whatever the page size.
 const MIN_INTERIOR_COPIES: usize = 4;
-const MAX_INTERIOR_COPIES: usize = 64;
-
-/// A table interior page copied from the page cache and parsed whole.
-struct InteriorCopy {
-    /// 0: empty.
-    page_number: u32,
-    page: Vec<u8>,
-}
+const MAX_INTERIOR_COPIES: usize = 256;
 
 /// The row read-ahead state of one file (see the module documentation).
 pub(super) struct Rows {
@@ -78,7 +87,8 @@ pub(super) struct Rows {
     index_page: Vec<u8>,
     index_page_number: u32,
     parsed: bool,
-    /// Its entries' rowids in key order, and how many were mapped into `leaves`.
+    /// Its entries' rowids in key order, then the next index leaf's, and how many were
+    /// mapped into `leaves` (capacity: two pages' cells).
     rowids: Vec<i64>,
     mapped: usize,
     /// The table leaves of `rowids[..mapped]`, a leaf repeated by consecutive rows once.
@@ -96,7 +106,27 @@ pub(super) struct Rows {
     stopped: bool,
     /// The level of the index's path whose children are the index leaves.
     pub(super) index_depth: usize,
-    copies: Vec<InteriorCopy>,
+    /// The index leaf after `index_page` in the scan, read from the page cache when the
+    /// predictions of `index_page` ran short of the window (capacity: a page, allocated at
+    /// its first use); 0: none. Its rowids follow in `rowids` from `next_rowids_start`,
+    /// and its leaves in `leaves` from `next_leaves_start` once the first is mapped, so
+    /// the rows after an index leaf's last are asked for before SQLite reads the next
+    /// index leaf. When SQLite reads that page and finds the same bytes, its predictions
+    /// carry on ([`Rows::enter_index_leaf`]).
+    next_index_page: Vec<u8>,
+    next_index_page_number: u32,
+    next_rowids_start: usize,
+    next_leaves_start: Option<usize>,
+    /// Scratch for the next index leaf's rowids (capacity: a page's cells).
+    next_rowids: Vec<i64>,
+    /// Table interior pages copied from the page cache and parsed whole: the page number
+    /// of each copy (0: empty).
+    copy_pages: Vec<u32>,
+    copies: Vec<Vec<u8>>,
+    /// The copies held, as (page number, index in `copies`) sorted by page number: a
+    /// lookup is a binary search (capacity: [`MAX_INTERIOR_COPIES`], allocated with the
+    /// first copy).
+    copy_index: Vec<(u32, usize)>,
     next_copy: usize,
     /// A table interior page the kernel did not have: not asked again until SQLite reads
     /// one.
@@ -123,7 +153,7 @@ fn parses_as_table_interior(
         == Ok(btree_page::PageKind::TableInterior)
 }
 
-/// Most bits of [`Seen`]: 1 MiB, a bit per page of a 32 GiB database of 4 KiB pages.
+/// Most bits of [`Seen`]: 1 MiB, two bits per page of a 16 GiB database of 4 KiB pages.
 const MAX_SEEN_BITS: usize = 1 << 23;
 
 /// Bits of [`Seen`] remembered one by one since its last clear: up to this many set, a
@@ -131,7 +161,8 @@ const MAX_SEEN_BITS: usize = 1 << 23;
 const SEEN_CLEARED_ONE_BY_ONE: usize = 32;
 
 /// Pages asked for or read, a bit per page number modulo its size: a power of two at
-/// least the file's page count when first used (at most [`MAX_SEEN_BITS`]). In a larger
+/// least twice the file's page count when first used (at most [`MAX_SEEN_BITS`]), so the
+/// half-full clear below never comes while each page has a bit of its own. In a larger
 /// file two pages may share a bit, and a page never asked for may pass as seen: one
 /// prefetch missed. Cleared when half its bits are set, so it never fills up, and at every
 /// lock change (`Rows::forget`): a transaction of point lookups sets a bit or two, so the
@@ -218,7 +249,7 @@ impl Seen {
     /// Allocates the bits for a file of `page_count` pages, once.
     fn allocate(&mut self, page_count: u32) {
         if self.bits.is_empty() {
-            let bit_count = (page_count as usize)
+            let bit_count = (2 * page_count as usize)
                 .next_power_of_two()
                 .clamp(64, MAX_SEEN_BITS);
             self.bits = vec![0; bit_count / 64];
@@ -244,7 +275,14 @@ impl Rows {
             failed_leaves: 0,
             stopped: false,
             index_depth: 0,
+            next_index_page: Vec::new(),
+            next_index_page_number: 0,
+            next_rowids_start: 0,
+            next_leaves_start: None,
+            next_rowids: Vec::new(),
+            copy_pages: Vec::new(),
             copies: Vec::new(),
+            copy_index: Vec::new(),
             next_copy: 0,
             missing_interior: 0,
             validated: [0; MAX_DEPTH],
@@ -262,9 +300,8 @@ impl Rows {
         self.failed_leaves = 0;
         self.stopped = false;
         self.window_pages = FIRST_WINDOW_PAGES;
-        for copy in &mut self.copies {
-            copy.page_number = 0;
-        }
+        self.copy_pages.fill(0);
+        self.copy_index.clear();
         self.missing_interior = 0;
         self.validated = [0; MAX_DEPTH];
         self.seen.clear();
@@ -279,6 +316,28 @@ impl Rows {
         self.issued_until = 0;
         self.hits = 0;
         self.misses = 0;
+        self.next_index_page_number = 0;
+        self.next_rowids_start = 0;
+        self.next_leaves_start = None;
+    }
+
+    /// SQLite read the index leaf the predictions had read ahead: they carry on from its
+    /// first row, and the previous leaf's are dropped (those asked for and not read no
+    /// longer count as outstanding, as at any other index leaf).
+    fn continue_into_next_leaf(&mut self) {
+        assert!(self.next_index_page_number != 0);
+        assert!(self.mapped >= self.next_rowids_start);
+        let leaves_start = self.next_leaves_start.unwrap_or(self.leaves.len());
+        self.rowids.drain(..self.next_rowids_start);
+        self.mapped -= self.next_rowids_start;
+        self.leaves.drain(..leaves_start);
+        self.consumed = self.consumed.saturating_sub(leaves_start);
+        self.issued_until = self.issued_until.saturating_sub(leaves_start);
+        self.hits = 0;
+        self.misses = 0;
+        self.next_index_page_number = 0;
+        self.next_rowids_start = 0;
+        self.next_leaves_start = None;
     }
 
     /// Nothing asked for is counted any longer (read-ahead fell asleep): the predictions
@@ -319,13 +378,22 @@ impl Rows {
                 self.failed_leaves = 0;
             }
         }
-        self.drop_predictions();
-        if self.index_page.capacity() < data.len() {
-            // Once per file and page size.
-            self.index_page = Vec::with_capacity(data.len());
+        let read_ahead = self.next_index_page_number == page_number
+            && page_number != 0
+            && self.next_index_page[..] == *data;
+        if read_ahead {
+            self.continue_into_next_leaf();
+            // The same bytes: the buffers trade places instead of a copy.
+            std::mem::swap(&mut self.index_page, &mut self.next_index_page);
+        } else {
+            self.drop_predictions();
+            if self.index_page.capacity() < data.len() {
+                // Once per file and page size.
+                self.index_page = Vec::with_capacity(data.len());
+            }
+            self.index_page.clear();
+            self.index_page.extend_from_slice(data);
         }
-        self.index_page.clear();
-        self.index_page.extend_from_slice(data);
         self.index_page_number = page_number;
         self.index_depth = index_depth;
     }
@@ -376,12 +444,15 @@ impl Rows {
     /// Appends to `batch` the predictions to ask for now, if verified: up to the window
     /// past SQLite's position, refilled when half of it was read, at most `most`, less the
     /// leaves asked for or read lately. Marks them asked for, and returns the mark before,
-    /// for [`Rows::unissue`].
+    /// for [`Rows::unissue`]. When the index leaf's rows run out before the window does,
+    /// the rows of `next_index_leaf` (the index scan's next leaf) follow if the kernel has
+    /// that page.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn next_batch(
         &mut self,
         max_window: usize,
         most: usize,
+        next_index_leaf: Option<u32>,
         table: &(impl TablePath + ?Sized),
         geometry: Geometry,
         page_count: u32,
@@ -397,6 +468,11 @@ impl Rows {
             return issued_before;
         }
         self.map_through(self.consumed + window, table, geometry, page_count, source);
+        if self.leaves.len() < self.consumed + window
+            && self.read_next_index_leaf(next_index_leaf, geometry, page_count, source)
+        {
+            self.map_through(self.consumed + window, table, geometry, page_count, source);
+        }
         let from = self.issued_until.max(self.consumed);
         let end = self
             .leaves
@@ -416,6 +492,56 @@ impl Rows {
         self.issued_until = end;
         self.window_pages = (self.window_pages * 2).min(max_window);
         issued_before
+    }
+
+    /// Appends the rowids of index leaf `next` (read from the page cache, never waiting)
+    /// to those of the current one, once all of these are mapped. False if there is no
+    /// next leaf, it was read already, the kernel does not have it, or it does not parse
+    /// as an index leaf.
+    fn read_next_index_leaf(
+        &mut self,
+        next: Option<u32>,
+        geometry: Geometry,
+        page_count: u32,
+        source: &mut impl CachedPages,
+    ) -> bool {
+        let Some(page_number) = next else {
+            return false;
+        };
+        if self.next_index_page_number != 0
+            || !self.parsed
+            || self.mapped < self.rowids.len()
+            || page_number == self.index_page_number
+        {
+            return false;
+        }
+        let page_bytes = geometry.page_size_bytes as usize;
+        if self.next_index_page.len() != page_bytes {
+            // Once per file and page size.
+            self.next_index_page = vec![0; page_bytes];
+        }
+        if !source.read_if_cached(page_number, &mut self.next_index_page)
+            || btree_page::index_leaf_rowids(
+                &self.next_index_page,
+                page_number,
+                geometry,
+                page_count,
+                &mut self.next_rowids,
+            )
+            .is_err()
+        {
+            return false;
+        }
+        // Room for two pages' cells; a page size changed since the buffers were made may
+        // leave less.
+        if self.rowids.len() + self.next_rowids.len() > self.rowids.capacity() {
+            return false;
+        }
+        self.next_rowids_start = self.rowids.len();
+        self.rowids.extend_from_slice(&self.next_rowids);
+        self.next_index_page_number = page_number;
+        self.next_leaves_start = None;
+        true
     }
 
     /// `pages` were asked for by other means (the paths' scans): they count as seen.
@@ -451,8 +577,9 @@ impl Rows {
             if self.rowids.capacity() == 0 {
                 // Once per file: any page's cells fit.
                 let cells = btree_page::max_cells_per_page(geometry);
-                self.rowids = Vec::with_capacity(cells);
-                self.leaves = Vec::with_capacity(cells);
+                self.rowids = Vec::with_capacity(2 * cells);
+                self.next_rowids = Vec::with_capacity(cells);
+                self.leaves = Vec::with_capacity(2 * cells);
                 self.children = Vec::with_capacity(btree_page::max_children(geometry));
             }
             if self.index_page.len() != geometry.page_size_bytes as usize
@@ -472,12 +599,17 @@ impl Rows {
             return;
         }
         while self.leaves.len() < count && self.mapped < self.rowids.len() {
+            if self.next_index_page_number != 0 && self.mapped == self.next_rowids_start {
+                self.next_leaves_start = Some(self.leaves.len());
+            }
             let rowid = self.rowids[self.mapped];
             self.mapped += 1;
             let Some(leaf) = self.leaf_of(rowid, table, geometry, page_count, source) else {
                 continue;
             };
-            if self.leaves.last() != Some(&leaf) {
+            // The next index leaf's first leaf is its own, even if the same page.
+            let first_of_next = self.next_leaves_start == Some(self.leaves.len());
+            if first_of_next || self.leaves.last() != Some(&leaf) {
                 self.leaves.push(leaf);
             }
         }
@@ -526,7 +658,7 @@ impl Rows {
         for depth in 0..depth_count {
             let page: &[u8] = match copy {
                 None => table.page(depth).1,
-                Some(index) => &self.copies[index].page,
+                Some(index) => &self.copies[index],
             };
             let view = btree_page::interior_view(page, page_number, geometry)?;
             let child = view.table_child_for(page, rowid)?;
@@ -543,6 +675,41 @@ impl Rows {
         None
     }
 
+    /// The index of the copy of `page_number`, if one is held.
+    fn find_copy(&self, page_number: u32) -> Option<usize> {
+        let at = self
+            .copy_index
+            .binary_search_by_key(&page_number, |&(page, _)| page)
+            .ok()?;
+        Some(self.copy_index[at].1)
+    }
+
+    /// Records that copy `index` holds `page_number`.
+    fn index_copy(&mut self, page_number: u32, index: usize) {
+        assert_eq!(self.copy_pages[index], page_number);
+        let Err(at) = self
+            .copy_index
+            .binary_search_by_key(&page_number, |&(page, _)| page)
+        else {
+            panic!("page {page_number} is copied once");
+        };
+        assert!(self.copy_index.len() < self.copy_index.capacity());
+        self.copy_index.insert(at, (page_number, index));
+    }
+
+    /// Empties copy `index` and takes it out of the index.
+    fn unindex_copy(&mut self, index: usize) {
+        let page_number = std::mem::replace(&mut self.copy_pages[index], 0);
+        if page_number == 0 {
+            return;
+        }
+        let at = self
+            .copy_index
+            .binary_search_by_key(&page_number, |&(page, _)| page)
+            .expect("a held copy is in the index");
+        self.copy_index.remove(at);
+    }
+
     /// The index of a parsed copy of table interior page `page_number`, read from the page
     /// cache if it is not held yet; `None` if the kernel does not have it or it is not a
     /// well-formed table interior page.
@@ -553,11 +720,7 @@ impl Rows {
         page_count: u32,
         source: &mut impl CachedPages,
     ) -> Option<usize> {
-        if let Some(index) = self
-            .copies
-            .iter()
-            .position(|copy| copy.page_number == page_number)
-        {
+        if let Some(index) = self.find_copy(page_number) {
             return Some(index);
         }
         if page_number == self.missing_interior {
@@ -567,31 +730,27 @@ impl Rows {
         let most =
             (INTERIOR_COPIES_BYTES / page_bytes).clamp(MIN_INTERIOR_COPIES, MAX_INTERIOR_COPIES);
         let index = if self.copies.len() < most {
-            self.copies.push(InteriorCopy {
-                page_number: 0,
-                page: vec![0; page_bytes],
-            });
+            if self.copy_index.capacity() == 0 {
+                self.copy_index = Vec::with_capacity(MAX_INTERIOR_COPIES);
+            }
+            self.copies.push(vec![0; page_bytes]);
+            self.copy_pages.push(0);
             self.copies.len() - 1
         } else {
             self.next_copy = (self.next_copy + 1) % self.copies.len();
             self.next_copy
         };
+        self.unindex_copy(index);
         let copy = &mut self.copies[index];
-        copy.page_number = 0;
-        if !source.read_if_cached(page_number, &mut copy.page) {
+        if !source.read_if_cached(page_number, copy) {
             self.missing_interior = page_number;
             return None;
         }
-        if !parses_as_table_interior(
-            &copy.page,
-            page_number,
-            geometry,
-            page_count,
-            &mut self.children,
-        ) {
+        if !parses_as_table_interior(copy, page_number, geometry, page_count, &mut self.children) {
             return None;
         }
-        copy.page_number = page_number;
+        self.copy_pages[index] = page_number;
+        self.index_copy(page_number, index);
         Some(index)
     }
 }
@@ -600,6 +759,84 @@ impl Rows {
 mod tests {
     use super::*;
 
+    const PAGE_BYTES: usize = 4096;
+
+    /// The page cache of a file whose every page is a cached table interior page of one
+    /// cell (child `page + 100_000` below key 10, right-most child `page + 200_000`).
+    #[derive(Default)]
+    struct InteriorPages {
+        reads: u32,
+    }
+
+    impl CachedPages for InteriorPages {
+        fn read_if_cached(&mut self, page_number: u32, buf: &mut [u8]) -> bool {
+            self.reads += 1;
+            buf.fill(0);
+            let cell_at = PAGE_BYTES - 5;
+            buf[0] = 0x05;
+            buf[3..5].copy_from_slice(&1u16.to_be_bytes());
+            buf[5..7].copy_from_slice(&(cell_at as u16).to_be_bytes());
+            buf[8..12].copy_from_slice(&(page_number + 200_000).to_be_bytes());
+            buf[12..14].copy_from_slice(&(cell_at as u16).to_be_bytes());
+            buf[cell_at..cell_at + 4].copy_from_slice(&(page_number + 100_000).to_be_bytes());
+            buf[cell_at + 4] = 10;
+            true
+        }
+    }
+
+    #[test]
+    fn interior_copies_are_found_by_page_number_and_replaced_one_at_a_time() {
+        let geometry = Geometry::new(PAGE_BYTES as u32, 0).unwrap();
+        let page_count = 1_000_000;
+        let most = INTERIOR_COPIES_BYTES / PAGE_BYTES;
+        assert_eq!(most, MAX_INTERIOR_COPIES);
+        let mut rows = Rows::new();
+        // As the first mapping of rows allocates it.
+        rows.children = Vec::with_capacity(btree_page::max_children(geometry));
+        let mut cache = InteriorPages::default();
+        // Pages in a scattered order; each is read from the page cache once.
+        let pages: Vec<u32> = (0..most as u32).map(|i| 3 + (i * 7919) % 5003).collect();
+        for &page in &pages {
+            let index = rows.interior_copy(page, geometry, page_count, &mut cache);
+            assert!(index.is_some(), "page {page} copied");
+        }
+        assert_eq!(cache.reads, most as u32);
+        for &page in pages.iter().rev() {
+            let index = rows
+                .interior_copy(page, geometry, page_count, &mut cache)
+                .unwrap();
+            let view = btree_page::interior_view(&rows.copies[index], page, geometry).unwrap();
+            assert_eq!(
+                view.table_child_for(&rows.copies[index], 5),
+                Some(page + 100_000)
+            );
+        }
+        assert_eq!(cache.reads, most as u32, "all held: none read again");
+        // One more page takes one copy's place; the page it held is read again when
+        // asked for, and every other is still found.
+        rows.interior_copy(6000, geometry, page_count, &mut cache)
+            .unwrap();
+        let reads = cache.reads;
+        let replaced: Vec<u32> = pages
+            .iter()
+            .copied()
+            .filter(|&page| rows.find_copy(page).is_none())
+            .collect();
+        assert_eq!(replaced.len(), 1);
+        for &page in &pages {
+            rows.interior_copy(page, geometry, page_count, &mut cache)
+                .unwrap();
+        }
+        assert!(cache.reads > reads);
+        assert!(rows.copy_index.windows(2).all(|pair| pair[0].0 < pair[1].0));
+        for &(page, index) in &rows.copy_index {
+            assert_eq!(rows.copy_pages[index], page);
+        }
+        // A lock change forgets them all.
+        rows.forget();
+        assert!(pages.iter().all(|&page| rows.find_copy(page).is_none()));
+    }
+
     fn all_clear(seen: &Seen) -> bool {
         seen.bits.iter().all(|&word| word == 0)
     }
@@ -607,7 +844,8 @@ mod tests {
     #[test]
     fn a_clear_after_few_pages_unsets_each_of_them() {
         let mut seen = Seen::new();
-        seen.allocate(50_000);
+        // Twice 25,000 pages, rounded up: a 65,536-bit map.
+        seen.allocate(25_000);
         for page in [7, 70_000, 3] {
             assert!(!seen.test_and_set(page));
         }
