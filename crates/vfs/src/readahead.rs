@@ -48,8 +48,9 @@
 //! check of a flag, and a hot page read that was merely slow does not wake it (the few
 //! header bytes a rollback-mode transaction starts with are timed instead). It falls asleep
 //! again after [`READS_TO_SLEEP`] reads with no sign of the device. Awake, before a batch,
-//! the first page it would ask for is checked with [`PageSource::is_cached`]
-//! (`cachestat(2)`, no I/O): when the kernel already has it, the batch is skipped; after
+//! the first pages it would ask for (up to [`BATCH_CACHE_CHECKS`]) are checked with
+//! [`PageSource::is_cached`] (`cachestat(2)`, no I/O): when the kernel already has them
+//! all, the batch is skipped; after
 //! two such checks in a row nothing is checked or asked for during the next 8, 16, … up
 //! to [`MAX_HOT_BACKOFF_READS`] page reads of the file, so a scan of cached data costs
 //! one check per that many reads.
@@ -81,8 +82,11 @@ pub(crate) const PROCESS_MAX_OUTSTANDING_BYTES: u64 = 32 << 20;
 /// Most index leaves asked for ahead of an index scan whose rows are read ahead: each
 /// names a page's worth of rows, and the window is theirs.
 pub(crate) const ROWS_INDEX_WINDOW_PAGES: usize = 4;
-/// Leading pages of a batch of rows checked for being cached.
-pub(crate) const ROWS_CACHE_CHECKS: usize = 4;
+/// Leading pages of a batch checked for being cached: only a batch whose first pages are
+/// all cached is skipped. One page proves little: a read SQLite made of a page nobody
+/// asked for starts the kernel's own read-ahead around it, which may hold the next page
+/// of the scan and not the ones after.
+pub(crate) const BATCH_CACHE_CHECKS: usize = 4;
 /// Fewest first children of a next sibling asked for when it is peeked at: with less room
 /// in the window, the peek waits until SQLite has read more (a sibling entered with only
 /// its first child asked for makes SQLite wait for the second).
@@ -1035,7 +1039,12 @@ impl ReadAhead {
         }
         let budget = self.process_budget_pages(geometry).min(room);
         if from < until && budget > 0 {
-            if source.is_cached(level.parsed_child(from), geometry.page_size_bytes) == Some(true) {
+            let checks = (until - from).min(BATCH_CACHE_CHECKS);
+            let level = &self.levels[depth];
+            if (from..from + checks).all(|position| {
+                source.is_cached(level.parsed_child(position), geometry.page_size_bytes)
+                    == Some(true)
+            }) {
                 self.note_cached();
                 return;
             }
@@ -1172,7 +1181,7 @@ impl ReadAhead {
 
     /// Adds to the batch the table leaves an index scan will read next, once row
     /// read-ahead's predictions have matched SQLite's reads (`rows.rs`). Leading predicted
-    /// leaves the kernel has are passed over; a batch whose first [`ROWS_CACHE_CHECKS`]
+    /// leaves the kernel has are passed over; a batch whose first [`BATCH_CACHE_CHECKS`]
     /// are all cached is one cache check that found its page cached.
     fn top_up_rows(&mut self, geometry: Geometry, source: &mut impl PageSource) {
         // Pages the paths' scans ask for in this batch are not asked for again.
@@ -1207,12 +1216,12 @@ impl ReadAhead {
         // as data that is.
         let added = self.batch.len() - start;
         let mut cached = 0;
-        while cached < added.min(ROWS_CACHE_CHECKS)
+        while cached < added.min(BATCH_CACHE_CHECKS)
             && source.is_cached(self.batch[start + cached], geometry.page_size_bytes) == Some(true)
         {
             cached += 1;
         }
-        if added > 0 && cached == added.min(ROWS_CACHE_CHECKS) {
+        if added > 0 && cached == added.min(BATCH_CACHE_CHECKS) {
             self.rows.unissue(issued_before, &self.batch[start..]);
             self.batch.truncate(start);
             self.note_cached();
@@ -1834,6 +1843,39 @@ mod tests {
         }
         assert!(model.prefetched.is_empty());
         assert_eq!(model.peeks, 0);
+    }
+
+    #[test]
+    fn a_scan_through_pages_the_kernel_read_around_others_keeps_asking_for_the_rest() {
+        // Every other leaf is cached, as the kernel's own read-ahead around the pages
+        // SQLite read by itself may leave them: a batch's first page being cached says
+        // little about the pages after it.
+        let (mut model, parents, leaves) = two_level_tree(4, 200);
+        let scan: Vec<u32> = leaves.iter().flatten().copied().collect();
+        for leaf in scan.iter().step_by(2) {
+            model.cached.insert(*leaf);
+        }
+        let mut readahead = ReadAhead::new();
+        read(&mut readahead, &mut model, 1);
+        read(&mut readahead, &mut model, 2);
+        let (mut uncached_reads, mut asked_before) = (0, 0);
+        for (parent, own) in parents.iter().zip(&leaves) {
+            read(&mut readahead, &mut model, *parent);
+            for (position, &leaf) in own.iter().enumerate() {
+                let uncached = scan.iter().position(|&page| page == leaf).unwrap() % 2 == 1;
+                // Past the first parent's first leaves, which start the scan.
+                if uncached && (*parent != parents[0] || position >= 8) {
+                    uncached_reads += 1;
+                    asked_before += u32::from(model.cached.contains(&leaf));
+                }
+                read(&mut readahead, &mut model, leaf);
+            }
+        }
+        assert!(uncached_reads > 350);
+        assert!(
+            asked_before * 100 >= uncached_reads * 98,
+            "{asked_before} of {uncached_reads} uncached leaves asked for before SQLite read them"
+        );
     }
 
     #[test]
