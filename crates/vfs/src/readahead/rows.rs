@@ -18,16 +18,15 @@
 //! one the kernel does not have leaves its rows unpredicted. Every interior page is parsed
 //! whole once before a child of it is predicted, so a prediction is always a page inside
 //! the file. Rows come in random order, so the copies must hold the whole level above the
-//! leaves: with room for 64 copies, the benchmark's index range (a table with 104 such
-//! pages) re-read and re-parsed one for most rows, and the parser took a third of the
-//! query's CPU time.
+//! leaves ([`INTERIOR_COPIES_BYTES`]): where they do not, most rows re-read and re-parse
+//! one, and the parser takes much of the query's CPU time.
 //!
 //! **Across index leaves.** When the rows of the index leaf SQLite read last run out before
 //! the window does, the index scan's next leaf (the next child of the index path's level
 //! above its leaves, which the path's own scan asked for) is read from the page cache and
 //! its rows follow in the predictions. SQLite's read of that leaf, with the same bytes,
-//! carries them on; otherwise they are dropped. Without this each index leaf's first rows
-//! were asked for only when SQLite read the leaf, and it waited for them.
+//! carries them on; otherwise they are dropped. So SQLite does not wait for each index
+//! leaf's first rows, which would otherwise be asked for only when it reads the leaf.
 //!
 //! **Dry run first.** Nothing is asked for until the predictions have matched SQLite's own
 //! table-leaf reads [`VERIFY_HITS`] times within one index leaf, more often than they
