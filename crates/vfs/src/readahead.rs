@@ -1039,12 +1039,11 @@ impl ReadAhead {
         }
         let budget = self.process_budget_pages(geometry).min(room);
         if from < until && budget > 0 {
-            let checks = (until - from).min(BATCH_CACHE_CHECKS);
             let level = &self.levels[depth];
-            if (from..from + checks).all(|position| {
-                source.is_cached(level.parsed_child(position), geometry.page_size_bytes)
-                    == Some(true)
-            }) {
+            let children = (from..until).map(|position| level.parsed_child(position));
+            if leading_cached(source, children, geometry.page_size_bytes)
+                == (until - from).min(BATCH_CACHE_CHECKS)
+            {
                 self.note_cached();
                 return;
             }
@@ -1215,12 +1214,11 @@ impl ReadAhead {
         // kernel has is passed over. Only a batch whose first pages are all cached counts
         // as data that is.
         let added = self.batch.len() - start;
-        let mut cached = 0;
-        while cached < added.min(BATCH_CACHE_CHECKS)
-            && source.is_cached(self.batch[start + cached], geometry.page_size_bytes) == Some(true)
-        {
-            cached += 1;
-        }
+        let cached = leading_cached(
+            source,
+            self.batch[start..].iter().copied(),
+            geometry.page_size_bytes,
+        );
         if added > 0 && cached == added.min(BATCH_CACHE_CHECKS) {
             self.rows.unissue(issued_before, &self.batch[start..]);
             self.batch.truncate(start);
@@ -1429,6 +1427,20 @@ fn is_table_path(path: &[Level]) -> bool {
     path.first().is_some_and(|root| {
         btree_page::kind_hint(&root.page, root.page_number) == Some(PageKind::TableInterior)
     })
+}
+
+/// How many of the first [`BATCH_CACHE_CHECKS`] of `pages` the kernel has cached, counted
+/// from the first until one is missing (one check on cold data).
+fn leading_cached(
+    source: &mut impl PageSource,
+    pages: impl IntoIterator<Item = u32>,
+    page_size_bytes: u32,
+) -> usize {
+    pages
+        .into_iter()
+        .take(BATCH_CACHE_CHECKS)
+        .take_while(|&page| source.is_cached(page, page_size_bytes) == Some(true))
+        .count()
 }
 
 /// Of the followed and the parked path, the one whose root is a table interior page: the
