@@ -9,8 +9,10 @@
 //! | `RESERVED_BYTE` (PENDING_BYTE+1)     |        | write    | (write) | (write)   |
 //! | `SHARED_FIRST`..+`SHARED_SIZE` (510) | read   | read     | read    | write     |
 //!
-//! * SHARED: read-lock PENDING_BYTE (fails while a writer is pending), read-lock the shared
-//!   range, release PENDING_BYTE.
+//! * SHARED: os_unix.c read-locks PENDING_BYTE (fails while a writer is pending),
+//!   read-locks the shared range and releases PENDING_BYTE; here, a reader asks whether
+//!   another description holds PENDING_BYTE write-locked (`F_OFD_GETLK`; SQLITE_BUSY if
+//!   so), then read-locks the shared range (see "Readers look at PENDING_BYTE").
 //! * RESERVED (from SHARED): write-lock RESERVED_BYTE.
 //! * EXCLUSIVE: from RESERVED, first write-lock PENDING_BYTE (no new readers), then
 //!   write-lock the whole shared range (fails while any reader remains).
@@ -21,6 +23,27 @@
 //! (`SqliteApi::pending_byte`): 0x40000000, unless `SQLITE_TESTCTRL_PENDING_BYTE` moved it,
 //! as SQLite's own test suite does (to 0x10000). os_unix.c reads the same global.
 //!
+//! # Readers look at PENDING_BYTE instead of locking it
+//! A read transaction in rollback mode takes SHARED and drops it: under `unix` four
+//! `fcntl`s (lock PENDING_BYTE, lock the shared range, unlock PENDING_BYTE, unlock all),
+//! here three (look at PENDING_BYTE, lock the shared range, unlock all). A lookup is one
+//! system call cheaper, and the locks other processes see are the same, with one
+//! difference, in the writer's favour: `unix`'s reader holds PENDING_BYTE for a moment,
+//! and a writer asking for PENDING in that moment gets SQLITE_BUSY; this reader never
+//! holds it. Against every writer the outcome is `unix`'s:
+//!
+//! * a writer that holds PENDING or EXCLUSIVE when the reader looks: the reader gets
+//!   SQLITE_BUSY, as `unix`'s does at its PENDING_BYTE lock;
+//! * a writer that takes PENDING after the reader looked and before its shared range is
+//!   locked: the reader holds SHARED, and the writer's EXCLUSIVE is SQLITE_BUSY until the
+//!   reader is done, as for a reader that was there first. Under `unix` that writer
+//!   would have got SQLITE_BUSY one step earlier, at PENDING; either way it retries,
+//!   and here it already holds PENDING, which keeps later readers out.
+//!
+//! So a writer never gets SQLITE_BUSY where `unix` gives it the lock, and a reader gets
+//! SQLITE_BUSY exactly where `unix`'s would. `tests/multiprocess.rs` runs both against
+//! stock `sqlite3` processes.
+//!
 //! # One lock state per database file per process
 //! As os_unix.c's `unixInodeInfo`, the connections of one process to one database file
 //! (device and inode) share one lock state ([`Inode`]): the strongest lock any of them
@@ -29,7 +52,7 @@
 //! SHARED holder's release unlocks; a request that another connection of the process
 //! precludes (anything while one is PENDING or EXCLUSIVE, RESERVED or EXCLUSIVE while one
 //! holds RESERVED, EXCLUSIVE while another reads) is SQLITE_BUSY without one. So a pool of
-//! reader connections makes the `fcntl`s `unix` makes, not one set per connection.
+//! reader connections makes one set of `fcntl`s, as under `unix`, not one set per connection.
 //!
 //! # Why open-file-description locks
 //! We take the same byte ranges with `F_OFD_SETLK` instead of `F_SETLK`. OFD locks and
@@ -284,33 +307,27 @@ impl DbLock {
             return Ok(());
         }
 
-        // PENDING_BYTE guards new SHARED locks: readers take it briefly (read), a writer
-        // heading for EXCLUSIVE holds it (write) so no new reader starts meanwhile.
-        if level == SQLITE_LOCK_SHARED
-            || (level == SQLITE_LOCK_EXCLUSIVE && self.level == SQLITE_LOCK_RESERVED)
-        {
-            let kind = if level == SQLITE_LOCK_SHARED {
-                LockType::Read
-            } else {
-                LockType::Write
-            };
+        // PENDING_BYTE guards new SHARED locks: a writer heading for EXCLUSIVE holds it
+        // (write) so no new reader starts meanwhile; a new reader looks whether anyone
+        // does before it takes the shared range ("Readers look at PENDING_BYTE" above).
+        if level == SQLITE_LOCK_EXCLUSIVE && self.level == SQLITE_LOCK_RESERVED {
             state
-                .set_lock(kind, pending_byte, 1)
+                .set_lock(LockType::Write, pending_byte, 1)
                 .map_err(busy_or(Failure::Lock))?;
-            if level == SQLITE_LOCK_EXCLUSIVE {
-                self.level = SQLITE_LOCK_PENDING;
-                state.level = SQLITE_LOCK_PENDING;
-            }
+            self.level = SQLITE_LOCK_PENDING;
+            state.level = SQLITE_LOCK_PENDING;
         }
 
         if level == SQLITE_LOCK_SHARED {
             assert!(state.shared == 0 && state.level == SQLITE_LOCK_NONE);
-            let shared = state
+            match conflicting_lock(state.fd(), LockType::Read, pending_byte, 1) {
+                Ok(None) => {}
+                Ok(Some(_)) => return Err(Failure::Busy),
+                Err(errno) => return Err(Failure::from_lock_errno(errno, Failure::Lock)),
+            }
+            state
                 .set_lock(LockType::Read, shared_first, SHARED_SIZE)
-                .map_err(busy_or(Failure::Lock));
-            let released = state.set_lock(LockType::Unlock, pending_byte, 1);
-            shared?;
-            released.map_err(Failure::Unlock)?;
+                .map_err(busy_or(Failure::Lock))?;
             state.shared = 1;
             state.level = SQLITE_LOCK_SHARED;
             self.level = SQLITE_LOCK_SHARED;

@@ -951,7 +951,7 @@ fn a_second_connection_shares_the_wal_index_like_unix() {
 
 /// Connections of one process share the database's lock as os_unix.c's do: while one
 /// connection reads, a second one's read transactions take and drop SHARED without a
-/// locking `fcntl` (a rollback-mode reader pool makes `unix`'s system calls, not a set
+/// locking `fcntl` (a rollback-mode reader pool makes one set of system calls, as under `unix`, not a set
 /// per connection), and the rules between them are `unix`'s: a writer's EXCLUSIVE waits
 /// for the other reader and stays PENDING, which keeps new readers and a second writer
 /// out, until the reader is done.
@@ -999,6 +999,93 @@ fn connections_of_one_process_share_the_database_lock_like_unix() {
     assert_eq!(
         outcome.codes,
         vec![0, 0, 0, 0, 0, busy, busy, busy, 0, 0, 0]
+    );
+}
+
+/// The `fcntl`s on `test.db` since the last [`take_lock_calls`]: (command, lock type,
+/// start, length), recorded by [`rec_fcntl`].
+static LOCK_CALLS: Mutex<Vec<(c_int, i16, i64, i64)>> = Mutex::new(Vec::new());
+
+fn take_lock_calls() -> Vec<(c_int, i16, i64, i64)> {
+    std::mem::take(&mut *LOCK_CALLS.lock().unwrap())
+}
+
+/// A stand-in `fcntl` that records every lock command on `test.db` and makes it.
+#[cfg(target_arch = "x86_64")]
+unsafe extern "C" fn rec_fcntl(fd: c_int, cmd: c_int, arg: *mut c_void) -> c_int {
+    let locking = matches!(
+        cmd,
+        libc::F_SETLK
+            | libc::F_SETLKW
+            | libc::F_GETLK
+            | libc::F_OFD_SETLK
+            | libc::F_OFD_SETLKW
+            | libc::F_OFD_GETLK
+    );
+    if locking && path_of_fd(fd).ends_with("test.db") {
+        // SAFETY: every lock command takes a `struct flock *` (fcntl(2)).
+        let lock = unsafe { &*(arg as *const libc::flock) };
+        LOCK_CALLS
+            .lock()
+            .unwrap()
+            .push((cmd, lock.l_type, lock.l_start, lock.l_len));
+    }
+    // SAFETY: forwarded arguments, as in `st_fcntl`.
+    unsafe { libc::fcntl(fd, cmd, arg) }
+}
+
+/// A rollback-mode read transaction locks the same bytes as under `unix` in one system
+/// call fewer: `unix` read-locks PENDING_BYTE, read-locks the shared range and releases
+/// both (four `fcntl`s); `io_uring` looks at PENDING_BYTE (`F_OFD_GETLK`), read-locks the
+/// shared range and releases it (three), and never holds PENDING_BYTE, so a writer
+/// asking for it is never refused because of a reader (src/lock.rs, "Readers look at
+/// PENDING_BYTE instead of locking it").
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn a_read_transaction_looks_at_the_pending_byte_instead_of_locking_it() {
+    let _serial = serial();
+    const PENDING_BYTE: i64 = 0x4000_0000;
+    let (read, unlock) = (libc::F_RDLCK as i16, libc::F_UNLCK as i16);
+    let mut seen = Vec::new();
+    for vfs_name in ["unix", "io_uring"] {
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let path = dir.path().join("test.db");
+        open(&path, vfs_name)
+            .execute_batch(&format!("PRAGMA journal_mode=DELETE; {SEED_SQL}"))
+            .unwrap();
+        let conn = open(&path, vfs_name);
+        assert_eq!(count_code(&conn), 0);
+        install(
+            vfs_name,
+            &[(
+                c"fcntl",
+                erase(rec_fcntl as unsafe extern "C" fn(_, _, _) -> _),
+            )],
+        );
+        take_lock_calls();
+        assert_eq!(count_code(&conn), 0);
+        seen.push(take_lock_calls());
+        reset_all();
+    }
+    let shared = (PENDING_BYTE + 2, 510);
+    assert_eq!(
+        seen[0],
+        vec![
+            (libc::F_SETLK, read, PENDING_BYTE, 1),
+            (libc::F_SETLK, read, shared.0, shared.1),
+            (libc::F_SETLK, unlock, PENDING_BYTE, 1),
+            (libc::F_SETLK, unlock, 0, 0),
+        ],
+        "unix's read transaction"
+    );
+    assert_eq!(
+        seen[1],
+        vec![
+            (libc::F_OFD_GETLK, read, PENDING_BYTE, 1),
+            (libc::F_OFD_SETLK, read, shared.0, shared.1),
+            (libc::F_OFD_SETLK, unlock, 0, 0),
+        ],
+        "io_uring's read transaction"
     );
 }
 
