@@ -41,7 +41,8 @@
 //!
 //! **Never slower on cached data.** A buffered database's read-ahead sleeps until one of
 //! SQLite's sampled reads ([`ReadAhead::sample_this_read`]: one in [`READS_PER_SAMPLE`],
-//! and each of the first [`READS_SAMPLED_AFTER_FORGET`] after a lock change, a burst that
+//! stretching to one in [`MAX_READS_PER_SAMPLE`] over a long run of cached reads, and
+//! each of the first [`READS_SAMPLED_AFTER_FORGET`] after a lock change, a burst that
 //! backs off over runs of cached transactions) finds its
 //! page missing from the page cache, which the read asks alone first (`RWF_NOWAIT`,
 //! `file/rw.rs`), and reading it then took a device read's time; asleep, a read costs the
@@ -95,8 +96,18 @@ pub(crate) const PEEKED_CHILDREN_MIN: usize = 8;
 pub(crate) const MAX_HOT_BACKOFF_READS: u32 = 64;
 
 /// One of this many of SQLite's reads is sampled: asked of the page cache alone first
-/// (`file/rw.rs`), to tell whether it reached the device.
+/// (`file/rw.rs`), to tell whether it reached the device. Asleep, the stretch between two
+/// samples doubles after every [`CACHED_SAMPLES_BEFORE_STRETCH`] samples in a row that
+/// found their pages cached, up to [`MAX_READS_PER_SAMPLE`]; a lock change or a read that
+/// reached the device brings it back to this.
 pub(crate) const READS_PER_SAMPLE: u32 = 8;
+/// Longest stretch between two sampled reads (asleep, in a long run of cached reads: a
+/// probe costs about 60 ns more than a `pread`, so at one read in 8 a hot
+/// `integrity_check` paid about 1 % for it).
+pub(crate) const MAX_READS_PER_SAMPLE: u32 = 64;
+const _: () = assert!(MAX_READS_PER_SAMPLE.is_power_of_two() && READS_PER_SAMPLE.is_power_of_two());
+/// Samples in a row finding their pages cached before the stretch between samples doubles.
+pub(crate) const CACHED_SAMPLES_BEFORE_STRETCH: u32 = 32;
 /// Asleep, every one of this many reads after the paths were forgotten is sampled, at
 /// the lock changes a burst is due at ([`MAX_FORGETS_BETWEEN_BURSTS`]).
 pub(crate) const READS_SAMPLED_AFTER_FORGET: u32 = 8;
@@ -463,6 +474,12 @@ pub(crate) struct ReadAhead {
     wakes_on_misses: bool,
     /// Reads to let pass unsampled before the next sampled one.
     reads_until_sample: u32,
+    /// The stretch from one sampled read to the next: [`READS_PER_SAMPLE`], doubled up to
+    /// [`MAX_READS_PER_SAMPLE`] while asleep samples keep finding their pages cached.
+    reads_per_sample: u32,
+    /// Samples taken asleep since the stretch last changed (each found its page cached:
+    /// one that did not woke read-ahead, which resets the stretch).
+    cached_samples: u32,
     /// Reads still to sample, every one, since the paths were forgotten.
     burst_samples: u32,
     /// Bursts granted since a read last went to the device, and the lock changes still to
@@ -506,7 +523,11 @@ impl ReadAhead {
     }
 
     /// Whether SQLite's read about to be made should be sampled: one in
-    /// [`READS_PER_SAMPLE`], the first included, and, asleep, each of the first
+    /// [`READS_PER_SAMPLE`], the first included (asleep, one in 16, 32, … up to
+    /// [`MAX_READS_PER_SAMPLE`] after each [`CACHED_SAMPLES_BEFORE_STRETCH`] samples that
+    /// found their pages cached, until the next lock change or device read; a statement
+    /// that turns from cached to cold data mid-way wakes read-ahead within that many
+    /// reads), and, asleep, each of the first
     /// [`READS_SAMPLED_AFTER_FORGET`] after the paths were forgotten (a lock change: a
     /// transaction starts) when a burst is due. A query's first reads are its descents, the
     /// root and interior pages SQLite then keeps in its own cache: read-ahead wakes in time
@@ -522,17 +543,34 @@ impl ReadAhead {
             self.burst_samples -= 1;
             return true;
         }
-        let sample = self.reads_until_sample == 0;
-        self.reads_until_sample = if sample {
-            READS_PER_SAMPLE - 1
-        } else {
-            self.reads_until_sample - 1
-        };
-        sample
+        if self.reads_until_sample > 0 {
+            self.reads_until_sample -= 1;
+            return false;
+        }
+        if !self.awake {
+            self.cached_samples += 1;
+            if self.cached_samples == CACHED_SAMPLES_BEFORE_STRETCH
+                && self.reads_per_sample < MAX_READS_PER_SAMPLE
+            {
+                self.reads_per_sample *= 2;
+                self.cached_samples = 0;
+            }
+        }
+        assert!((READS_PER_SAMPLE..=MAX_READS_PER_SAMPLE).contains(&self.reads_per_sample));
+        self.reads_until_sample = self.reads_per_sample - 1;
+        true
+    }
+
+    /// Samples one read in [`READS_PER_SAMPLE`] again (a lock change, a device read).
+    fn sample_closely(&mut self) {
+        self.reads_per_sample = READS_PER_SAMPLE;
+        self.cached_samples = 0;
+        self.reads_until_sample = self.reads_until_sample.min(READS_PER_SAMPLE - 1);
     }
 
     /// SQLite's read just now found its page uncached (it went to the device): wake up.
     pub(crate) fn note_uncached_read(&mut self) {
+        self.sample_closely();
         self.reads_since_uncached = 0;
         self.quiet_bursts = 0;
         self.forgets_until_burst = 0;
@@ -576,6 +614,8 @@ impl ReadAhead {
             awake: true,
             wakes_on_misses: false,
             reads_until_sample: 0,
+            reads_per_sample: READS_PER_SAMPLE,
+            cached_samples: 0,
             burst_samples: 0,
             quiet_bursts: 0,
             forgets_until_burst: 0,
@@ -587,6 +627,7 @@ impl ReadAhead {
     /// Forgets the path: called where another connection may have changed the file
     /// (lock changes), so no stale child list drives a batch.
     pub(crate) fn forget(&mut self) {
+        self.sample_closely();
         if self.awake {
             // Awake, the data was cold a moment ago: a burst at every lock change once it
             // falls asleep, until bursts find it cached.
@@ -2490,6 +2531,58 @@ mod tests {
             .filter(|_| readahead.sample_this_read())
             .count();
         assert_eq!(sampled, 4, "then one read in {READS_PER_SAMPLE}");
+    }
+
+    #[test]
+    fn a_long_run_of_cached_reads_is_sampled_ever_more_rarely_until_a_lock_change_or_a_device_read()
+    {
+        let mut readahead = ReadAhead::dormant();
+        readahead.after_read(&header_page(), 0, &mut Model::new(16));
+        // The gaps between the sampled reads of `reads` reads in a row, all cached.
+        let gaps = |readahead: &mut ReadAhead, reads: u32| -> Vec<u32> {
+            let sampled: Vec<u32> = (0..reads)
+                .filter(|_| readahead.sample_this_read())
+                .collect();
+            sampled.windows(2).map(|pair| pair[1] - pair[0]).collect()
+        };
+        let stretch = CACHED_SAMPLES_BEFORE_STRETCH as usize;
+        let run = gaps(&mut readahead, 20_000);
+        let mut expected = READS_PER_SAMPLE;
+        let mut at = 0;
+        while expected < MAX_READS_PER_SAMPLE {
+            assert!(
+                run[at..at + stretch - 1].iter().all(|&gap| gap == expected),
+                "{expected} reads apart: {:?}",
+                &run[at..at + stretch]
+            );
+            at += stretch;
+            expected *= 2;
+        }
+        assert!(run[at..].iter().all(|&gap| gap == MAX_READS_PER_SAMPLE));
+        assert!(
+            run.len() - at > 200,
+            "most of the run at the longest stretch"
+        );
+        // A lock change samples closely again (after its burst).
+        readahead.forget();
+        let after_forget = gaps(&mut readahead, 400);
+        let steady = &after_forget[READS_SAMPLED_AFTER_FORGET as usize..];
+        assert!(
+            steady[..stretch - 1]
+                .iter()
+                .all(|&gap| gap == READS_PER_SAMPLE),
+            "{after_forget:?}"
+        );
+        // So does a read that reached the device, which wakes read-ahead (awake, the
+        // stretch stays one read in READS_PER_SAMPLE).
+        gaps(&mut readahead, 20_000);
+        readahead.note_uncached_read();
+        assert!(readahead.is_awake());
+        let awake = gaps(&mut readahead, 8 * READS_PER_SAMPLE);
+        assert!(
+            awake.iter().all(|&gap| gap == READS_PER_SAMPLE),
+            "{awake:?}"
+        );
     }
 
     /// Reads sampled among the first `reads` after each of `transactions` lock changes.
