@@ -951,10 +951,10 @@ fn a_second_connection_shares_the_wal_index_like_unix() {
 
 /// Connections of one process share the database's lock as os_unix.c's do: while one
 /// connection reads, a second one's read transactions take and drop SHARED without a
-/// locking `fcntl` (a rollback-mode reader pool makes one set of system calls, as under `unix`, not a set
-/// per connection), and the rules between them are `unix`'s: a writer's EXCLUSIVE waits
-/// for the other reader and stays PENDING, which keeps new readers and a second writer
-/// out, until the reader is done.
+/// locking `fcntl` (a rollback-mode reader pool makes one set of system calls, as under
+/// `unix`, not a set per connection), and the rules between them are `unix`'s: a writer's
+/// EXCLUSIVE waits for the other reader and stays PENDING, which keeps new readers and a
+/// second writer out, until the reader is done.
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn connections_of_one_process_share_the_database_lock_like_unix() {
