@@ -320,10 +320,11 @@ impl DbLock {
 
         if level == SQLITE_LOCK_SHARED {
             assert!(state.shared == 0 && state.level == SQLITE_LOCK_NONE);
-            match conflicting_lock(state.fd(), LockType::Read, pending_byte, 1) {
-                Ok(None) => {}
-                Ok(Some(_)) => return Err(Failure::Busy),
-                Err(errno) => return Err(Failure::from_lock_errno(errno, Failure::Lock)),
+            if conflicting_lock(state.fd(), LockType::Read, pending_byte, 1)
+                .map_err(busy_or(Failure::Lock))?
+                .is_some()
+            {
+                return Err(Failure::Busy);
             }
             state
                 .set_lock(LockType::Read, shared_first, SHARED_SIZE)
