@@ -653,13 +653,21 @@ unsafe extern "C" fn x_shm_lock(
     }
 }
 
+/// xShmBarrier: a full memory barrier between WAL-index writes and reads of other
+/// processes' writes (the mapping is shared memory). It runs outside [`with_file`]: a
+/// fence touches no file state and can neither fail nor panic. No flush: the header a
+/// writer publishes after it names frames its commit frame's xWrite already flushed, and
+/// a reader's barrier publishes nothing. It still takes a call number, so the flush
+/// points of the files around it see a call between them, as for any other call.
 unsafe extern "C" fn x_shm_barrier(raw: *mut sqlite3_file) {
-    // SAFETY: SQLite passes a live file.
-    unsafe {
-        with_file(raw, Call::ShmBarrier, |file| {
-            file.shm_barrier();
-            Ok(SQLITE_OK)
-        });
+    let started = trace::start(trace::TARGET_VFS);
+    next_call_number();
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    if let Some(started) = started {
+        // SAFETY: SQLite passes a live file of ours; the label only reads it.
+        let file = unsafe { file_of(raw) };
+        // SAFETY: `Call::ShmBarrier` holds no pointer.
+        unsafe { trace::file_call(started, Call::ShmBarrier, SQLITE_OK, file.trace_label()) };
     }
 }
 

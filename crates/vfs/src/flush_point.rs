@@ -173,6 +173,7 @@ impl FlushPoints {
     /// (wal.c `walWriteToLog`): the rest of that frame is written right after the sync
     /// and published with the commit, with no call in between, so those writes go at
     /// once (`after_commit_sync`).
+    #[inline]
     pub(crate) fn call(&mut self, number: u64, kind: CallKind) -> Option<CommitSync> {
         self.call_number = number;
         match &mut self.rules {

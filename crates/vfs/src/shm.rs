@@ -35,9 +35,11 @@
 //! # Flush rule (for write-behind)
 //! No connection may observe a WAL-index header that names frames not yet written to the
 //! `-wal` file. Any queued writes of the database must therefore be submitted and
-//! completed before xShmBarrier, before xShmLock changes a lock, and before xSync or a
+//! completed before xShmLock takes or drops an exclusive lock, and before xSync or a
 //! database-lock change returns (docs/ARCHITECTURE.md, "Write-behind and its flush
-//! points"). The callers in `file/` flush before calling in here.
+//! points"). A read mark and xShmBarrier publish nothing of the caller's: the header a
+//! writer publishes names frames its commit frame's xWrite already flushed. The callers
+//! in `file/` flush before calling in here.
 
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
@@ -47,8 +49,7 @@ use crate::api::SqliteApi;
 use crate::error::Failure;
 use crate::ffi::{
     SQLITE_CANTOPEN, SQLITE_IOERR_CLOSE, SQLITE_IOERR_SHMMAP, SQLITE_IOERR_SHMOPEN,
-    SQLITE_IOERR_SHMSIZE, SQLITE_SHM_EXCLUSIVE, SQLITE_SHM_LOCK, SQLITE_SHM_NLOCK,
-    SQLITE_SHM_SHARED, SQLITE_SHM_UNLOCK,
+    SQLITE_IOERR_SHMSIZE, SQLITE_SHM_NLOCK,
 };
 use crate::io::fork::ProcessRegistry;
 use crate::io::Submitter;
@@ -67,6 +68,20 @@ const SHM_EXTEND_PAGE_BYTES: i64 = 4096;
 const FIRST_READ_SLOT: i64 = 3;
 /// Number of lock slots.
 const SLOTS: usize = SQLITE_SHM_NLOCK as usize;
+
+/// An xShmLock request as os_unix.c reads its flags (decoded in `entry.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ShmLockRequest {
+    Shared,
+    Exclusive,
+    /// SQLITE_SHM_UNLOCK, of a shared lock when SQLITE_SHM_SHARED is set too. The slots
+    /// are let go of the way this connection holds them, whichever the flags say.
+    Unlock {
+        shared: bool,
+    },
+    /// Flags that are neither an unlock nor exactly a lock: nothing is done (SQLITE_OK).
+    Nothing,
+}
 /// `holders[slot]` when one connection of this process holds the slot exclusively.
 const EXCLUSIVE: i32 = -1;
 
@@ -431,64 +446,80 @@ impl Shm {
     }
 
     /// xShmLock on slots `[offset, offset + count)` (os_unix.c unixShmLock's rules; see
-    /// the module docs).
-    pub(crate) fn lock(&mut self, offset: i32, count: i32, flags: i32) -> Result<(), Failure> {
+    /// the module docs). `entry.rs` decoded the flags and checked the range.
+    pub(crate) fn lock(
+        &mut self,
+        offset: i32,
+        count: i32,
+        request: ShmLockRequest,
+    ) -> Result<(), Failure> {
         assert!(offset >= 0 && count >= 1 && offset + count <= SQLITE_SHM_NLOCK);
         let mask: u16 = (((1u32 << count) - 1) << offset) as u16;
         let mut state = lock_ignoring_poison(&self.node.state);
-        if flags & SQLITE_SHM_UNLOCK != 0 {
-            let shared = self.shared_mask & mask;
-            let exclusive = self.exclusive_mask & mask;
-            self.shared_mask &= !mask;
-            self.exclusive_mask &= !mask;
-            let released_shared = state.release(shared, false);
-            let released_exclusive = state.release(exclusive, true);
-            return released_shared.and(released_exclusive);
-        }
-        assert!(flags & SQLITE_SHM_LOCK != 0);
-        if flags & SQLITE_SHM_SHARED != 0 {
-            assert_eq!(
-                count, 1,
-                "SQLite takes shared WAL-index locks one slot at a time"
-            );
-            let slot = offset as usize;
-            if self.shared_mask & mask != 0 {
-                return Ok(());
+        match request {
+            ShmLockRequest::Nothing => Ok(()),
+            ShmLockRequest::Unlock { .. } => {
+                let shared = self.shared_mask & mask;
+                let exclusive = self.exclusive_mask & mask;
+                self.shared_mask &= !mask;
+                self.exclusive_mask &= !mask;
+                // A slot is held one way or not at all: at most one of the two is set.
+                let released_shared = match shared {
+                    0 => Ok(()),
+                    _ => state.release(shared, false),
+                };
+                let released_exclusive = match exclusive {
+                    0 => Ok(()),
+                    _ => state.release(exclusive, true),
+                };
+                released_shared.and(released_exclusive)
             }
-            match state.holders[slot] {
-                // Held exclusively, by another connection or by this one (which SQLite
-                // never asks): SQLITE_BUSY, as os_unix.c answers both.
-                EXCLUSIVE => return Err(Failure::Busy),
-                0 => {
-                    // os_unix.c unixShmSystemLock: any failure to lock is SQLITE_BUSY.
-                    set_lock(state.fd(), LockType::Read, SHM_LOCK_BASE + offset as i64, 1)
-                        .map_err(|_| Failure::Busy)?;
+            ShmLockRequest::Shared => {
+                assert_eq!(
+                    count, 1,
+                    "SQLite takes shared WAL-index locks one slot at a time"
+                );
+                let slot = offset as usize;
+                if self.shared_mask & mask != 0 {
+                    return Ok(());
                 }
-                _ => {}
+                match state.holders[slot] {
+                    // Held exclusively, by another connection or by this one (which
+                    // SQLite never asks): SQLITE_BUSY, as os_unix.c answers both.
+                    EXCLUSIVE => return Err(Failure::Busy),
+                    0 => {
+                        // os_unix.c unixShmSystemLock: any failure to lock is SQLITE_BUSY.
+                        set_lock(state.fd(), LockType::Read, SHM_LOCK_BASE + offset as i64, 1)
+                            .map_err(|_| Failure::Busy)?;
+                    }
+                    _ => {}
+                }
+                state.holders[slot] += 1;
+                self.shared_mask |= mask;
+                Ok(())
             }
-            state.holders[slot] += 1;
-            self.shared_mask |= mask;
-            return Ok(());
+            ShmLockRequest::Exclusive => {
+                // Any holder of a slot makes an exclusive request SQLITE_BUSY, this
+                // connection included (a slot it holds shared or exclusively already,
+                // which SQLite never asks for), as in os_unix.c: no system call is needed
+                // to know.
+                if slots_of(mask).any(|slot| state.holders[slot] != 0) {
+                    return Err(Failure::Busy);
+                }
+                set_lock(
+                    state.fd(),
+                    LockType::Write,
+                    SHM_LOCK_BASE + offset as i64,
+                    count as i64,
+                )
+                .map_err(|_| Failure::Busy)?;
+                for slot in slots_of(mask) {
+                    state.holders[slot] = EXCLUSIVE;
+                }
+                self.exclusive_mask |= mask;
+                Ok(())
+            }
         }
-        assert!(flags & SQLITE_SHM_EXCLUSIVE != 0);
-        // Any holder of a slot makes an exclusive request SQLITE_BUSY, this connection
-        // included (a slot it holds shared or exclusively already, which SQLite never
-        // asks for), as in os_unix.c: no system call is needed to know.
-        if slots_of(mask).any(|slot| state.holders[slot] != 0) {
-            return Err(Failure::Busy);
-        }
-        set_lock(
-            state.fd(),
-            LockType::Write,
-            SHM_LOCK_BASE + offset as i64,
-            count as i64,
-        )
-        .map_err(|_| Failure::Busy)?;
-        for slot in slots_of(mask) {
-            state.holders[slot] = EXCLUSIVE;
-        }
-        self.exclusive_mask |= mask;
-        Ok(())
     }
 
     /// SQLITE_FCNTL_EXTERNAL_READER: does another process hold a read mark? (As in
@@ -685,10 +716,10 @@ mod tests {
         let path = db.to_str().unwrap();
         let mut first = Shm::open(path, &st, false, &NoLog).unwrap();
         let mut second = Shm::open(path, &st, false, &NoLog).unwrap();
-        let shared = SQLITE_SHM_LOCK | SQLITE_SHM_SHARED;
-        let exclusive = SQLITE_SHM_LOCK | SQLITE_SHM_EXCLUSIVE;
-        let unlock_shared = SQLITE_SHM_UNLOCK | SQLITE_SHM_SHARED;
-        let unlock_exclusive = SQLITE_SHM_UNLOCK | SQLITE_SHM_EXCLUSIVE;
+        let shared = ShmLockRequest::Shared;
+        let exclusive = ShmLockRequest::Exclusive;
+        let unlock_shared = ShmLockRequest::Unlock { shared: true };
+        let unlock_exclusive = ShmLockRequest::Unlock { shared: false };
         let holders = |shm: &Shm| lock_ignoring_poison(&shm.node.state).holders;
         first.lock(3, 1, shared).unwrap();
         second.lock(3, 1, shared).unwrap();

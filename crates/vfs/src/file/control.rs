@@ -7,6 +7,7 @@ use std::ffi::c_int;
 use crate::error::Failure;
 use crate::ffi::*;
 use crate::shm::Shm;
+pub(crate) use crate::shm::ShmLockRequest;
 use crate::sys::stat_path;
 use crate::write_behind;
 
@@ -325,34 +326,21 @@ impl File {
         count: c_int,
         request: ShmLockRequest,
     ) -> Result<(), Failure> {
-        let flags = match request {
-            ShmLockRequest::Shared => SQLITE_SHM_LOCK | SQLITE_SHM_SHARED,
-            ShmLockRequest::Exclusive => SQLITE_SHM_LOCK | SQLITE_SHM_EXCLUSIVE,
-            ShmLockRequest::Unlock { shared: true } => SQLITE_SHM_UNLOCK | SQLITE_SHM_SHARED,
-            ShmLockRequest::Unlock { shared: false } => SQLITE_SHM_UNLOCK | SQLITE_SHM_EXCLUSIVE,
-            ShmLockRequest::Nothing => 0,
-        };
         // Taking or dropping an exclusive WAL-index lock (a writer, a checkpointer, a
         // recovery) can publish what was written: flush first. A read mark publishes
         // nothing (write_behind.rs, "Flush points").
-        if flags & SQLITE_SHM_EXCLUSIVE != 0 {
+        if matches!(
+            request,
+            ShmLockRequest::Exclusive | ShmLockRequest::Unlock { shared: false }
+        ) {
             self.flush_queue(write_behind::Caller::Quiet)?;
         }
         // A read transaction starts or ends here.
         self.forget_cached_reads();
         match self.shm.as_mut() {
             None => Err(Failure::ShmLock),
-            Some(_) if flags == 0 => Ok(()),
-            Some(shm) => shm.lock(offset, count, flags),
+            Some(shm) => shm.lock(offset, count, request),
         }
-    }
-
-    /// xShmBarrier: a full memory barrier between WAL-index writes and reads of other
-    /// processes' writes (the mapping is shared memory). No flush: the header a writer
-    /// publishes after it names frames its commit frame's xWrite already flushed, and a
-    /// reader's barrier publishes nothing.
-    pub(crate) fn shm_barrier(&mut self) {
-        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
     }
 
     pub(crate) fn shm_unmap(&mut self, delete: bool) {
@@ -433,19 +421,6 @@ pub(crate) enum FileControl {
     CheckpointDone,
     Sync,
     Other(c_int),
-}
-
-/// An xShmLock request as os_unix.c reads its flags (decoded in `entry.rs`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ShmLockRequest {
-    Shared,
-    Exclusive,
-    /// SQLITE_SHM_UNLOCK, of a shared lock when SQLITE_SHM_SHARED is set too.
-    Unlock {
-        shared: bool,
-    },
-    /// Flags that are neither an unlock nor exactly a lock: nothing is done (SQLITE_OK).
-    Nothing,
 }
 
 /// What a file control gives back, written into its argument by `entry.rs`.

@@ -270,12 +270,18 @@ impl File {
     /// Before every call on the file (`number`: this thread's call count): the flush
     /// points' state sees it (`flush_point.rs`), and an O_DIRECT WAL learns whether its
     /// last commit was synced at once.
+    #[inline]
     pub(crate) fn note_call(&mut self, number: u64, kind: CallKind) {
         let commit_sync = self.flush_points.call(number, kind);
         if let (Some(sync), true) = (commit_sync, self.direct.wal) {
-            self.queue()
-                .with_wal_direct(self.id, |wal| wal.set_pays(sync == CommitSync::Immediate));
+            self.tell_wal_direct(sync);
         }
+    }
+
+    #[cold]
+    fn tell_wal_direct(&mut self, sync: CommitSync) {
+        self.queue()
+            .with_wal_direct(self.id, |wal| wal.set_pays(sync == CommitSync::Immediate));
     }
 
     /// Opened with `nolock=1`: no OS locks and no shared memory (os_unix.c's

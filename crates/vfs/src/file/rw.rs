@@ -103,7 +103,11 @@ impl File {
             return Err(Failure::ShortRead);
         }
         if from_map == 0 {
-            if let Some(readahead) = self.readahead.as_deref_mut() {
+            if let Some(readahead) = self
+                .readahead
+                .as_deref_mut()
+                .filter(|side| side.btree.follows_read_at(offset as u64))
+            {
                 let mut pages = DatabasePages {
                     fd,
                     prefetch_fd: &mut readahead.prefetch_fd,
