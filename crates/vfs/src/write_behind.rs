@@ -378,11 +378,13 @@ pub(crate) enum Caller {
     Quiet,
 }
 
-/// A queue's submission, taken out of it: the slot and the pieces' slices into it.
+/// A queue's submission, taken out of it: the slot and its pieces. Only a ring-routed
+/// sync takes one out (to submit without the lock); every other flush submits the
+/// queue's pieces where they are ([`QueueState::flush`]).
 struct Batch {
     arena: Arena,
     count: usize,
-    pieces: [(u64, usize, usize); MAX_PIECES],
+    pieces: [Piece; MAX_PIECES],
     owner: Owner,
 }
 
@@ -393,36 +395,82 @@ impl Batch {
         sync: Option<SyncRequest>,
         wal: Option<&mut WalDirect>,
     ) -> Result<(), FlushFailure> {
-        let bytes = self.arena.bytes();
-        let mut slices: [(u64, &[u8]); MAX_PIECES] = [(0, &[]); MAX_PIECES];
-        for (slot, &(offset, start, len)) in slices.iter_mut().zip(&self.pieces[..self.count]) {
-            *slot = (offset, &bytes[start..start + len]);
-        }
-        let mut io = Submitter {
-            engine: &self.owner.engine,
-            file_stats: &self.owner.file_stats,
-            vfs_stats: self.owner.vfs_stats,
-        };
-        if let Some(wal) = wal {
-            if wal.pays() {
-                // Whole blocks through the WAL's O_DIRECT descriptor; the sync, if any,
-                // after them on the ordinary one (fsync is per inode).
-                wal.write_pieces(&mut io, self.owner.fd, &slices[..self.count])?;
-                let Some(request) = sync else {
-                    return Ok(());
-                };
-                let synced = io.flush(self.owner.fd, &[], Some(request));
-                if synced.is_err() {
-                    // SQLite will not publish these frames: the cached block is no
-                    // longer known to be what the next commit follows.
-                    wal.forget();
-                }
-                return synced;
-            }
-            wal.forget();
-        }
-        io.flush(self.owner.fd, &slices[..self.count], sync)
+        submit_pieces(
+            &self.owner,
+            self.arena.bytes(),
+            &self.pieces[..self.count],
+            sync,
+            wal,
+        )
     }
+}
+
+/// Submits `pieces` of the arena slot `bytes` for `owner`, and `sync` after them; `wal`:
+/// the owner's O_DIRECT WAL side. Returns once every completion is in (the slot may then
+/// be reused).
+fn submit_pieces(
+    owner: &Owner,
+    bytes: &[u8],
+    pieces: &[Piece],
+    sync: Option<SyncRequest>,
+    wal: Option<&mut WalDirect>,
+) -> Result<(), FlushFailure> {
+    // A commit's few coalesced pieces fill a short array; the slices never allocate.
+    if pieces.len() <= SHORT_PIECES {
+        let slices = slices_of::<SHORT_PIECES>(bytes, pieces);
+        submit_slices(owner, &slices[..pieces.len()], sync, wal)
+    } else {
+        let slices = slices_of::<MAX_PIECES>(bytes, pieces);
+        submit_slices(owner, &slices[..pieces.len()], sync, wal)
+    }
+}
+
+/// Pieces queued in a short array of slices ([`submit_pieces`]).
+const SHORT_PIECES: usize = 6;
+
+/// `pieces` as `(offset, bytes)` slices of the slot `bytes`, in an array of `N` (the
+/// entries past `pieces` empty).
+fn slices_of<'a, const N: usize>(bytes: &'a [u8], pieces: &[Piece]) -> [(u64, &'a [u8]); N] {
+    assert!(pieces.len() <= N);
+    std::array::from_fn(|index| match pieces.get(index) {
+        Some(piece) => (
+            piece.offset,
+            &bytes[piece.arena_start..piece.arena_start + piece.len],
+        ),
+        None => (0, &[][..]),
+    })
+}
+
+fn submit_slices(
+    owner: &Owner,
+    slices: &[(u64, &[u8])],
+    sync: Option<SyncRequest>,
+    wal: Option<&mut WalDirect>,
+) -> Result<(), FlushFailure> {
+    let mut io = Submitter {
+        engine: &owner.engine,
+        file_stats: &owner.file_stats,
+        vfs_stats: owner.vfs_stats,
+    };
+    if let Some(wal) = wal {
+        if wal.pays() {
+            // Whole blocks through the WAL's O_DIRECT descriptor; the sync, if any, after
+            // them on the ordinary one (fsync is per inode).
+            wal.write_pieces(&mut io, owner.fd, slices)?;
+            let Some(request) = sync else {
+                return Ok(());
+            };
+            let synced = io.flush(owner.fd, &[], Some(request));
+            if synced.is_err() {
+                // SQLite will not publish these frames: the cached block is no longer
+                // known to be what the next commit follows.
+                wal.forget();
+            }
+            return synced;
+        }
+        wal.forget();
+    }
+    io.flush(owner.fd, slices, sync)
 }
 
 impl QueueState {
@@ -508,30 +556,42 @@ impl QueueState {
         let Some(arena) = self.arena.take() else {
             fatal("write-behind queue has pieces but no arena slot");
         };
+        let empty = Piece {
+            offset: 0,
+            arena_start: 0,
+            len: 0,
+        };
         let mut batch = Batch {
             arena,
             count: self.pieces.len(),
-            pieces: [(0, 0, 0); MAX_PIECES],
+            pieces: [empty; MAX_PIECES],
             owner,
         };
-        for (slot, piece) in batch.pieces.iter_mut().zip(&self.pieces) {
-            *slot = (piece.offset, piece.arena_start, piece.len);
-        }
+        batch.pieces[..self.pieces.len()].copy_from_slice(&self.pieces);
         self.pieces.clear();
         self.arena_len = 0;
         Some(batch)
     }
 
-    /// Submits the queue (and `sync`, if given, for the owner) and empties it.
+    /// Submits the queue (and `sync`, if given, for the owner) and empties it, from the
+    /// pieces where they are: the lock is held throughout.
     fn flush(&mut self, sync: Option<SyncRequest>) -> Result<(), FlushFailure> {
-        let Some(batch) = self.take_batch() else {
+        let Some(owner) = self.owner.take() else {
             return Ok(());
         };
-        let wal = self.wal_of(batch.owner.file_id);
-        let result = batch.submit(sync, wal);
+        let Some(arena) = self.arena.as_ref() else {
+            fatal("write-behind queue has pieces but no arena slot");
+        };
+        let wal = self
+            .wal_sides
+            .iter_mut()
+            .find(|side| side.file_id == owner.file_id)
+            .map(|side| &mut side.direct);
+        let result = submit_pieces(&owner, arena.bytes(), &self.pieces, sync, wal);
+        self.pieces.clear();
+        self.arena_len = 0;
         // Keep the slot: the caller may queue again under the same lock; the guard
         // returns it if the queue stays empty.
-        self.arena = Some(batch.arena);
         result
     }
 

@@ -258,6 +258,13 @@ impl File {
         self.vfs.stats.add(&delta);
     }
 
+    /// [`File::count`] of one counter (a `SharedStats` field index): the write and sync
+    /// paths' per-call counts.
+    fn count_field(&mut self, index: usize, value: u64) {
+        self.stats.add_field(index, value, true);
+        self.vfs.stats.add_field(index, value, false);
+    }
+
     /// Logs a failed system call on this file as os_unix.c does (`SqliteApi::log_os_error`;
     /// an anonymous temporary file has an empty path there too).
     #[track_caller]

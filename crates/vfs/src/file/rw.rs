@@ -11,7 +11,7 @@ use crate::ffi::{SQLITE_CANTOPEN, SQLITE_IOERR_CLOSE, SQLITE_IOERR_FSYNC, SQLITE
 use crate::io::syscall::pread_fully;
 use crate::io::Submitter;
 use crate::readahead::{PageSource, DEVICE_READ, DEVICE_READ_AFTER_MISS};
-use crate::stats::IoStats;
+use crate::stats::{IoStats, SharedStats};
 use crate::sys::{calls, open_directory_of, DbFd};
 
 use super::{File, PrefetchFd, ReadAheadSide};
@@ -128,10 +128,7 @@ impl File {
     /// progress is SQLITE_FULL, as in os_unix.c.
     pub(crate) fn write(&mut self, buf: &[u8], offset: i64) -> Result<(), Failure> {
         assert!(offset >= 0);
-        self.count(IoStats {
-            write_calls: 1,
-            ..IoStats::default()
-        });
+        self.count_field(SharedStats::WRITE_CALLS, 1);
         // Which writes may wait in the queue (`flush_point.rs`): every write is told,
         // whether write-behind is on or not.
         let decision = self
@@ -168,10 +165,7 @@ impl File {
         };
         match result {
             Ok(()) => {
-                self.count(IoStats {
-                    bytes_written: buf.len() as u64,
-                    ..IoStats::default()
-                });
+                self.count_field(SharedStats::BYTES_WRITTEN, buf.len() as u64);
                 self.size.note_at_least(offset + buf.len() as i64);
                 Ok(())
             }
@@ -213,10 +207,7 @@ impl File {
     /// on Linux, as in os_unix.c full_fsync), plus the one-time directory sync after a
     /// journal or WAL was created.
     pub(crate) fn sync(&mut self, _flags: c_int) -> Result<(), Failure> {
-        self.count(IoStats {
-            sync_calls: 1,
-            ..IoStats::default()
-        });
+        self.count_field(SharedStats::SYNC_CALLS, 1);
         // The directory sync is independent of the file's: both are submitted together
         // and both complete before xSync returns, as os_unix.c's two sequential calls do.
         let (directory, directory_errno) = match (&self.path, self.dir_sync_pending) {

@@ -10,7 +10,9 @@ use crate::error::Failure;
 use crate::stats::{IoStats, SharedStats};
 
 use super::engine::EngineKind;
-use super::op::{batch_array, is_retryable, write_op, Op, OpKind, MAX_BATCH, RETRY_LIMIT};
+use super::op::{
+    batch_array, is_retryable, write_op, Op, OpKind, MAX_BATCH, RETRY_LIMIT, SHORT_BATCH,
+};
 use super::record;
 
 /// A sync to perform at the end of a flush.
@@ -107,14 +109,17 @@ impl Submitter<'_> {
             record::batch(started, self.engine.name(), ops, results, outcome);
         }
         let entries = outcome?;
-        let mut delta = IoStats {
-            ops: ops.len() as u64,
-            kernel_entries: entries,
-            ..IoStats::default()
-        };
-        delta.fsyncs = ops.iter().filter(|op| op.kind() == OpKind::Sync).count() as u64;
-        self.file_stats.add_single_writer(&delta);
-        self.vfs_stats.add(&delta);
+        let fsyncs = ops.iter().filter(|op| op.kind() == OpKind::Sync).count() as u64;
+        for (index, value) in [
+            (SharedStats::OPS, ops.len() as u64),
+            (SharedStats::KERNEL_ENTRIES, entries),
+            (SharedStats::FSYNCS, fsyncs),
+        ] {
+            if value != 0 {
+                self.file_stats.add_field(index, value, true);
+                self.vfs_stats.add_field(index, value, false);
+            }
+        }
         Ok(())
     }
 
@@ -132,7 +137,7 @@ impl Submitter<'_> {
     /// nothing but speed.
     pub(crate) fn prefetch_pages(&mut self, fd: RawFd, pages: &[u32], page_size_bytes: u32) {
         let page_bytes = u64::from(page_size_bytes);
-        let mut ops = batch_array(fd);
+        let mut ops = batch_array::<MAX_BATCH>(fd);
         let mut count = 0usize;
         let mut index = 0usize;
         let mut delta = IoStats {
@@ -269,8 +274,26 @@ impl Submitter<'_> {
                 ..
             })
         ) && pieces.len() + 2 <= MAX_BATCH;
-        let mut ops = batch_array(fd);
-        let mut results = [0i32; MAX_BATCH];
+        // The same flush either way; only the arrays it builds its batches in differ.
+        if pieces.len() + 2 <= SHORT_BATCH {
+            self.flush_in::<SHORT_BATCH>(fd, pieces, sync, linked)
+        } else {
+            self.flush_in::<MAX_BATCH>(fd, pieces, sync, linked)
+        }
+    }
+
+    /// [`Submitter::flush`] with batches built in arrays of `N` ops; `N` holds a linked
+    /// batch whole.
+    fn flush_in<const N: usize>(
+        &mut self,
+        fd: RawFd,
+        pieces: &[(u64, &[u8])],
+        sync: Option<SyncRequest>,
+        linked: bool,
+    ) -> Result<(), FlushFailure> {
+        assert!(N <= MAX_BATCH && (!linked || pieces.len() + 2 <= N));
+        let mut ops = batch_array::<N>(fd);
+        let mut results = [0i32; N];
         if linked {
             let request = sync.expect("linked implies a sync request");
             let mut count = 0;
@@ -296,7 +319,7 @@ impl Submitter<'_> {
             // Cancelled because a write was short (now completed) or interrupted: sync again.
             return self.sync(fd, request.data_only).map_err(FlushFailure::Sync);
         }
-        for chunk in pieces.chunks(MAX_BATCH) {
+        for chunk in pieces.chunks(N) {
             for (slot, (offset, bytes)) in ops.iter_mut().zip(chunk) {
                 *slot = write_op(fd, *offset, bytes);
             }

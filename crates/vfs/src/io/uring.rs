@@ -741,7 +741,7 @@ impl Ring {
         }
         if rest_count > 0 {
             // Each op of the ring's part borrows its buffer from `ops` until it is reaped.
-            let mut rest = batch_array(-1);
+            let mut rest = batch_array::<MAX_BATCH>(-1);
             let mut slot = 0;
             for (index, op) in ops.iter_mut().enumerate() {
                 if slot < rest_count && rest_index[slot] == index {
