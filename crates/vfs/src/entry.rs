@@ -772,6 +772,14 @@ pub(crate) unsafe extern "C" fn x_open(
             flags
         };
         let code = guard(Some(state), "xOpen", || {
+            if !name.is_null() && std::ffi::CStr::from_ptr(name).to_str().is_err() {
+                return Err(refuse_non_utf8_path(
+                    state,
+                    name,
+                    "open",
+                    Failure::CantOpen(libc::EILSEQ),
+                ));
+            }
             // The name and its URI parameters, decoded once: `file/` holds no C pointer.
             let name = state.api.open_name(name);
             let (file, flags_out) = File::open(state, &name, open_flags)?;
@@ -804,6 +812,32 @@ pub(crate) unsafe extern "C" fn x_open(
     }
 }
 
+/// A path that is not UTF-8, refused by xOpen (SQLITE_CANTOPEN) and xDelete
+/// (SQLITE_IOERR_DELETE) and logged. This VFS keeps paths as text (its lock, queue and
+/// shared-memory registries are keyed by them, its messages quote them); a lossy copy
+/// would name another file than the one `unix` opens, so the two VFSes would not share
+/// the database. `verb`: what was refused; `failure`: the answer.
+///
+/// # Safety
+/// `name` is a NUL-terminated path SQLite passed, alive for the call.
+unsafe fn refuse_non_utf8_path(
+    state: &VfsState,
+    name: *const c_char,
+    verb: &str,
+    failure: Failure,
+) -> Failure {
+    // SAFETY: caller contract.
+    let shown = unsafe { std::ffi::CStr::from_ptr(name) }.to_string_lossy();
+    state.api.log(
+        failure.code(),
+        &format!(
+            "sqlite-uring: cannot {verb} {shown:?}: the path is not UTF-8, which this VFS \
+             needs (the unix VFS takes any bytes)"
+        ),
+    );
+    failure
+}
+
 pub(crate) unsafe extern "C" fn x_delete(
     vfs: *mut sqlite3_vfs,
     name: *const c_char,
@@ -819,12 +853,13 @@ pub(crate) unsafe extern "C" fn x_delete(
                 .log_os_error(SQLITE_IOERR_DELETE, "unlink", "", libc::EFAULT);
             return Failure::Delete(libc::EFAULT).code();
         }
-        let path = std::ffi::CStr::from_ptr(name)
-            .to_string_lossy()
-            .into_owned();
+        let Ok(path) = std::ffi::CStr::from_ptr(name).to_str() else {
+            return refuse_non_utf8_path(state, name, "delete", Failure::Delete(libc::EILSEQ))
+                .code();
+        };
         let started = trace::start(trace::TARGET_VFS);
         let code = guard(Some(state), "xDelete", || {
-            state.delete(&path, sync_dir & 1 != 0).map(|()| SQLITE_OK)
+            state.delete(path, sync_dir & 1 != 0).map(|()| SQLITE_OK)
         });
         if let Some(started) = started {
             trace::call(

@@ -1522,6 +1522,56 @@ fn an_unnamed_file_is_a_temporary_file_whatever_the_flags() {
     }
 }
 
+/// This VFS keeps paths as text. A path that is not UTF-8 (Linux allows any bytes) is
+/// refused with a logged reason rather than opened under a lossy copy of its name, which
+/// would be another file than the one `unix` opens; deleting one is refused too, and the
+/// file `unix` made stays.
+#[test]
+fn a_path_that_is_not_utf8_is_refused_not_renamed() {
+    use std::os::unix::ffi::OsStrExt;
+    let _serial = setup();
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let path = dir.path().join(std::ffi::OsStr::from_bytes(b"caf\xe9.db"));
+    let flags =
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_CREATE;
+    let opened = rusqlite::Connection::open_with_flags_and_vfs(&path, flags, OURS)
+        .and_then(|db| db.execute_batch("CREATE TABLE t(x)"));
+    match opened {
+        Err(rusqlite::Error::SqliteFailure(error, _)) => {
+            assert_eq!(error.code, rusqlite::ErrorCode::CannotOpen, "{error:?}")
+        }
+        other => panic!("opened a path that is not UTF-8: {other:?}"),
+    }
+    let log = take_log();
+    assert!(
+        log.iter()
+            .any(|(code, line)| *code == ffi::SQLITE_CANTOPEN && line.contains("not UTF-8")),
+        "{log:?}"
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "a file was made"
+    );
+
+    let db = rusqlite::Connection::open_with_flags_and_vfs(&path, flags, UNIX).unwrap();
+    db.execute_batch("CREATE TABLE t(x)").unwrap();
+    drop(db);
+    assert!(path.exists());
+    let name = CString::new(path.as_os_str().as_bytes()).unwrap();
+    let vfs = vfs(OURS);
+    // SAFETY: the VFS's own xDelete with a NUL-terminated path.
+    let rc = unsafe { ((*vfs).xDelete.unwrap())(vfs, name.as_ptr(), 0) };
+    assert_eq!(rc, ffi::SQLITE_IOERR_DELETE);
+    assert!(take_log()
+        .iter()
+        .any(|(code, line)| *code == ffi::SQLITE_IOERR_DELETE && line.contains("not UTF-8")));
+    assert!(
+        path.exists(),
+        "the file unix made was deleted under another name"
+    );
+}
+
 #[test]
 fn deleting_a_null_name_is_an_io_error_like_unix() {
     let _serial = setup();
