@@ -2,8 +2,9 @@
 //! callbacks. Each decodes its C arguments (file controls into a typed
 //! [`FileControl`]), calls safe code in `file/` and `vfs.rs`, writes results back, and
 //! returns through [`guard`], the one place where a `Result` becomes a SQLite code and
-//! where panics stop (no panic may unwind into C). Every call is also where a trace record
-//! is written when `sqlite_uring::vfs` tracing is on (`trace.rs`; one atomic load when off).
+//! where panics stop (no panic may unwind into C); `x_shm_barrier` alone, a fence that
+//! cannot fail or panic, needs no guard. Every call is also where a trace record is
+//! written when `sqlite_uring::vfs` tracing is on (`trace.rs`; one atomic load when off).
 //!
 //! # Hostile arguments
 //!
