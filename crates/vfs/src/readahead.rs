@@ -665,8 +665,6 @@ impl ReadAhead {
         self.forgotten = true;
     }
 
-    /// After SQLite read `data` at `offset` of the database (a successful, whole read):
-    /// learns from it, and asks `source` for the pages a scan will read next.
     /// Whether [`ReadAhead::after_read`] can do anything with a read at `offset`: learn
     /// the header from page 1, or follow the page while awake. Inline, so an asleep
     /// file's read skips building the call's arguments.
@@ -675,6 +673,8 @@ impl ReadAhead {
         offset == 0 || (self.awake && self.geometry.is_some())
     }
 
+    /// After SQLite read `data` at `offset` of the database (a successful, whole read):
+    /// learns from it, and asks `source` for the pages a scan will read next.
     pub(crate) fn after_read(&mut self, data: &[u8], offset: u64, source: &mut impl PageSource) {
         if offset == 0 {
             if let Some(geometry) = Geometry::from_header(data) {

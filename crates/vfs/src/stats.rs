@@ -146,11 +146,7 @@ impl SharedStats {
 
     /// Adds `delta` with atomic read-modify-writes: for counters several threads update.
     pub(crate) fn add(&self, delta: &IoStats) {
-        for (field, value) in self.fields.iter().zip(delta.as_array()) {
-            if value != 0 {
-                field.fetch_add(value, Ordering::Relaxed);
-            }
-        }
+        self.add_all(delta, false);
     }
 
     /// The counters of `reads` `xRead`s served by `pread` (`bytes` in `preads` calls): the
@@ -158,23 +154,13 @@ impl SharedStats {
     /// of them.
     #[inline]
     pub(crate) fn add_preads(&self, reads: u64, bytes: u64, preads: u64, single_writer: bool) {
-        let [read_calls, bytes_read, ops, kernel_entries] = [
-            &self.fields[Self::READ_CALLS],
-            &self.fields[Self::BYTES_READ],
-            &self.fields[Self::OPS],
-            &self.fields[Self::KERNEL_ENTRIES],
-        ];
-        for (field, value) in [
-            (read_calls, reads),
-            (bytes_read, bytes),
-            (ops, preads),
-            (kernel_entries, preads),
+        for (index, value) in [
+            (Self::READ_CALLS, reads),
+            (Self::BYTES_READ, bytes),
+            (Self::OPS, preads),
+            (Self::KERNEL_ENTRIES, preads),
         ] {
-            if single_writer {
-                field.store(field.load(Ordering::Relaxed) + value, Ordering::Relaxed);
-            } else {
-                field.fetch_add(value, Ordering::Relaxed);
-            }
+            self.add_field(index, value, single_writer);
         }
     }
 
@@ -184,9 +170,14 @@ impl SharedStats {
     /// the only other writer is a thread flushing that file's queued writes, and a race
     /// with it can lose an increment of a counter, never data.
     pub(crate) fn add_single_writer(&self, delta: &IoStats) {
-        for (field, value) in self.fields.iter().zip(delta.as_array()) {
+        self.add_all(delta, true);
+    }
+
+    /// Every non-zero field of `delta`, by [`SharedStats::add_field`].
+    fn add_all(&self, delta: &IoStats, single_writer: bool) {
+        for (index, value) in delta.as_array().into_iter().enumerate() {
             if value != 0 {
-                field.store(field.load(Ordering::Relaxed) + value, Ordering::Relaxed);
+                self.add_field(index, value, single_writer);
             }
         }
     }

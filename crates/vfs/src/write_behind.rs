@@ -405,6 +405,14 @@ impl Batch {
     }
 }
 
+/// File `file_id`'s O_DIRECT WAL side among `sides`, if it has one.
+fn wal_side_of(sides: &mut [WalSide], file_id: u64) -> Option<&mut WalDirect> {
+    sides
+        .iter_mut()
+        .find(|side| side.file_id == file_id)
+        .map(|side| &mut side.direct)
+}
+
 /// Submits `pieces` of the arena slot `bytes` for `owner`, and `sync` after them; `wal`:
 /// the owner's O_DIRECT WAL side. Returns once every completion is in (the slot may then
 /// be reused).
@@ -535,10 +543,7 @@ impl QueueState {
 
     /// The O_DIRECT WAL side of file `file_id`, if it has one.
     fn wal_of(&mut self, file_id: u64) -> Option<&mut WalDirect> {
-        self.wal_sides
-            .iter_mut()
-            .find(|side| side.file_id == file_id)
-            .map(|side| &mut side.direct)
+        wal_side_of(&mut self.wal_sides, file_id)
     }
 
     /// Takes file `file_id`'s O_DIRECT WAL side out of the queue.
@@ -582,11 +587,8 @@ impl QueueState {
         let Some(arena) = self.arena.as_ref() else {
             fatal("write-behind queue has pieces but no arena slot");
         };
-        let wal = self
-            .wal_sides
-            .iter_mut()
-            .find(|side| side.file_id == owner.file_id)
-            .map(|side| &mut side.direct);
+        // The pieces stay borrowed while the WAL side is: `wal_of` would borrow it all.
+        let wal = wal_side_of(&mut self.wal_sides, owner.file_id);
         let result = submit_pieces(&owner, arena.bytes(), &self.pieces, sync, wal);
         self.pieces.clear();
         self.arena_len = 0;
