@@ -63,22 +63,32 @@ fn guard(
 ) -> c_int {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(code)) => code,
-        Ok(Err(failure)) => failure.code(),
-        Err(panic) => {
-            let message = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".to_string());
-            if let Some(vfs) = log {
-                vfs.api.log(
-                    SQLITE_IOERR,
-                    &format!("sqlite-uring: internal error in {what}: {message}"),
-                );
-            }
-            Failure::Internal.code()
-        }
+        Ok(Err(failure)) => failure_code(failure),
+        Err(panic) => panicked(log, what, panic),
     }
+}
+
+/// The result code of a failed call (apart from the success path, which is one test).
+#[cold]
+fn failure_code(failure: Failure) -> c_int {
+    failure.code()
+}
+
+/// A panic caught in `what`: logged, and SQLITE_IOERR.
+#[cold]
+fn panicked(log: Option<&VfsState>, what: &str, panic: Box<dyn std::any::Any + Send>) -> c_int {
+    let message = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_string());
+    if let Some(vfs) = log {
+        vfs.api.log(
+            SQLITE_IOERR,
+            &format!("sqlite-uring: internal error in {what}: {message}"),
+        );
+    }
+    Failure::Internal.code()
 }
 
 /// # Safety
@@ -131,11 +141,8 @@ unsafe fn with_file(
             },
         );
         let result = body(file);
-        match result {
-            // os_unix.c stores 0, "not a system error", for a short read and a full disk.
-            Err(Failure::ShortRead | Failure::Full(_)) => file.last_errno = 0,
-            Err(failure) if failure.errno() != 0 => file.last_errno = failure.errno(),
-            _ => {}
+        if let Err(failure) = result {
+            remember_errno(file, failure);
         }
         result
     });
@@ -144,6 +151,18 @@ unsafe fn with_file(
         unsafe { trace::file_call(started, call, code, file.trace_label()) };
     }
     code
+}
+
+/// Keeps a failed call's errno for SQLITE_FCNTL_LAST_ERRNO: 0, "not a system error", for
+/// a short read and a full disk, as os_unix.c stores; a failure with no errno leaves the
+/// last one.
+#[cold]
+fn remember_errno(file: &mut File, failure: Failure) {
+    match failure {
+        Failure::ShortRead | Failure::Full(_) => file.last_errno = 0,
+        failure if failure.errno() != 0 => file.last_errno = failure.errno(),
+        _ => {}
+    }
 }
 
 /// Logs a call this layer refuses (see "Hostile arguments" above) under the file's name,
@@ -229,38 +248,56 @@ unsafe extern "C" fn x_read(
                 len: amount,
             },
             |file| {
-                // Nothing to read, whatever the offset: SQLITE_OK, as from `unix` (which
-                // copies or preads zero bytes).
-                if amount == 0 {
-                    return Ok(SQLITE_OK);
-                }
-                if offset < 0 || amount < 0 {
-                    // `unix` copies from before its mapping at a negative offset (a
-                    // crash), and past the buffer for a negative amount.
-                    return Err(refuse(
-                        file,
-                        Failure::Read(libc::EINVAL),
-                        &format!("xRead of {amount} bytes at offset {offset}"),
-                    ));
-                }
-                // pread(2)'s answer, which os_unix.c returns unlogged.
-                if offset.checked_add(i64::from(amount)).is_none() {
-                    return Err(Failure::Read(libc::EINVAL));
-                }
-                if buf.is_null() {
-                    // pread(2)'s EFAULT where there are bytes to copy; where there are
-                    // none (past the end of the file) `unix` zero-fills the null buffer.
-                    return Err(refuse(
-                        file,
-                        Failure::Read(libc::EFAULT),
-                        &format!("xRead of {amount} bytes at offset {offset} into no buffer"),
-                    ));
+                // One test lets every read SQLite makes through; the rest are answered
+                // apart.
+                if amount <= 0
+                    || offset < 0
+                    || buf.is_null()
+                    || offset > i64::MAX - i64::from(amount)
+                {
+                    return unusual_read(file, buf, amount, offset);
                 }
                 let buf = std::slice::from_raw_parts_mut(buf as *mut u8, amount as usize);
                 file.read(buf, offset).map(|()| SQLITE_OK)
             },
         )
     }
+}
+
+/// xRead's answer to arguments SQLite never passes (`x_read` sends only these here).
+#[cold]
+fn unusual_read(
+    file: &mut File,
+    buf: *mut c_void,
+    amount: c_int,
+    offset: i64,
+) -> Result<c_int, Failure> {
+    // Nothing to read, whatever the offset: SQLITE_OK, as from `unix` (which copies or
+    // preads zero bytes).
+    if amount == 0 {
+        return Ok(SQLITE_OK);
+    }
+    if offset < 0 || amount < 0 {
+        // `unix` copies from before its mapping at a negative offset (a crash), and past
+        // the buffer for a negative amount.
+        return Err(refuse(
+            file,
+            Failure::Read(libc::EINVAL),
+            &format!("xRead of {amount} bytes at offset {offset}"),
+        ));
+    }
+    // pread(2)'s answer, which os_unix.c returns unlogged.
+    if offset.checked_add(i64::from(amount)).is_none() {
+        return Err(Failure::Read(libc::EINVAL));
+    }
+    // pread(2)'s EFAULT where there are bytes to copy; where there are none (past the end
+    // of the file) `unix` zero-fills the null buffer.
+    debug_assert!(buf.is_null());
+    Err(refuse(
+        file,
+        Failure::Read(libc::EFAULT),
+        &format!("xRead of {amount} bytes at offset {offset} into no buffer"),
+    ))
 }
 
 unsafe extern "C" fn x_write(

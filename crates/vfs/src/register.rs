@@ -12,7 +12,7 @@ use crate::ffi::*;
 #[cfg(feature = "test-support")]
 use crate::io::fault::FaultPlan;
 use crate::io::{EngineKind, Routing};
-use crate::stats::{IoStats, SharedStats};
+use crate::stats::{IoStats, VfsStats};
 use crate::vfs::VfsState;
 
 /// os_unix.c MAX_PATHNAME.
@@ -163,7 +163,7 @@ fn register_impl(
         fallback_to_syscall: options.fallback_to_syscall,
         sync_mode: options.sync_mode,
         direct_io: options.direct_io,
-        stats: SharedStats::default(),
+        stats: VfsStats::default(),
         routing,
         backend,
         read_submission: options.read_submission,
@@ -215,9 +215,8 @@ fn register_impl(
     })
 }
 
-/// Totals of every file opened through the VFS registered as `vfs_name`. A file's reads
-/// reach them in batches: at its lock changes and close, and every 64 reads, so while a
-/// connection holds a transaction open they may lag by up to 64 reads per file.
+/// Totals of every file opened through the VFS registered as `vfs_name`, open files
+/// included: every call that has returned is counted.
 pub fn vfs_stats(vfs_name: &str) -> Option<IoStats> {
     registry()
         .iter()
@@ -225,7 +224,8 @@ pub fn vfs_stats(vfs_name: &str) -> Option<IoStats> {
         .map(|r| r.state.stats.snapshot())
 }
 
-/// Sets the totals of `vfs_name` back to zero.
+/// Sets the totals of `vfs_name` back to zero: what open files did before is not
+/// counted later either.
 pub fn reset_vfs_stats(vfs_name: &str) {
     if let Some(r) = registry().iter().find(|r| r.state.name == vfs_name) {
         r.state.stats.reset();

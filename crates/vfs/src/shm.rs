@@ -304,6 +304,22 @@ impl NodeState {
     }
 
     fn release_slots(&mut self, mask: u16, exclusive: bool) -> Result<(), Failure> {
+        if mask.is_power_of_two() {
+            // One slot (every read mark, and most exclusive locks): no runs to find.
+            let slot = mask.trailing_zeros() as usize;
+            if exclusive {
+                assert_eq!(self.holders[slot], EXCLUSIVE, "slot {slot} not exclusive");
+                self.holders[slot] = 0;
+            } else {
+                assert!(self.holders[slot] > 0, "slot {slot} has no shared holder");
+                self.holders[slot] -= 1;
+                if self.holders[slot] > 0 {
+                    return Ok(());
+                }
+            }
+            return set_lock(self.fd(), LockType::Unlock, SHM_LOCK_BASE + slot as i64, 1)
+                .map_err(Failure::Unlock);
+        }
         let mut unlock_mask = 0u16;
         for slot in slots_of(mask) {
             if exclusive {

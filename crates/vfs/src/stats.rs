@@ -1,6 +1,7 @@
 //! I/O counters: per open file, and summed per registered VFS.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// Counters of one file or of a whole VFS.
 ///
@@ -122,10 +123,8 @@ pub(crate) struct SharedStats {
 
 impl SharedStats {
     // Indices into `fields`, in `FIELD_NAMES` order.
-    pub(crate) const READ_CALLS: usize = 0;
     pub(crate) const WRITE_CALLS: usize = 1;
     pub(crate) const SYNC_CALLS: usize = 2;
-    pub(crate) const BYTES_READ: usize = 4;
     pub(crate) const BYTES_WRITTEN: usize = 5;
     pub(crate) const FSYNCS: usize = 6;
     pub(crate) const OPS: usize = 7;
@@ -147,21 +146,6 @@ impl SharedStats {
     /// Adds `delta` with atomic read-modify-writes: for counters several threads update.
     pub(crate) fn add(&self, delta: &IoStats) {
         self.add_all(delta, false);
-    }
-
-    /// The counters of `reads` `xRead`s served by `pread` (`bytes` in `preads` calls): the
-    /// hot path of a read, so four fields are touched directly instead of looping over all
-    /// of them.
-    #[inline]
-    pub(crate) fn add_preads(&self, reads: u64, bytes: u64, preads: u64, single_writer: bool) {
-        for (index, value) in [
-            (Self::READ_CALLS, reads),
-            (Self::BYTES_READ, bytes),
-            (Self::OPS, preads),
-            (Self::KERNEL_ENTRIES, preads),
-        ] {
-            self.add_field(index, value, single_writer);
-        }
     }
 
     /// `add` for counters with one writer at a time: a plain load and store per field
@@ -195,43 +179,148 @@ impl SharedStats {
     }
 }
 
-/// Counts of a file's `xRead`s served by `pread` not yet added to its VFS's shared totals.
-/// A read adds them to plain fields; every [`UnpublishedReads::MAX_READS`] reads, and at
-/// each lock change and close of the file, they go to the totals in one batch, so the
-/// hot read path makes no locked read-modify-write. The VFS's totals lag by at most that
-/// many reads per open file, and not at all once its transactions have ended.
+/// A file's `xRead`s served by `pread` (the hot path), counted where they happen and
+/// never added to the VFS's totals while the file is open: its one writer, the thread
+/// SQLite calls the file from, makes a plain load and store per counter (no locked
+/// instruction); [`VfsStats::snapshot`] reads them from any thread and adds them in.
+/// They only grow: a reset moves the reader's starting point ([`ReadCounts`]), never
+/// these.
 #[derive(Debug, Default)]
-pub(crate) struct UnpublishedReads {
+pub(crate) struct FileReads {
+    read_calls: AtomicU64,
+    bytes_read: AtomicU64,
+    preads: AtomicU64,
+}
+
+impl FileReads {
+    /// Counts one read of `bytes` made in `preads` calls. Only the file's one caller at a
+    /// time may call it (SQLite never calls one file from two threads at once).
+    #[inline]
+    pub(crate) fn add(&self, bytes: u64, preads: u64) {
+        for (field, value) in [
+            (&self.read_calls, 1),
+            (&self.bytes_read, bytes),
+            (&self.preads, preads),
+        ] {
+            field.store(field.load(Ordering::Relaxed) + value, Ordering::Relaxed);
+        }
+    }
+
+    /// The counts now.
+    pub(crate) fn counts(&self) -> ReadCounts {
+        ReadCounts {
+            read_calls: self.read_calls.load(Ordering::Relaxed),
+            bytes_read: self.bytes_read.load(Ordering::Relaxed),
+            preads: self.preads.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A reading of a [`FileReads`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ReadCounts {
     read_calls: u64,
     bytes_read: u64,
     preads: u64,
 }
 
-impl UnpublishedReads {
-    /// Reads counted before the batch is due.
-    pub(crate) const MAX_READS: u64 = 64;
-
-    /// Counts one read of `bytes` (`preads` calls); true when the batch is due.
-    #[inline]
-    pub(crate) fn add(&mut self, bytes: u64, preads: u64) -> bool {
-        self.read_calls += 1;
-        self.bytes_read += bytes;
-        self.preads += preads;
-        self.read_calls >= Self::MAX_READS
-    }
-
-    /// Adds the counts to `totals` and starts again from zero.
-    pub(crate) fn publish(&mut self, totals: &SharedStats) {
-        if self.read_calls == 0 {
-            return;
+impl ReadCounts {
+    /// What was counted since `earlier`, a reading of the same counters.
+    pub(crate) fn since(self, earlier: ReadCounts) -> ReadCounts {
+        ReadCounts {
+            read_calls: self.read_calls.saturating_sub(earlier.read_calls),
+            bytes_read: self.bytes_read.saturating_sub(earlier.bytes_read),
+            preads: self.preads.saturating_sub(earlier.preads),
         }
-        totals.add_preads(self.read_calls, self.bytes_read, self.preads, false);
-        self.discard();
     }
 
-    /// Forgets the counts (the totals were reset).
-    pub(crate) fn discard(&mut self) {
-        *self = UnpublishedReads::default();
+    /// Adds them to `stats`: each `pread` is an operation and a kernel entry.
+    pub(crate) fn add_to(self, stats: &mut IoStats) {
+        stats.read_calls += self.read_calls;
+        stats.bytes_read += self.bytes_read;
+        stats.ops += self.preads;
+        stats.kernel_entries += self.preads;
+    }
+}
+
+/// A VFS's counters: the totals every call adds to as it goes, and the `pread` reads of
+/// its open files ([`FileReads`]), which a snapshot adds in and a file's close adds to
+/// the totals. Every snapshot is exact — none lags behind a read already returned —
+/// and a reset leaves none of an open file's earlier reads to arrive later.
+#[derive(Default)]
+pub(crate) struct VfsStats {
+    /// Everything but open files' `pread` reads; the I/O paths add to it directly.
+    pub(crate) totals: SharedStats,
+    /// Open files' reads, each with the reading already in `totals` or before the last
+    /// reset (its starting point). Locked only at a file's first read, its close, a
+    /// snapshot and a reset: never on the read path.
+    open_files: Mutex<Vec<OpenFileReads>>,
+}
+
+struct OpenFileReads {
+    reads: Arc<FileReads>,
+    counted: ReadCounts,
+}
+
+impl VfsStats {
+    fn open_files(&self) -> MutexGuard<'_, Vec<OpenFileReads>> {
+        // A panic elsewhere while the list was held leaves it consistent: each change is
+        // one push or one swap_remove.
+        self.open_files
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counters for a file's `pread` reads, counted in every snapshot until
+    /// [`VfsStats::close_file`].
+    pub(crate) fn open_file(&self) -> Arc<FileReads> {
+        let reads = Arc::new(FileReads::default());
+        self.open_files().push(OpenFileReads {
+            reads: Arc::clone(&reads),
+            counted: ReadCounts::default(),
+        });
+        reads
+    }
+
+    /// The file whose counters [`VfsStats::open_file`] gave is closing: its reads since
+    /// its starting point join the totals, under the lock a snapshot takes, so no
+    /// snapshot counts them twice or not at all.
+    pub(crate) fn close_file(&self, reads: &Arc<FileReads>) {
+        let mut open_files = self.open_files();
+        let Some(at) = open_files
+            .iter()
+            .position(|open| Arc::ptr_eq(&open.reads, reads))
+        else {
+            debug_assert!(false, "a file's read counters closed twice");
+            return;
+        };
+        let closed = open_files.swap_remove(at);
+        let mut delta = IoStats::default();
+        closed
+            .reads
+            .counts()
+            .since(closed.counted)
+            .add_to(&mut delta);
+        self.totals.add(&delta);
+    }
+
+    /// The totals with every open file's reads.
+    pub(crate) fn snapshot(&self) -> IoStats {
+        let open_files = self.open_files();
+        let mut stats = self.totals.snapshot();
+        for open in open_files.iter() {
+            open.reads.counts().since(open.counted).add_to(&mut stats);
+        }
+        stats
+    }
+
+    /// Back to zero: the totals, and each open file's reads so far.
+    pub(crate) fn reset(&self) {
+        let mut open_files = self.open_files();
+        self.totals.reset();
+        for open in open_files.iter_mut() {
+            open.counted = open.reads.counts();
+        }
     }
 }
 
@@ -241,20 +330,19 @@ mod tests {
 
     #[test]
     fn hot_path_counters_land_in_their_named_fields() {
-        assert_eq!(FIELD_NAMES[SharedStats::READ_CALLS], "read_calls");
         assert_eq!(FIELD_NAMES[SharedStats::WRITE_CALLS], "write_calls");
         assert_eq!(FIELD_NAMES[SharedStats::SYNC_CALLS], "sync_calls");
-        assert_eq!(FIELD_NAMES[SharedStats::BYTES_READ], "bytes_read");
         assert_eq!(FIELD_NAMES[SharedStats::BYTES_WRITTEN], "bytes_written");
         assert_eq!(FIELD_NAMES[SharedStats::FSYNCS], "fsyncs");
         assert_eq!(FIELD_NAMES[SharedStats::OPS], "ops");
         assert_eq!(FIELD_NAMES[SharedStats::KERNEL_ENTRIES], "kernel_entries");
         for single_writer in [true, false] {
             let stats = SharedStats::default();
-            stats.add_preads(1, 4096, 2, single_writer);
+            stats.add_field(SharedStats::BYTES_WRITTEN, 4096, single_writer);
+            stats.add_field(SharedStats::OPS, 2, single_writer);
+            stats.add_field(SharedStats::KERNEL_ENTRIES, 2, single_writer);
             let expected = IoStats {
-                read_calls: 1,
-                bytes_read: 4096,
+                bytes_written: 4096,
                 ops: 2,
                 kernel_entries: 2,
                 ..IoStats::default()
@@ -272,38 +360,76 @@ mod tests {
     }
 
     #[test]
-    fn unpublished_reads_reach_the_totals_in_batches_and_add_up() {
-        let totals = SharedStats::default();
-        let mut reads = UnpublishedReads::default();
-        let mut expected = IoStats::default();
-        for n in 1..=(2 * UnpublishedReads::MAX_READS + 5) {
-            let preads = 1 + n % 2;
-            if reads.add(4096, preads) {
-                reads.publish(&totals);
-                assert_eq!(
-                    n % UnpublishedReads::MAX_READS,
-                    0,
-                    "a batch after {n} reads"
-                );
-            }
-            expected.read_calls += 1;
-            expected.bytes_read += 4096;
-            expected.ops += preads;
-            expected.kernel_entries += preads;
-        }
+    fn open_files_reads_are_in_every_snapshot_and_join_the_totals_at_close() {
+        let stats = VfsStats::default();
+        let first = stats.open_file();
+        let second = stats.open_file();
+        stats.totals.add_field(SharedStats::WRITE_CALLS, 2, false);
+        first.add(4096, 1);
+        first.add(4096, 2);
+        second.add(100, 1);
+        let expected = IoStats {
+            read_calls: 3,
+            write_calls: 2,
+            bytes_read: 8292,
+            ops: 4,
+            kernel_entries: 4,
+            ..IoStats::default()
+        };
+        assert_eq!(stats.snapshot(), expected, "open files' reads, at once");
+        stats.close_file(&first);
+        assert_eq!(stats.snapshot(), expected, "a close neither adds nor drops");
+        first.add(1, 1);
         assert_eq!(
-            totals.snapshot().read_calls,
-            2 * UnpublishedReads::MAX_READS
+            stats.snapshot(),
+            expected,
+            "a closed file's counters are gone"
         );
-        reads.publish(&totals);
-        assert_eq!(totals.snapshot(), expected);
-        // Nothing left: publishing again adds nothing.
-        reads.publish(&totals);
-        assert_eq!(totals.snapshot(), expected);
+        stats.close_file(&second);
+        assert_eq!(stats.totals.snapshot(), expected, "all in the totals");
+        assert_eq!(stats.snapshot(), expected);
+    }
+
+    #[test]
+    fn a_reset_drops_open_files_earlier_reads_for_good() {
+        let stats = VfsStats::default();
+        let reads = stats.open_file();
+        reads.add(4096, 1);
+        stats.reset();
+        assert_eq!(stats.snapshot(), IoStats::default());
         reads.add(512, 1);
-        reads.discard();
-        reads.publish(&totals);
-        assert_eq!(totals.snapshot(), expected);
+        let after = IoStats {
+            read_calls: 1,
+            bytes_read: 512,
+            ops: 1,
+            kernel_entries: 1,
+            ..IoStats::default()
+        };
+        assert_eq!(stats.snapshot(), after);
+        stats.close_file(&reads);
+        assert_eq!(
+            stats.snapshot(),
+            after,
+            "the read before the reset stays out"
+        );
+    }
+
+    #[test]
+    fn read_counts_since_saturate() {
+        let reads = FileReads::default();
+        reads.add(10, 1);
+        let earlier = reads.counts();
+        reads.add(20, 2);
+        let delta = reads.counts().since(earlier);
+        assert_eq!(
+            delta,
+            ReadCounts {
+                read_calls: 1,
+                bytes_read: 20,
+                preads: 2
+            }
+        );
+        assert_eq!(earlier.since(reads.counts()), ReadCounts::default());
     }
 
     #[test]

@@ -10,7 +10,7 @@ use crate::config::{Backend, Submission, SyncMode};
 use crate::error::Failure;
 use crate::ffi::*;
 use crate::io::{EngineKind, Routing, Submitter};
-use crate::stats::SharedStats;
+use crate::stats::{SharedStats, VfsStats};
 use crate::sys::calls;
 use crate::write_behind;
 
@@ -26,7 +26,7 @@ pub(crate) struct VfsState {
     pub(crate) sync_mode: SyncMode,
     /// Default of the `uring_direct` URI parameter.
     pub(crate) direct_io: bool,
-    pub(crate) stats: SharedStats,
+    pub(crate) stats: VfsStats,
     /// What io_uring files of this VFS send through the ring unless their URI says
     /// otherwise (`Routing::from_options` of the registration options).
     pub(crate) routing: Routing,
@@ -68,7 +68,7 @@ impl VfsState {
             let mut io = Submitter {
                 engine: &self.engine,
                 file_stats: &scratch,
-                vfs_stats: &self.stats,
+                vfs_stats: &self.stats.totals,
             };
             // As os_unix.c unixDelete: a directory that cannot be opened is logged (by
             // the default openDirectory) and is not an error of the delete; a failed fsync

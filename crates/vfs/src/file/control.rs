@@ -189,7 +189,6 @@ impl File {
         if !name.eq_ignore_ascii_case("io_uring_stats") {
             return ControlReply::NotFound;
         }
-        self.unpublished_reads.publish(&self.vfs.stats);
         match value {
             None => ControlReply::Text(format!(
                 "{{\"vfs\":\"{}\",\"engine\":\"{}\",{},\"direct_align_bytes\":{},\"file\":{},\"vfs_total\":{}}}",
@@ -200,13 +199,15 @@ impl File {
                     .database
                     .as_ref()
                     .map_or("null".to_string(), |d| d.align_bytes.to_string()),
-                self.stats.snapshot().to_json(),
+                self.stats_snapshot().to_json(),
                 self.vfs.stats.snapshot().to_json()
             )),
             Some(v) if v.eq_ignore_ascii_case("reset") => {
                 self.stats.reset();
+                if let Some(reads) = &self.reads {
+                    self.reads_at_reset = reads.counts();
+                }
                 self.vfs.stats.reset();
-                self.unpublished_reads.discard();
                 ControlReply::Text("reset".to_string())
             }
             Some(other) => ControlReply::TextError(format!(

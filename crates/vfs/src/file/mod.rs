@@ -29,7 +29,7 @@ use crate::lock::DbLock;
 use crate::mmap::MemoryMap;
 use crate::readahead::ReadAhead;
 use crate::shm::Shm;
-use crate::stats::{IoStats, SharedStats, UnpublishedReads};
+use crate::stats::{FileReads, IoStats, ReadCounts, SharedStats};
 use crate::sys::{DbFd, Fd};
 use crate::trace::FileLabel;
 use crate::vfs::VfsState;
@@ -63,10 +63,13 @@ pub(crate) struct File {
     dir_sync_pending: bool,
     pub(crate) last_errno: i32,
     size: SizeCache,
+    /// This file's counters, but for its `pread` reads (`reads`).
     stats: Arc<SharedStats>,
-    /// This file's `pread` reads not yet in the VFS's totals (published at lock changes,
-    /// close, `PRAGMA io_uring_stats` and every 64 reads).
-    unpublished_reads: UnpublishedReads,
+    /// This file's `pread` reads, from its first (`VfsStats::open_file`): the VFS's
+    /// snapshots read them live, and its totals take them at close.
+    reads: Option<Arc<FileReads>>,
+    /// `reads` at this file's last `PRAGMA io_uring_stats=reset`.
+    reads_at_reset: ReadCounts,
     shm: Option<Shm>,
     mmap: MemoryMap,
     /// B-tree read-ahead of a buffered main database opened with it on.
@@ -249,20 +252,20 @@ impl File {
         Submitter {
             engine: &self.settings.engine,
             file_stats: &self.stats,
-            vfs_stats: &self.vfs.stats,
+            vfs_stats: &self.vfs.stats.totals,
         }
     }
 
     fn count(&mut self, delta: IoStats) {
         self.stats.add_single_writer(&delta);
-        self.vfs.stats.add(&delta);
+        self.vfs.stats.totals.add(&delta);
     }
 
     /// [`File::count`] of one counter (a `SharedStats` field index): the write and sync
     /// paths' per-call counts.
     fn count_field(&mut self, index: usize, value: u64) {
         self.stats.add_field(index, value, true);
-        self.vfs.stats.add_field(index, value, false);
+        self.vfs.stats.totals.add_field(index, value, false);
     }
 
     /// Logs a failed system call on this file as os_unix.c does (`SqliteApi::log_os_error`;
@@ -335,14 +338,39 @@ impl File {
             fallback_fd: self.fd(),
             engine: &self.settings.engine,
             file_stats: &self.stats,
-            vfs_stats: &self.vfs.stats,
+            vfs_stats: &self.vfs.stats.totals,
         }
+    }
+
+    /// Counts an `xRead` of `bytes` served by `pread` in `preads` calls: a plain load and
+    /// store per counter, after the file's first read (`count_first_pread`).
+    #[inline]
+    fn count_pread(&mut self, bytes: u64, preads: u64) {
+        match &self.reads {
+            Some(reads) => reads.add(bytes, preads),
+            None => self.count_first_pread(bytes, preads),
+        }
+    }
+
+    #[cold]
+    fn count_first_pread(&mut self, bytes: u64, preads: u64) {
+        self.reads
+            .insert(self.vfs.stats.open_file())
+            .add(bytes, preads);
+    }
+
+    /// This file's counters, its `pread` reads since its last reset included.
+    fn stats_snapshot(&self) -> IoStats {
+        let mut stats = self.stats.snapshot();
+        if let Some(reads) = &self.reads {
+            reads.counts().since(self.reads_at_reset).add_to(&mut stats);
+        }
+        stats
     }
 
     /// Drops what this file caches of other connections' data: called wherever another
     /// connection may have changed the file since (lock changes).
     fn forget_cached_reads(&mut self) {
-        self.unpublished_reads.publish(&self.vfs.stats);
         if let Some(direct) = self.direct.database.as_mut() {
             direct.invalidate();
         }
@@ -407,7 +435,9 @@ impl File {
 
 impl Drop for File {
     fn drop(&mut self) {
-        self.unpublished_reads.publish(&self.vfs.stats);
+        if let Some(reads) = self.reads.take() {
+            self.vfs.stats.close_file(&reads);
+        }
         if let Some(queue) = self.queue.as_ref() {
             queue.flush_before_close(self.id);
         }

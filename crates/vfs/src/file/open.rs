@@ -20,7 +20,7 @@ use crate::io::{EngineKind, FileRole};
 use crate::lock::DbLock;
 use crate::mmap::MemoryMap;
 use crate::open_name::OpenName;
-use crate::stats::{SharedStats, UnpublishedReads};
+use crate::stats::{ReadCounts, SharedStats};
 use crate::sys::{
     calls, give_created_mode, open_above_stdio, stat_path, DbFd, Fd, Filesystem, DEFAULT_FILE_MODE,
 };
@@ -595,7 +595,8 @@ impl File {
                 bytes: None,
             },
             stats: Arc::new(SharedStats::default()),
-            unpublished_reads: UnpublishedReads::default(),
+            reads: None,
+            reads_at_reset: ReadCounts::default(),
             shm: None,
             mmap: MemoryMap::new(0, vfs.mmap_eof_buffer_bytes),
             readahead,

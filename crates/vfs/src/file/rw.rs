@@ -18,16 +18,58 @@ use super::{File, PrefetchFd, ReadAheadSide};
 
 impl File {
     /// xRead: fills `buf` from `offset`; a read past the end zero-fills the rest and
-    /// reports SQLITE_IOERR_SHORT_READ, as SQLite requires.
+    /// reports SQLITE_IOERR_SHORT_READ, as SQLite requires. A buffered file read by
+    /// syscall, not memory-mapped and not traced — every read of the default
+    /// configuration — takes the `pread` path here; the others are `read_otherwise`'s.
     pub(crate) fn read(&mut self, buf: &mut [u8], offset: i64) -> Result<(), Failure> {
         assert!(offset >= 0);
         self.flush_queue(self.as_reader())?;
-        let from_map = self.mmap.read_prefix(buf, offset);
+        let (read, whole_file_read) = if self.reads_by_pread() {
+            let fd = self.fd();
+            // Read-ahead sleeps while the pages SQLite reads are cached; one read in
+            // `READS_PER_SAMPLE` tells it whether the device was needed, and wakes it if so.
+            let (outcome, preads) = match self.readahead.as_deref_mut() {
+                Some(side) => side.read(fd, buf, offset as u64),
+                None => pread_fully(fd, buf, offset as u64),
+            };
+            self.count_pread(*outcome.as_ref().unwrap_or(&0) as u64, preads);
+            (outcome, true)
+        } else {
+            self.read_otherwise(buf, offset as u64)
+        };
+        self.flush_points.read(offset as u64);
+        let total = read.map_err(Failure::from_read_errno)?;
+        if total < buf.len() {
+            buf[total..].fill(0);
+            return Err(Failure::ShortRead);
+        }
+        if whole_file_read {
+            self.after_whole_read(buf, offset as u64);
+        }
+        Ok(())
+    }
+
+    /// Whether a read goes by `pread` from the buffered descriptor alone: no mapping to
+    /// copy from, no O_DIRECT side, reads routed to syscalls and no I/O trace.
+    #[inline]
+    fn reads_by_pread(&self) -> bool {
+        !self.mmap.is_mapped()
+            && self.direct.database.is_none()
+            && self.settings.engine.reads_by_syscall()
+            && !crate::trace::enabled(crate::trace::TARGET_IO)
+    }
+
+    /// xRead where `reads_by_pread` says no: from the memory map as far as it reaches,
+    /// the rest through the O_DIRECT side or the engine (the ring, or a traced read).
+    /// Counts the read. Returns the bytes read (or the errno) and whether the file gave
+    /// all of them (none from the map).
+    #[inline(never)]
+    fn read_otherwise(&mut self, buf: &mut [u8], offset: u64) -> (Result<usize, i32>, bool) {
+        let from_map = self.mmap.read_prefix(buf, offset as i64);
         let fd = self.fd();
         let rest = &mut buf[from_map..];
+        let at = offset + from_map as u64;
         let mut direct_read = None;
-        // Kernel entries of the pread fast path, counted below with the read itself (the
-        // other paths count theirs through the Submitter).
         let mut preads = 0u64;
         let read = if rest.is_empty() {
             Ok(0)
@@ -35,26 +77,23 @@ impl File {
             && self.settings.engine.reads_by_syscall()
             && !crate::trace::enabled(crate::trace::TARGET_IO)
         {
-            let at = (offset + from_map as i64) as u64;
-            // Read-ahead sleeps while the pages SQLite reads are cached; one read in
-            // `READS_PER_SAMPLE` tells it whether the device was needed, and wakes it if so.
+            // Mapped, but past the map's end: as the `pread` path.
             let (outcome, calls) = match self.readahead.as_deref_mut() {
                 Some(side) => side.read(fd, rest, at),
                 None => pread_fully(fd, rest, at),
             };
             preads = calls;
-            outcome.map_err(Failure::from_read_errno)
+            outcome
         } else {
             // Whether this read reached the device is not known here: read-ahead stays
             // awake.
             if let Some(readahead) = self.readahead.as_deref_mut() {
                 readahead.btree.note_uncached_read();
             }
-            let at = (offset + from_map as i64) as u64;
             let mut io = Submitter {
                 engine: &self.settings.engine,
                 file_stats: &self.stats,
-                vfs_stats: &self.vfs.stats,
+                vfs_stats: &self.vfs.stats.totals,
             };
             match self
                 .direct
@@ -77,15 +116,11 @@ impl File {
                 },
                 None => io.read_at(fd, rest, at),
             }
-            .map_err(Failure::from_read_errno)
         };
-        // One counter update per call: each is a locked instruction on the shared totals.
         let total = from_map + *read.as_ref().unwrap_or(&0);
         if direct_read.is_none() {
-            self.stats.add_preads(1, total as u64, preads, true);
-            if self.unpublished_reads.add(total as u64, preads) {
-                self.unpublished_reads.publish(&self.vfs.stats);
-            }
+            // Engine reads counted their kernel entries through the Submitter.
+            self.count_pread(total as u64, preads);
         } else {
             // Direct reads count their kernel entries through the Submitter.
             self.count(IoStats {
@@ -96,31 +131,38 @@ impl File {
                 ..IoStats::default()
             });
         }
-        self.flush_points.read(offset as u64);
-        read?;
-        if total < buf.len() {
-            buf[total..].fill(0);
-            return Err(Failure::ShortRead);
+        (read.map(|_| total), from_map == 0)
+    }
+
+    /// After a whole read of `buf` at `offset` from the file (none of it from the map):
+    /// read-ahead learns from it when it follows the file's reads.
+    #[inline]
+    fn after_whole_read(&mut self, buf: &[u8], offset: u64) {
+        if self
+            .readahead
+            .as_deref()
+            .is_some_and(|side| side.btree.follows_read_at(offset))
+        {
+            self.readahead_after_read(buf, offset);
         }
-        if from_map == 0 {
-            if let Some(readahead) = self
-                .readahead
-                .as_deref_mut()
-                .filter(|side| side.btree.follows_read_at(offset as u64))
-            {
-                let mut pages = DatabasePages {
-                    fd,
-                    prefetch_fd: &mut readahead.prefetch_fd,
-                    io: Submitter {
-                        engine: &self.settings.engine,
-                        file_stats: &self.stats,
-                        vfs_stats: &self.vfs.stats,
-                    },
-                };
-                readahead.btree.after_read(buf, offset as u64, &mut pages);
-            }
+    }
+
+    /// `after_whole_read` for a read read-ahead follows.
+    #[inline(never)]
+    fn readahead_after_read(&mut self, buf: &[u8], offset: u64) {
+        let fd = self.fd();
+        if let Some(readahead) = self.readahead.as_deref_mut() {
+            let mut pages = DatabasePages {
+                fd,
+                prefetch_fd: &mut readahead.prefetch_fd,
+                io: Submitter {
+                    engine: &self.settings.engine,
+                    file_stats: &self.stats,
+                    vfs_stats: &self.vfs.stats.totals,
+                },
+            };
+            readahead.btree.after_read(buf, offset, &mut pages);
         }
-        Ok(())
     }
 
     /// xWrite: queued for write-behind (see `write_behind.rs` for when it reaches the
