@@ -538,6 +538,7 @@ impl ReadAhead {
     /// long run of cached transactions, a query on cold data may wake read-ahead a few
     /// reads into its scan (the one-in-[`READS_PER_SAMPLE`] samples), which then follows
     /// the scan from its next interior page.
+    #[inline]
     pub(crate) fn sample_this_read(&mut self) -> bool {
         if !self.awake && self.burst_samples > 0 {
             self.burst_samples -= 1;
@@ -547,6 +548,13 @@ impl ReadAhead {
             self.reads_until_sample -= 1;
             return false;
         }
+        self.sample_due()
+    }
+
+    /// `sample_this_read` when the stretch between samples has run out: this read is
+    /// sampled, and the next stretch set.
+    #[inline(never)]
+    fn sample_due(&mut self) -> bool {
         if !self.awake {
             self.cached_samples += 1;
             if self.cached_samples == CACHED_SAMPLES_BEFORE_STRETCH
