@@ -307,31 +307,16 @@ impl NodeState {
         if mask.is_power_of_two() {
             // One slot (every read mark, and most exclusive locks): no runs to find.
             let slot = mask.trailing_zeros() as usize;
-            if exclusive {
-                assert_eq!(self.holders[slot], EXCLUSIVE, "slot {slot} not exclusive");
-                self.holders[slot] = 0;
-            } else {
-                assert!(self.holders[slot] > 0, "slot {slot} has no shared holder");
-                self.holders[slot] -= 1;
-                if self.holders[slot] > 0 {
-                    return Ok(());
-                }
+            if !self.drop_hold(slot, exclusive) {
+                return Ok(());
             }
             return set_lock(self.fd(), LockType::Unlock, SHM_LOCK_BASE + slot as i64, 1)
                 .map_err(Failure::Unlock);
         }
         let mut unlock_mask = 0u16;
         for slot in slots_of(mask) {
-            if exclusive {
-                assert_eq!(self.holders[slot], EXCLUSIVE, "slot {slot} not exclusive");
-                self.holders[slot] = 0;
+            if self.drop_hold(slot, exclusive) {
                 unlock_mask |= 1 << slot;
-            } else {
-                assert!(self.holders[slot] > 0, "slot {slot} has no shared holder");
-                self.holders[slot] -= 1;
-                if self.holders[slot] == 0 {
-                    unlock_mask |= 1 << slot;
-                }
             }
         }
         // Unlock runs of adjacent slots with one call each (an exclusive lock is one run).
@@ -348,6 +333,21 @@ impl NodeState {
             }
         }
         result
+    }
+
+    /// Drops one connection's hold on `slot` (`exclusive`: it held it exclusively).
+    /// Whether no one in the process holds the slot any more (its OS lock must go).
+    #[inline]
+    fn drop_hold(&mut self, slot: usize, exclusive: bool) -> bool {
+        if exclusive {
+            assert_eq!(self.holders[slot], EXCLUSIVE, "slot {slot} not exclusive");
+            self.holders[slot] = 0;
+            true
+        } else {
+            assert!(self.holders[slot] > 0, "slot {slot} has no shared holder");
+            self.holders[slot] -= 1;
+            self.holders[slot] == 0
+        }
     }
 
     /// Unmaps every region and closes the descriptor, which releases the node's OFD

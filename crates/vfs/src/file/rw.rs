@@ -24,14 +24,8 @@ impl File {
     pub(crate) fn read(&mut self, buf: &mut [u8], offset: i64) -> Result<(), Failure> {
         assert!(offset >= 0);
         self.flush_queue(self.as_reader())?;
-        let (read, whole_file_read) = if self.reads_by_pread() {
-            let fd = self.fd();
-            // Read-ahead sleeps while the pages SQLite reads are cached; one read in
-            // `READS_PER_SAMPLE` tells it whether the device was needed, and wakes it if so.
-            let (outcome, preads) = match self.readahead.as_deref_mut() {
-                Some(side) => side.read(fd, buf, offset as u64),
-                None => pread_fully(fd, buf, offset as u64),
-            };
+        let (read, whole_file_read) = if !self.mmap.is_mapped() && self.rest_by_pread() {
+            let (outcome, preads) = self.pread(buf, offset as u64);
             self.count_pread(*outcome.as_ref().unwrap_or(&0) as u64, preads);
             (outcome, true)
         } else {
@@ -49,17 +43,28 @@ impl File {
         Ok(())
     }
 
-    /// Whether a read goes by `pread` from the buffered descriptor alone: no mapping to
-    /// copy from, no O_DIRECT side, reads routed to syscalls and no I/O trace.
+    /// Whether what the memory map does not serve of a read goes by `pread` from the
+    /// buffered descriptor: no O_DIRECT side, reads routed to syscalls and no I/O trace.
     #[inline]
-    fn reads_by_pread(&self) -> bool {
-        !self.mmap.is_mapped()
-            && self.direct.database.is_none()
+    fn rest_by_pread(&self) -> bool {
+        self.direct.database.is_none()
             && self.settings.engine.reads_by_syscall()
             && !crate::trace::enabled(crate::trace::TARGET_IO)
     }
 
-    /// xRead where `reads_by_pread` says no: from the memory map as far as it reaches,
+    /// `pread` of `buf` at `at` from the buffered descriptor, with its number of calls.
+    /// Read-ahead sleeps while the pages SQLite reads are cached; one read in
+    /// `READS_PER_SAMPLE` tells it whether the device was needed, and wakes it if so.
+    #[inline(always)]
+    fn pread(&mut self, buf: &mut [u8], at: u64) -> (Result<usize, i32>, u64) {
+        let fd = self.fd();
+        match self.readahead.as_deref_mut() {
+            Some(side) => side.read(fd, buf, at),
+            None => pread_fully(fd, buf, at),
+        }
+    }
+
+    /// xRead where the file is mapped or `rest_by_pread` says no: from the memory map as far as it reaches,
     /// the rest through the O_DIRECT side or the engine (the ring, or a traced read).
     /// Counts the read. Returns the bytes read (or the errno) and whether the file gave
     /// all of them (none from the map).
@@ -73,15 +78,9 @@ impl File {
         let mut preads = 0u64;
         let read = if rest.is_empty() {
             Ok(0)
-        } else if self.direct.database.is_none()
-            && self.settings.engine.reads_by_syscall()
-            && !crate::trace::enabled(crate::trace::TARGET_IO)
-        {
+        } else if self.rest_by_pread() {
             // Mapped, but past the map's end: as the `pread` path.
-            let (outcome, calls) = match self.readahead.as_deref_mut() {
-                Some(side) => side.read(fd, rest, at),
-                None => pread_fully(fd, rest, at),
-            };
+            let (outcome, calls) = self.pread(rest, at);
             preads = calls;
             outcome
         } else {
@@ -119,7 +118,8 @@ impl File {
         };
         let total = from_map + *read.as_ref().unwrap_or(&0);
         if direct_read.is_none() {
-            // Engine reads counted their kernel entries through the Submitter.
+            // A `pread`'s kernel entries are counted here (`preads`); engine reads counted
+            // theirs through the Submitter.
             self.count_pread(total as u64, preads);
         } else {
             // Direct reads count their kernel entries through the Submitter.
