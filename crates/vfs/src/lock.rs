@@ -74,8 +74,8 @@ use crate::ffi::{
     SQLITE_LOCK_EXCLUSIVE, SQLITE_LOCK_NONE, SQLITE_LOCK_PENDING, SQLITE_LOCK_RESERVED,
     SQLITE_LOCK_SHARED,
 };
-use crate::io::fork::ProcessRegistry;
 use crate::sys::fd::FileKey;
+use crate::sys::fork::ForkLocal;
 use crate::sys::{calls, DbFd};
 
 /// Bytes of the shared range, which starts two bytes after the pending byte.
@@ -167,14 +167,10 @@ struct InodeState {
     connections: u32,
 }
 
-/// One state per database file this process has open.
-static INODES: ProcessRegistry<Inode> = ProcessRegistry::new();
-
-/// Fork hook: a child's connections build their own states (the parent's descriptors,
-/// and the OFD locks on them, are shared with the child).
-fn forget_inodes_after_fork() {
-    INODES.forget();
-}
+/// One state per database file this process has open. A forked child's connections
+/// build their own states (the parent's descriptors, and the OFD locks on them, are
+/// shared with the child).
+static INODES: ForkLocal<Mutex<Vec<Arc<Inode>>>> = ForkLocal::new();
 
 /// Locks a mutex whose data stays consistent even if a holder panicked (the lock states
 /// here and the WAL-index nodes of `shm` leave no update half done across a call that
@@ -225,7 +221,7 @@ impl DbLock {
         pending_byte: i64,
     ) -> DbLock {
         let file = FileKey::of(stat);
-        let list = INODES.list(forget_inodes_after_fork);
+        let list = INODES.get();
         let mut inodes = lock_ignoring_poison(list);
         let inode = match inodes.iter().find(|inode| inode.file == file) {
             Some(inode) => {

@@ -51,9 +51,9 @@ use crate::ffi::{
     SQLITE_CANTOPEN, SQLITE_IOERR_CLOSE, SQLITE_IOERR_SHMMAP, SQLITE_IOERR_SHMOPEN,
     SQLITE_IOERR_SHMSIZE, SQLITE_SHM_NLOCK,
 };
-use crate::io::fork::ProcessRegistry;
 use crate::io::Submitter;
 use crate::lock::{conflicting_lock, lock_ignoring_poison, set_lock, LockType};
+use crate::sys::fork::ForkLocal;
 use crate::sys::{calls, DbFd, Mapping};
 
 /// Offset of the first lock slot in the `-shm` file (os_unix.c UNIX_SHM_BASE:
@@ -113,15 +113,10 @@ type Registry = Mutex<Vec<Arc<Node>>>;
 
 /// The nodes of this process, one per database file with a WAL index in use; a forked
 /// child starts without the parent's.
-static NODES: ProcessRegistry<Node> = ProcessRegistry::new();
+static NODES: ForkLocal<Registry> = ForkLocal::new();
 
 fn registry() -> &'static Registry {
-    NODES.list(forget_registry_after_fork)
-}
-
-/// Fork hook: the child's next WAL-index user builds its own node.
-fn forget_registry_after_fork() {
-    NODES.forget();
+    NODES.get()
 }
 
 // ─── The node: one per database file per process ────────────────────────────────────────
@@ -658,17 +653,20 @@ fn open_node_state(
 mod tests {
     use super::*;
 
-    /// The registry is per process and one test forgets it: one test at a time.
-    static SERIAL: Mutex<()> = Mutex::new(());
-
     fn stat_of(path: &std::path::Path) -> libc::stat {
         let file = std::fs::File::create(path).unwrap();
         crate::sys::fstat(file.as_fd()).unwrap()
     }
 
+    fn raw_fd(shm: &Shm) -> Option<std::os::fd::RawFd> {
+        lock_ignoring_poison(&shm.node.state)
+            .fd
+            .as_ref()
+            .map(AsRawFd::as_raw_fd)
+    }
+
     #[test]
     fn connections_share_a_node_until_the_last_leaves_and_a_forked_child_starts_afresh() {
-        let _serial = lock_ignoring_poison(&SERIAL);
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("node.db");
         let st = stat_of(&db);
@@ -677,19 +675,19 @@ mod tests {
         let second = Shm::open(path, &st, false, &NoLog).unwrap();
         assert!(Arc::ptr_eq(&first.node, &second.node));
         assert_eq!(lock_ignoring_poison(&first.node.state).connections, 2);
-        // What the fork hook does: the child's next user gets a node (and descriptor) of
-        // its own, never the parent's.
-        forget_registry_after_fork();
-        let in_child = Shm::open(path, &st, false, &NoLog).unwrap();
-        assert!(!Arc::ptr_eq(&first.node, &in_child.node));
-        let raw_fd = |shm: &Shm| {
-            lock_ignoring_poison(&shm.node.state)
-                .fd
-                .as_ref()
-                .map(AsRawFd::as_raw_fd)
-        };
-        assert_ne!(raw_fd(&in_child), raw_fd(&first));
-        drop(in_child);
+        // A forked child's first user gets a node (and descriptor) of its own, never the
+        // parent's, even with the registry locked at the fork by a thread of the parent.
+        let parent_node = Arc::as_ptr(&first.node) as usize;
+        let parent_fd = raw_fd(&first);
+        let held = lock_ignoring_poison(registry());
+        let child = crate::sys::fork::run_in_forked_child(|| {
+            let in_child = Shm::open(path, &st, false, &NoLog).unwrap();
+            Arc::as_ptr(&in_child.node) as usize != parent_node
+                && raw_fd(&in_child) != parent_fd
+                && lock_ignoring_poison(&in_child.node.state).connections == 1
+        });
+        drop(held);
+        child.unwrap();
         drop(second);
         let node = Arc::clone(&first.node);
         first.close(true, &NoLog, "");
@@ -729,7 +727,6 @@ mod tests {
 
     #[test]
     fn slot_counts_follow_each_connections_holds() {
-        let _serial = lock_ignoring_poison(&SERIAL);
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("slots.db");
         let st = stat_of(&db);

@@ -3,6 +3,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use crate::sys::fork::{fork_generation, ForkLocal};
+
 /// Adds `value` to a counter only one thread at a time writes: a plain load and store
 /// instead of a locked read-modify-write, which costs tens of cycles on every call.
 /// Readers on other threads see the old value or the new one.
@@ -198,6 +200,8 @@ pub(crate) struct FileReads {
     read_calls: AtomicU64,
     bytes_read: AtomicU64,
     preads: AtomicU64,
+    /// The fork generation of the process that listed them ([`VfsStats::open_file`]).
+    generation: u64,
 }
 
 impl FileReads {
@@ -255,14 +259,20 @@ impl ReadCounts {
 /// its open files ([`FileReads`]), which a snapshot adds in and a file's close adds to
 /// the totals. Every snapshot is exact — none lags behind a read already returned —
 /// and a reset leaves none of an open file's earlier reads to arrive later.
+///
+/// A forked child starts with an empty list of open files (the parent's may have been
+/// locked at the fork by a thread the child does not have): the reads of a file open
+/// across a `fork()` — which SQLite forbids using in the child — count in the parent
+/// only.
 #[derive(Default)]
 pub(crate) struct VfsStats {
     /// Everything but open files' `pread` reads; the I/O paths add to it directly.
     pub(crate) totals: SharedStats,
     /// Open files' reads, each with the reading already in `totals` or before the last
     /// reset (its starting point). Locked only at a file's first read, its close, a
-    /// snapshot and a reset: never on the read path.
-    open_files: Mutex<Vec<OpenFileReads>>,
+    /// snapshot and a reset: never on the read path. This process's: a forked child
+    /// starts a new one.
+    open_files: ForkLocal<Mutex<Vec<OpenFileReads>>>,
 }
 
 struct OpenFileReads {
@@ -275,6 +285,7 @@ impl VfsStats {
         // A panic elsewhere while the list was held leaves it consistent: each change is
         // one push or one swap_remove.
         self.open_files
+            .get()
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
@@ -282,7 +293,10 @@ impl VfsStats {
     /// Counters for a file's `pread` reads, counted in every snapshot until
     /// [`VfsStats::close_file`].
     pub(crate) fn open_file(&self) -> Arc<FileReads> {
-        let reads = Arc::new(FileReads::default());
+        let reads = Arc::new(FileReads {
+            generation: fork_generation(),
+            ..FileReads::default()
+        });
         self.open_files().push(OpenFileReads {
             reads: Arc::clone(&reads),
             counted: ReadCounts::default(),
@@ -299,7 +313,11 @@ impl VfsStats {
             .iter()
             .position(|open| Arc::ptr_eq(&open.reads, reads))
         else {
-            debug_assert!(false, "a file's read counters closed twice");
+            // Listed before a fork, in the parent's list: counted there alone.
+            debug_assert!(
+                reads.generation != fork_generation(),
+                "a file's read counters closed twice"
+            );
             return;
         };
         let closed = open_files.swap_remove(at);
@@ -420,6 +438,52 @@ mod tests {
             after,
             "the read before the reset stays out"
         );
+    }
+
+    #[test]
+    fn a_forked_child_counts_its_own_files_even_with_the_list_locked_at_the_fork() {
+        let stats = VfsStats::default();
+        stats.totals.add_field(SharedStats::WRITE_CALLS, 1, false);
+        let parents = stats.open_file();
+        parents.add(4096, 1);
+        // Held across the fork, as a thread of the parent taking a snapshot or closing a
+        // file may hold it: in the child that lock would never be released.
+        let held = stats.open_files();
+        let child = crate::sys::fork::run_in_forked_child(|| {
+            let own = stats.open_file();
+            own.add(100, 1);
+            let expected = IoStats {
+                read_calls: 1,
+                write_calls: 1,
+                bytes_read: 100,
+                ops: 1,
+                kernel_entries: 1,
+                ..IoStats::default()
+            };
+            let counted_at_once = stats.snapshot() == expected;
+            // The parent's open file is the parent's to count; closing it here is no
+            // error (and no double count).
+            stats.close_file(&parents);
+            stats.close_file(&own);
+            counted_at_once && stats.snapshot() == expected && stats.totals.snapshot() == expected
+        });
+        drop(held);
+        child.unwrap();
+        let parent_expected = IoStats {
+            read_calls: 1,
+            write_calls: 1,
+            bytes_read: 4096,
+            ops: 1,
+            kernel_entries: 1,
+            ..IoStats::default()
+        };
+        assert_eq!(
+            stats.snapshot(),
+            parent_expected,
+            "the parent's list as it was"
+        );
+        stats.close_file(&parents);
+        assert_eq!(stats.totals.snapshot(), parent_expected);
     }
 
     #[test]

@@ -167,8 +167,10 @@ impl FileKey {
     }
 }
 
-/// Parked descriptors, owned by the list alone.
-static PARKED: std::sync::Mutex<Vec<Fd>> = std::sync::Mutex::new(Vec::new());
+/// Parked descriptors, owned by the list alone. A forked child starts with none: the
+/// parent's (the same open files, through the descriptors it inherited) stay open in it
+/// untouched, as the list may have been locked at the fork.
+static PARKED: super::fork::ForkLocal<std::sync::Mutex<Vec<Fd>>> = super::fork::ForkLocal::new();
 
 /// Closes that found a lock on the file (or a parked descriptor) and so had to find out
 /// whose locks they are (for tests: the one-fcntl path must be the usual one).
@@ -284,6 +286,7 @@ fn close_preserving_process_locks(fd: Fd, mut failed_close: impl FnMut(i32)) {
         }
     };
     let mut parked = PARKED
+        .get()
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     // The common case in one fcntl: nobody holds any lock on any byte of the file.

@@ -11,6 +11,7 @@
 
 pub mod calls;
 pub(crate) mod fd;
+pub(crate) mod fork;
 pub(crate) mod mapping;
 pub(crate) mod page_cache;
 
@@ -19,6 +20,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 
 pub(crate) use calls::{last_errno, UNKNOWN_ERRNO};
 pub(crate) use fd::{flock, DbFd, Fd};
+pub(crate) use fork::at_fork_in_child;
 pub(crate) use mapping::{Mapping, Slot, SlotRegion};
 
 /// os_unix.c SQLITE_MINIMUM_FILE_DESCRIPTOR: never put a database on fd 0, 1 or 2, where
@@ -234,12 +236,6 @@ pub(crate) fn random_bytes(buf: &mut [u8]) -> bool {
 pub(crate) fn at_exit(f: extern "C" fn()) -> bool {
     // SAFETY: `f` is a function of the program text, which lives until exit.
     unsafe { libc::atexit(f) == 0 }
-}
-
-/// Runs `f` in the child after every later `fork()` (pthread_atfork(3)).
-pub(crate) fn at_fork_in_child(f: extern "C" fn()) {
-    // SAFETY: `f` is a function of the program text, which lives as long as the process.
-    unsafe { libc::pthread_atfork(None, None, Some(f)) };
 }
 
 /// The kernel's release (`uname -r`), or "unknown".

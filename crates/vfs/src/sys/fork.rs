@@ -1,0 +1,200 @@
+//! Which process this is, across `fork()`: a generation counter the child bumps, and
+//! [`ForkLocal`], a value a forked child starts afresh instead of touching the parent's
+//! (which a thread of the parent, absent in the child, may have held locked at the
+//! fork). A leaf of `sys/`.
+
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+
+/// Bumped in the child after every `fork()`, by the one handler [`fork_generation`]
+/// installs. The handler touches this atomic only: the child's other threads are gone,
+/// possibly while one of them held a lock or was inside a `Once`.
+static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
+static FORK_HANDLER: std::sync::Once = std::sync::Once::new();
+
+/// Runs `f` in the child after every later `fork()` (pthread_atfork(3)).
+pub(crate) fn at_fork_in_child(f: extern "C" fn()) {
+    // SAFETY: `f` is a function of the program text, which lives as long as the process.
+    unsafe { libc::pthread_atfork(None, None, Some(f)) };
+}
+
+extern "C" fn bump_generation_in_child() {
+    FORK_GENERATION.fetch_add(1, Ordering::Relaxed);
+}
+
+/// This process's fork generation: 0 in a process that never forked, one more in each
+/// forked child than in its parent at the fork. Installs the child handler on first use,
+/// so a value read before a fork is never current after it.
+pub(crate) fn fork_generation() -> u64 {
+    FORK_HANDLER.call_once(|| at_fork_in_child(bump_generation_in_child));
+    FORK_GENERATION.load(Ordering::Relaxed)
+}
+
+/// A value of this process: `get` in a forked child gives a new `T::default()`, never
+/// the parent's. For state a thread may hold locked (a `Mutex` of a process-wide list):
+/// in the child, that thread is gone and the lock would be held for good, so the child
+/// must not even look at it.
+///
+/// The value is a leaked box behind an `AtomicPtr`, stamped with the generation that
+/// made it. A box of an older generation is never touched again and never freed (in the
+/// child it may be mid-update; its contents belong to the parent); the current one is
+/// freed when the `ForkLocal` drops. A `static` one (`new` is `const`) lives for the
+/// process.
+pub(crate) struct ForkLocal<T> {
+    current: AtomicPtr<Stamped<T>>,
+}
+
+struct Stamped<T> {
+    generation: u64,
+    value: T,
+}
+
+impl<T: Default> ForkLocal<T> {
+    pub(crate) const fn new() -> ForkLocal<T> {
+        ForkLocal {
+            current: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    /// This process's value, made on the first call (in this process).
+    pub(crate) fn get(&self) -> &T {
+        let generation = fork_generation();
+        let mut seen = self.current.load(Ordering::Acquire);
+        loop {
+            if !seen.is_null() {
+                // SAFETY: a published pointer is a leaked box that is freed only by
+                // `drop`, which takes `&mut self`, so no `&self` (ours) outlives it.
+                let stamped = unsafe { &*seen };
+                if stamped.generation == generation {
+                    return &stamped.value;
+                }
+            }
+            // None yet, or the parent's: publish a new one (the parent's stays leaked).
+            let fresh = Box::into_raw(Box::new(Stamped {
+                generation,
+                value: T::default(),
+            }));
+            match self
+                .current
+                .compare_exchange(seen, fresh, Ordering::AcqRel, Ordering::Acquire)
+            {
+                // SAFETY: just published; freed only by `drop` (see above).
+                Ok(_) => return unsafe { &(*fresh).value },
+                Err(other) => {
+                    // Another thread published first: ours was never shared.
+                    // SAFETY: `fresh` came from `Box::into_raw` above and nobody else
+                    // saw it.
+                    drop(unsafe { Box::from_raw(fresh) });
+                    seen = other;
+                }
+            }
+        }
+    }
+}
+
+impl<T> Drop for ForkLocal<T> {
+    fn drop(&mut self) {
+        let current = *self.current.get_mut();
+        if current.is_null() {
+            return;
+        }
+        // SAFETY: the published box; `&mut self` means no reference from `get` is alive.
+        let stamped = unsafe { Box::from_raw(current) };
+        // A box from an older generation (the parent's, in a forked child) may be in any
+        // state: leak it, as `get` does.
+        if stamped.generation != FORK_GENERATION.load(Ordering::Relaxed) {
+            std::mem::forget(stamped);
+        }
+    }
+}
+
+impl<T: Default> Default for ForkLocal<T> {
+    fn default() -> ForkLocal<T> {
+        ForkLocal::new()
+    }
+}
+
+/// Runs `child` in a forked child of this process and says how it ended: `Ok` if it
+/// returned true within 30 s. For tests of what a child does with state a parent's
+/// thread held at the fork; `child` must not print (the parent's stdout lock may be
+/// held) and should only allocate, lock and count.
+#[cfg(test)]
+pub(crate) fn run_in_forked_child(child: impl FnOnce() -> bool) -> Result<(), String> {
+    // SAFETY: the child runs `child` (allocation is fork-safe in glibc; locks it takes
+    // are the child's own, which is what is tested) and leaves with `_exit`, running
+    // no handler or destructor of the parent's.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let passed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(child));
+        // SAFETY: ends the child at once (see above).
+        unsafe { libc::_exit(if matches!(passed, Ok(true)) { 0 } else { 1 }) };
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let mut status = 0;
+        // SAFETY: waits for our own child, without blocking.
+        let done = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if done == pid {
+            return if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+                Ok(())
+            } else {
+                Err(format!("the child failed (wait status {status})"))
+            };
+        }
+        if std::time::Instant::now() > deadline {
+            // SAFETY: our own child, which has not been reaped.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, &mut status, 0);
+            }
+            return Err("the child was still running after 30 s: blocked for good".into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    #[test]
+    fn one_value_per_process_until_dropped() {
+        let local: ForkLocal<Mutex<Vec<u32>>> = ForkLocal::new();
+        local.get().lock().unwrap().push(7);
+        assert_eq!(*local.get().lock().unwrap(), vec![7]);
+        let here = local.get() as *const Mutex<Vec<u32>> as usize;
+        std::thread::scope(|scope| {
+            let others: Vec<_> = (0..4)
+                .map(|_| scope.spawn(|| local.get() as *const Mutex<Vec<u32>> as usize))
+                .collect();
+            for other in others {
+                assert_eq!(other.join().unwrap(), here, "one value for every thread");
+            }
+        });
+    }
+
+    #[test]
+    fn a_forked_child_starts_afresh_even_from_a_value_locked_at_the_fork() {
+        let local: ForkLocal<Mutex<Vec<u32>>> = ForkLocal::new();
+        local.get().lock().unwrap().push(1);
+        let generation = fork_generation();
+        // Held across the fork, as a thread of the parent may hold it: in the child the
+        // lock would stay taken for good.
+        let held = local.get().lock().unwrap();
+        let child = run_in_forked_child(|| {
+            let fresh = local.get().lock().unwrap().is_empty();
+            local.get().lock().unwrap().push(2);
+            let kept = *local.get().lock().unwrap() == vec![2];
+            fresh && kept && fork_generation() == generation + 1
+        });
+        drop(held);
+        child.unwrap();
+        assert_eq!(
+            *local.get().lock().unwrap(),
+            vec![1],
+            "the parent's own value"
+        );
+        assert_eq!(fork_generation(), generation);
+    }
+}
