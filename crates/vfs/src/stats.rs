@@ -440,6 +440,18 @@ mod tests {
         );
     }
 
+    /// The counters after one counted write call and one `pread` read of `bytes`.
+    fn one_write_and_one_read_of(bytes: u64) -> IoStats {
+        IoStats {
+            read_calls: 1,
+            write_calls: 1,
+            bytes_read: bytes,
+            ops: 1,
+            kernel_entries: 1,
+            ..IoStats::default()
+        }
+    }
+
     #[test]
     fn a_forked_child_counts_its_own_files_even_with_the_list_locked_at_the_fork() {
         let stats = VfsStats::default();
@@ -452,14 +464,7 @@ mod tests {
         let child = crate::sys::fork::run_in_forked_child(|| {
             let own = stats.open_file();
             own.add(100, 1);
-            let expected = IoStats {
-                read_calls: 1,
-                write_calls: 1,
-                bytes_read: 100,
-                ops: 1,
-                kernel_entries: 1,
-                ..IoStats::default()
-            };
+            let expected = one_write_and_one_read_of(100);
             let counted_at_once = stats.snapshot() == expected;
             // The parent's open file is the parent's to count; closing it here is no
             // error (and no double count).
@@ -469,14 +474,7 @@ mod tests {
         });
         drop(held);
         child.unwrap();
-        let parent_expected = IoStats {
-            read_calls: 1,
-            write_calls: 1,
-            bytes_read: 4096,
-            ops: 1,
-            kernel_entries: 1,
-            ..IoStats::default()
-        };
+        let parent_expected = one_write_and_one_read_of(4096);
         assert_eq!(
             stats.snapshot(),
             parent_expected,
