@@ -95,6 +95,7 @@ use crate::io::fixed::publish_fixed_region;
 use crate::io::fork::register_child_hook;
 use crate::io::{EngineKind, FlushFailure, Submitter, SyncRequest, MAX_BATCH};
 use crate::stats::SharedStats;
+use crate::sys::fork::ForkLocal;
 use crate::sys::{Slot, SlotRegion};
 
 /// Bytes one queue may hold before it is flushed: one arena slot.
@@ -235,10 +236,15 @@ pub(crate) struct Queue {
 
 /// Every queue a file uses, by key. Taken at xOpen, xClose and xDelete, never per I/O.
 /// A database's entry outlives its files only while it holds an unreported failure.
-static QUEUES: Mutex<BTreeMap<QueueKey, Arc<Queue>>> = Mutex::new(BTreeMap::new());
+/// This process's: a forked child starts with none (the parent's map may have been
+/// locked at the fork, and its queues hold the parent's writes).
+static QUEUES: ForkLocal<Mutex<QueueMap>> = ForkLocal::new();
 
-fn queues() -> MutexGuard<'static, BTreeMap<QueueKey, Arc<Queue>>> {
+type QueueMap = BTreeMap<QueueKey, Arc<Queue>>;
+
+fn queues() -> MutexGuard<'static, QueueMap> {
     QUEUES
+        .get()
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
@@ -898,8 +904,8 @@ fn release_if_unused(queue: Arc<Queue>) {
 /// handler).
 ///
 /// Returns whether every queue (and the map) could be locked.
-fn for_each_queue(mut visit: impl FnMut(&mut QueueGuard<'_>)) -> bool {
-    let Ok(queues) = QUEUES.try_lock() else {
+fn for_each_queue(map: &Mutex<QueueMap>, mut visit: impl FnMut(&mut QueueGuard<'_>)) -> bool {
+    let Ok(queues) = map.try_lock() else {
         return false;
     };
     let mut all = true;
@@ -922,7 +928,7 @@ fn for_each_queue(mut visit: impl FnMut(&mut QueueGuard<'_>)) -> bool {
 /// owner file, as any quiet flush's).
 #[cfg(test)]
 pub(crate) fn flush_every_queue() {
-    for_each_queue(|queue| {
+    for_each_queue(QUEUES.get(), |queue| {
         let _ = queue.flush_for(Caller::Quiet);
     });
 }
@@ -965,7 +971,7 @@ extern "C" fn flush_at_exit() {
             if PARENTS_QUEUES.load(Ordering::Acquire) {
                 return;
             }
-            let all_visited = for_each_queue(|queue| {
+            let all_visited = for_each_queue(QUEUES.get(), |queue| {
                 if queue.unreported.is_some() {
                     return;
                 }
@@ -986,9 +992,15 @@ extern "C" fn flush_at_exit() {
 /// parent's, and the parent will submit them; the child must not write them a second
 /// time. A queue whose lock a parent thread held stays as it is, and every flush of it
 /// in the child blocks — SQLite's documentation already forbids using a connection
-/// across fork() in that situation.
+/// across fork() in that situation. The child's own databases get queues of their own
+/// (`QUEUES` is a `ForkLocal`), so opening one never waits on the parent's map.
 fn forget_after_fork() {
-    let all_visited = for_each_queue(|queue| {
+    // The parent's map: the child's own starts empty at its first use, but the parent's
+    // queues stay reachable through the files the child inherited.
+    let Some(parents) = QUEUES.last_published() else {
+        return;
+    };
+    let all_visited = for_each_queue(parents, |queue| {
         queue.owner = None;
         queue.pieces.clear();
         queue.arena_len = 0;
@@ -1250,6 +1262,27 @@ mod tests {
         assert!(!queues().contains_key(&key), "forgotten with its last file");
         release(other);
         release(private);
+    }
+
+    #[test]
+    fn a_forked_child_gets_its_own_queues_even_with_the_map_locked_at_the_fork() {
+        let parents = queue_for_database("/nonexistent/parent-of-fork.db");
+        // Held across the fork, as a thread of the parent opening or closing a file may
+        // hold it: in the child that lock would never be released.
+        let held = queues();
+        let child = crate::sys::fork::run_in_forked_child(|| {
+            let own = queue_for_database("/nonexistent/parent-of-fork.db");
+            let fresh = !Arc::ptr_eq(&own, &parents) && queues().len() == 1;
+            release(own);
+            fresh && queues().is_empty()
+        });
+        drop(held);
+        child.unwrap();
+        assert!(
+            queues().contains_key(&parents.key),
+            "the parent's map as it was"
+        );
+        release(parents);
     }
 
     /// A writer of its own file id for `file`'s buffered descriptor.

@@ -41,7 +41,16 @@ pub(crate) fn fork_generation() -> u64 {
 /// process.
 pub(crate) struct ForkLocal<T> {
     current: AtomicPtr<Stamped<T>>,
+    /// Owns a `T` (for drop check); the `Send`/`Sync` bounds are below.
+    _owns: std::marker::PhantomData<T>,
 }
+
+// SAFETY: `get` shares `&T` among the threads that share the `ForkLocal` (so `T: Sync`),
+// and the value one thread's `get` made is dropped by whichever thread drops the
+// `ForkLocal` (so `T: Send`): the bounds of std's `OnceLock`.
+unsafe impl<T: Send + Sync> Sync for ForkLocal<T> {}
+// SAFETY: sending the `ForkLocal` sends the `T` it owns.
+unsafe impl<T: Send> Send for ForkLocal<T> {}
 
 struct Stamped<T> {
     generation: u64,
@@ -52,6 +61,7 @@ impl<T: Default> ForkLocal<T> {
     pub(crate) const fn new() -> ForkLocal<T> {
         ForkLocal {
             current: AtomicPtr::new(std::ptr::null_mut()),
+            _owns: std::marker::PhantomData,
         }
     }
 
@@ -88,6 +98,17 @@ impl<T: Default> ForkLocal<T> {
                 }
             }
         }
+    }
+}
+
+impl<T> ForkLocal<T> {
+    /// The value last published, of whatever generation: in a fork hook, the parent's
+    /// (nothing in the child has called `get` yet). The parent's threads may have held
+    /// it at the fork, so a hook may only `try_lock` what it holds.
+    pub(crate) fn last_published(&self) -> Option<&T> {
+        let published = self.current.load(Ordering::Acquire);
+        // SAFETY: as in `get`: a published box is freed only by `drop`.
+        (!published.is_null()).then(|| unsafe { &(*published).value })
     }
 }
 
