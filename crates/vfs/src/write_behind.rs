@@ -92,10 +92,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::direct::WalDirect;
 use crate::io::fixed::publish_fixed_region;
-use crate::io::fork::register_child_hook;
 use crate::io::{EngineKind, FlushFailure, Submitter, SyncRequest, MAX_BATCH};
 use crate::stats::SharedStats;
-use crate::sys::fork::ForkLocal;
+use crate::sys::fork::{register_child_hook, ForkLocal};
 use crate::sys::{Slot, SlotRegion};
 
 /// Bytes one queue may hold before it is flushed: one arena slot.
@@ -988,7 +987,7 @@ extern "C" fn flush_at_exit() {
     });
 }
 
-/// In a child after `fork()` (registered with `io::fork`): the queued writes are the
+/// In a child after `fork()` (registered with `sys::fork`): the queued writes are the
 /// parent's, and the parent will submit them; the child must not write them a second
 /// time. A queue whose lock a parent thread held stays as it is, and every flush of it
 /// in the child blocks — SQLite's documentation already forbids using a connection

@@ -64,8 +64,9 @@ impl File {
         }
     }
 
-    /// xRead where the file is mapped or `rest_by_pread` says no: from the memory map as far as it reaches,
-    /// the rest through the O_DIRECT side or the engine (the ring, or a traced read).
+    /// xRead where the file is mapped or `rest_by_pread` says no: from the memory map as
+    /// far as it reaches, the rest by `pread` (`rest_by_pread`), through the O_DIRECT side
+    /// or through the engine (the ring, or a traced read).
     /// Counts the read. Returns the bytes read (or the errno) and whether the file gave
     /// all of them (none from the map).
     #[inline(never)]

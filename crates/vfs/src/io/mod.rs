@@ -15,7 +15,7 @@
 //! `test-support` feature (this crate's own tests turn it on; no shipped build does).
 //!
 //! Inside `io/`, files import downward too: `op` (the [`Op`] type, the `Engine` trait,
-//! retry rules) and the leaves `fixed`, `fork`, `diagnose`, `routing`, `record` → the
+//! retry rules) and the leaves `fixed`, `diagnose`, `routing`, `record` → the
 //! engines `syscall`, `uring` → `fault` → `engine` → `submit`. This file only declares
 //! and re-exports; nothing in `io/` names it.
 //!
@@ -28,7 +28,6 @@ pub(crate) mod engine;
 #[cfg(feature = "test-support")]
 pub(crate) mod fault;
 pub(crate) mod fixed;
-pub(crate) mod fork;
 pub(crate) mod op;
 #[cfg(feature = "test-support")]
 pub(crate) mod power_loss;

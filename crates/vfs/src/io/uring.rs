@@ -29,11 +29,11 @@ use super::diagnose::{
     explain_setup_failure, kernel_release, ProbeReport, RingCompletion, RingPlacement,
 };
 use super::fixed::{buffer_registration_switched_off, fixed_region, FixedRegion};
-use super::fork::fork_generation;
 use super::op::{batch_array, Engine, Op, MAX_BATCH};
 use super::record;
 use super::routing::Routing;
 use super::syscall::{chain_completed, SyscallEngine};
+use crate::sys::fork::fork_generation;
 
 /// Submission-queue entries per ring. SQLite rarely has more than a few ops ready at
 /// once; bigger batches are split, never dropped.

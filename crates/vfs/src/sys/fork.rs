@@ -1,32 +1,74 @@
-//! Which process this is, across `fork()`: a generation counter the child bumps, and
-//! [`ForkLocal`], a value a forked child starts afresh instead of touching the parent's
-//! (which a thread of the parent, absent in the child, may have held locked at the
-//! fork). A leaf of `sys/`.
+//! Which process this is, across `fork()`: a generation counter the child bumps, the
+//! hooks the layers above run in the child (the write-behind queue forgetting the
+//! parent's queued writes), and [`ForkLocal`], a value a forked child starts afresh
+//! instead of touching the parent's (which a thread of the parent, absent in the child,
+//! may have held locked at the fork). A ring made before a fork belongs to the parent: a
+//! child inherits its ring mappings, and submitting on them would mix its I/O into the
+//! parent's queues, so `io/uring.rs` abandons a ring of an older generation. A leaf of
+//! `sys/`.
 
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
-/// Bumped in the child after every `fork()`, by the one handler [`fork_generation`]
-/// installs. The handler touches this atomic only: the child's other threads are gone,
-/// possibly while one of them held a lock or was inside a `Once`.
+/// Bumped in the child after every `fork()`, by the one handler [`install_handler`]
+/// registers.
 static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
 static FORK_HANDLER: std::sync::Once = std::sync::Once::new();
 
+/// Most hooks that can be registered (the write-behind queue uses one).
+const MAX_HOOKS: usize = 8;
+
+/// Registered hooks, as `fn()` pointers cast to usize (0 = empty slot): plain atomics, so
+/// the child reads them without taking a lock another thread of the parent may have held.
+static HOOKS: [AtomicUsize; MAX_HOOKS] = [const { AtomicUsize::new(0) }; MAX_HOOKS];
+
 /// Runs `f` in the child after every later `fork()` (pthread_atfork(3)).
-pub(crate) fn at_fork_in_child(f: extern "C" fn()) {
+fn at_fork_in_child(f: extern "C" fn()) {
     // SAFETY: `f` is a function of the program text, which lives as long as the process.
     unsafe { libc::pthread_atfork(None, None, Some(f)) };
 }
 
-extern "C" fn bump_generation_in_child() {
+/// The child handler. The child's other threads are gone, possibly while one of them
+/// held a lock or was inside a `Once`: it touches atomics only, and runs the hooks, each
+/// of which must be safe in the single-threaded child (they only `try_lock`).
+extern "C" fn after_fork_in_child() {
     FORK_GENERATION.fetch_add(1, Ordering::Relaxed);
+    for slot in &HOOKS {
+        let hook = slot.load(Ordering::Acquire);
+        if hook != 0 {
+            // SAFETY: only `register_child_hook` stores here, and it stores `fn()`
+            // pointers; functions live for the whole process.
+            let hook: fn() = unsafe { std::mem::transmute::<usize, fn()>(hook) };
+            hook();
+        }
+    }
+}
+
+fn install_handler() {
+    FORK_HANDLER.call_once(|| at_fork_in_child(after_fork_in_child));
 }
 
 /// This process's fork generation: 0 in a process that never forked, one more in each
 /// forked child than in its parent at the fork. Installs the child handler on first use,
 /// so a value read before a fork is never current after it.
 pub(crate) fn fork_generation() -> u64 {
-    FORK_HANDLER.call_once(|| at_fork_in_child(bump_generation_in_child));
+    install_handler();
     FORK_GENERATION.load(Ordering::Relaxed)
+}
+
+/// Runs `hook` in the child after every later `fork()`. The hook runs in a process with
+/// one thread, where any lock may have been held by a thread that no longer exists: it
+/// must only `try_lock`, never block. Registering the same hook twice is a no-op.
+pub(crate) fn register_child_hook(hook: fn()) {
+    install_handler();
+    let value = hook as usize;
+    for slot in &HOOKS {
+        match slot.compare_exchange(0, value, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return,
+            Err(existing) if existing == value => return,
+            Err(_) => continue,
+        }
+    }
+    panic!("more than {MAX_HOOKS} fork hooks registered");
 }
 
 /// A value of this process: `get` in a forked child gives a new `T::default()`, never

@@ -2,7 +2,8 @@
 //! them, owned and closed by the types of [`fd`], `stat` wrappers, the filesystem a
 //! descriptor lives on (`Filesystem`), directory names, the page-aligned buffer of
 //! O_DIRECT I/O, the memory the VFS maps ([`mapping`]), and the few process-wide calls
-//! (`atexit`, `pthread_atfork`, `uname`, `gettid`) the layers above make. Every system call on a
+//! (`atexit`, `uname`, `gettid`) the layers above make, and what a forked child forgets
+//! ([`fork`]: the fork generation, child hooks, `ForkLocal`). Every system call on a
 //! file goes through [`calls`], the table tests can replace calls in. A leaf: it names no
 //! other module of the crate but `ffi`.
 //!
@@ -20,7 +21,6 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 
 pub(crate) use calls::{last_errno, UNKNOWN_ERRNO};
 pub(crate) use fd::{flock, DbFd, Fd};
-pub(crate) use fork::at_fork_in_child;
 pub(crate) use mapping::{Mapping, Slot, SlotRegion};
 
 /// os_unix.c SQLITE_MINIMUM_FILE_DESCRIPTOR: never put a database on fd 0, 1 or 2, where
