@@ -9,6 +9,7 @@ use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 
 use crate::ffi::sqlite3_vfs;
 use crate::open_name::{OpenName, UriParameters};
+use crate::sys::FilePath;
 
 type VfsFind = unsafe extern "C" fn(*const c_char) -> *mut sqlite3_vfs;
 type VfsRegister = unsafe extern "C" fn(*mut sqlite3_vfs, c_int) -> c_int;
@@ -185,15 +186,18 @@ impl SqliteApi {
     /// `sqlite3_uri_parameter` gives it (the first given for its key). SQLite reads a
     /// journal's or WAL's parameters from its database's name, so they are the
     /// database's. A null `filename` is an anonymous file: no path, no parameters.
+    /// `None` when the path is not UTF-8 (`FilePath`).
     ///
     /// # Safety
     /// `filename` must be null or the filename pointer SQLite passed to the xOpen call in
     /// progress (a name SQLite made, `sqlite3_create_filename` style), alive for this
     /// call.
-    pub(crate) unsafe fn open_name(&self, filename: *const c_char) -> OpenName {
+    pub(crate) unsafe fn open_name(&self, filename: *const c_char) -> Option<OpenName> {
         if filename.is_null() {
-            return OpenName::default();
+            return Some(OpenName::default());
         }
+        // SAFETY: a non-null `filename` is NUL-terminated (caller contract).
+        let path = FilePath::from_c(unsafe { CStr::from_ptr(filename) })?;
         let text = |pointer: *const c_char| {
             // SAFETY: every pointer passed here is non-null and NUL-terminated inside
             // SQLite's filename buffer, alive for the call (caller contract).
@@ -220,10 +224,10 @@ impl SqliteApi {
             };
             pairs.push((text(key), value));
         }
-        OpenName {
-            path: Some(text(filename)),
+        Some(OpenName {
+            path: Some(path),
             uri: UriParameters::new(pairs),
-        }
+        })
     }
 
     /// Writes `message` to SQLite's error log (`SQLITE_CONFIG_LOG`).
@@ -369,7 +373,7 @@ mod tests {
     #[test]
     fn a_null_name_decodes_to_an_anonymous_file() {
         // SAFETY: null is allowed.
-        let name = unsafe { SqliteApi::linked().open_name(std::ptr::null()) };
+        let name = unsafe { SqliteApi::linked().open_name(std::ptr::null()) }.unwrap();
         assert_eq!(name, OpenName::default());
     }
 
@@ -384,7 +388,7 @@ mod tests {
             ],
         );
         // SAFETY: a filename SQLite made, alive for the call.
-        let name = unsafe { SqliteApi::linked().open_name(file.0) };
+        let name = unsafe { SqliteApi::linked().open_name(file.0) }.unwrap();
         assert_eq!(name.path.as_deref(), Some("/d/main.db"));
         assert_eq!(
             pairs(&name),
@@ -403,8 +407,9 @@ mod tests {
         // SAFETY: SQLite's journal and WAL names of the filename it made.
         let (journal, wal) = unsafe {
             (
-                api.open_name(ffi::sqlite3_filename_journal(file.0)),
-                api.open_name(ffi::sqlite3_filename_wal(file.0)),
+                api.open_name(ffi::sqlite3_filename_journal(file.0))
+                    .unwrap(),
+                api.open_name(ffi::sqlite3_filename_wal(file.0)).unwrap(),
             )
         };
         assert_eq!(journal.path.as_deref(), Some("/d/main.db-journal"));

@@ -224,9 +224,32 @@ pub(crate) struct UriOptions {
 }
 
 impl UriOptions {
+    /// What a filename without URI parameters says: nothing of its own (a rollback
+    /// commit opens its journal under such a name, so this is not parsed each time).
+    const NONE_GIVEN: UriOptions = UriOptions {
+        backend: None,
+        fallback_to_syscall: None,
+        sync_mode: None,
+        direct: None,
+        wal_direct: false,
+        sqpoll: None,
+        readahead: None,
+        reads: None,
+        writes: None,
+        syncs: None,
+        write_behind: true,
+        sync_plan: SyncPlan::Linked,
+        psow: true,
+        readonly_shm: false,
+        nolock: false,
+    };
+
     /// Parses the URI parameters of one filename. The error names the parameter and the
     /// values it takes.
     pub(crate) fn parse(uri: &UriParameters) -> Result<UriOptions, String> {
+        if uri.is_empty() {
+            return Ok(UriOptions::NONE_GIVEN);
+        }
         for key in uri.keys() {
             if key.starts_with("uring_") && !URI_PARAMETERS.contains(&key) {
                 return Err(format!(
@@ -307,6 +330,11 @@ mod tests {
 
     #[test]
     fn absent_parameters_leave_the_vfs_defaults() {
+        assert_eq!(parse(&[]).unwrap(), UriOptions::NONE_GIVEN);
+        assert_eq!(
+            parse(&[("cache", "shared")]).unwrap(),
+            UriOptions::NONE_GIVEN
+        );
         let options = parse(&[("cache", "shared")]).unwrap();
         assert_eq!(
             options,

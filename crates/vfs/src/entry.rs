@@ -810,17 +810,16 @@ pub(crate) unsafe extern "C" fn x_open(
             flags
         };
         let code = guard(Some(state), "xOpen", || {
-            if !name.is_null() && std::ffi::CStr::from_ptr(name).to_str().is_err() {
+            // The name and its URI parameters, decoded once: `file/` holds no C pointer.
+            let Some(decoded) = state.api.open_name(name) else {
                 return Err(refuse_non_utf8_path(
                     state,
                     name,
                     "open",
                     Failure::CantOpen(libc::EILSEQ),
                 ));
-            }
-            // The name and its URI parameters, decoded once: `file/` holds no C pointer.
-            let name = state.api.open_name(name);
-            let (file, flags_out) = File::open(state, &name, open_flags)?;
+            };
+            let (file, flags_out) = File::open(state, decoded, open_flags)?;
             let flags_out =
                 (flags_out & !SQLITE_OPEN_DELETEONCLOSE) | (flags & SQLITE_OPEN_DELETEONCLOSE);
             let methods = if file.uses_nolock() {
@@ -891,13 +890,16 @@ pub(crate) unsafe extern "C" fn x_delete(
                 .log_os_error(SQLITE_IOERR_DELETE, "unlink", "", libc::EFAULT);
             return Failure::Delete(libc::EFAULT).code();
         }
-        let Ok(path) = std::ffi::CStr::from_ptr(name).to_str() else {
+        let c_path = std::ffi::CStr::from_ptr(name);
+        let Ok(path) = c_path.to_str() else {
             return refuse_non_utf8_path(state, name, "delete", Failure::Delete(libc::EILSEQ))
                 .code();
         };
         let started = trace::start(trace::TARGET_VFS);
         let code = guard(Some(state), "xDelete", || {
-            state.delete(path, sync_dir & 1 != 0).map(|()| SQLITE_OK)
+            state
+                .delete(path, c_path, sync_dir & 1 != 0)
+                .map(|()| SQLITE_OK)
         });
         if let Some(started) = started {
             trace::call(

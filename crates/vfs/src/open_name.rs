@@ -2,11 +2,14 @@
 //! (`SqliteApi::open_name`, called by `entry.rs`): its path and every URI parameter,
 //! owned, so the code that opens the file (`file/open.rs`) holds no C pointer.
 
+use crate::sys::FilePath;
+
 /// What xOpen was asked to open.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct OpenName {
-    /// The filename; `None` for an anonymous temporary file (a null name).
-    pub(crate) path: Option<String>,
+    /// The filename, with its NUL (the file keeps it); `None` for an anonymous
+    /// temporary file (a null name).
+    pub(crate) path: Option<FilePath>,
     /// The filename's URI parameters; a journal's or WAL's are its database's, as SQLite
     /// reads them (`sqlite3_uri_parameter`).
     pub(crate) uri: UriParameters,
@@ -31,6 +34,11 @@ impl UriParameters {
                 .map(|(key, value)| (key.to_string(), value.to_string()))
                 .collect(),
         )
+    }
+
+    /// Whether the name has no parameter at all.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 
     /// Every key, in order (a key given twice is listed twice).

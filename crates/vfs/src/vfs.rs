@@ -2,7 +2,7 @@
 //! function table, the `unix` VFS it delegates path operations to, its engine and
 //! defaults, its counters), and the VFS-level I/O method, xDelete.
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::os::fd::AsRawFd;
 
 use crate::api::{FoundVfs, SqliteApi};
@@ -48,13 +48,13 @@ pub(crate) struct VfsState {
 impl VfsState {
     /// xDelete: unlink, then sync the directory when SQLite asks (journal deletion is a
     /// commit point in DELETE mode).
-    pub(crate) fn delete(&self, path: &str, sync_dir: bool) -> Result<(), Failure> {
+    /// `path` is `c_path` as text.
+    pub(crate) fn delete(&self, path: &str, c_path: &CStr, sync_dir: bool) -> Result<(), Failure> {
         // A queued write of this file's database that failed unreported (e.g. at a
         // journal's xClose) must stop the journal from being deleted: it is what repairs
         // the database. Other databases' queues are not touched.
         write_behind::flush_for_delete(path)?;
-        let c_path = CString::new(path).map_err(|_| Failure::Delete(libc::EINVAL))?;
-        if calls::unlink(&c_path) != 0 {
+        if calls::unlink(c_path) != 0 {
             let errno = crate::sys::last_errno();
             if errno == libc::ENOENT {
                 return Err(Failure::DeleteNoent);
@@ -73,7 +73,7 @@ impl VfsState {
             // As os_unix.c unixDelete: a directory that cannot be opened is logged (by
             // the default openDirectory) and is not an error of the delete; a failed fsync
             // is, logged under the deleted file's name; a failed close is logged.
-            let dir_fd = match crate::sys::open_directory_of(path) {
+            let dir_fd = match crate::sys::open_directory_of(c_path) {
                 Ok(fd) => fd,
                 Err(errno) => {
                     if !calls::is_replaced(c"openDirectory") {

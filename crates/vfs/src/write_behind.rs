@@ -215,7 +215,7 @@ struct QueueState {
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum QueueKey {
     /// A main database's path: its files share the queue.
-    Database(String),
+    Database(Box<str>),
     /// A file with a queue of its own, by file id.
     Private(u64),
 }
@@ -239,7 +239,73 @@ pub(crate) struct Queue {
 /// locked at the fork, and its queues hold the parent's writes).
 static QUEUES: ForkLocal<Mutex<QueueMap>> = ForkLocal::new();
 
-type QueueMap = BTreeMap<QueueKey, Arc<Queue>>;
+/// The queues by key: a database's by its path, looked up as a `&str`, so opening or
+/// deleting a journal (once per rollback commit) copies no path; a private queue by its
+/// file's id.
+#[derive(Default)]
+struct QueueMap {
+    databases: BTreeMap<Box<str>, Arc<Queue>>,
+    private: BTreeMap<u64, Arc<Queue>>,
+}
+
+impl QueueMap {
+    fn is_empty(&self) -> bool {
+        self.databases.is_empty() && self.private.is_empty()
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.databases.len() + self.private.len()
+    }
+
+    #[cfg(test)]
+    fn contains_key(&self, key: &QueueKey) -> bool {
+        match key {
+            QueueKey::Database(path) => self.databases.contains_key(path),
+            QueueKey::Private(id) => self.private.contains_key(id),
+        }
+    }
+
+    fn remove(&mut self, key: &QueueKey) {
+        match key {
+            QueueKey::Database(path) => self.databases.remove(path),
+            QueueKey::Private(id) => self.private.remove(id),
+        };
+    }
+
+    /// Every queue: the databases' by path, then the private ones by file id.
+    fn values(&self) -> impl Iterator<Item = &Arc<Queue>> {
+        self.databases.values().chain(self.private.values())
+    }
+
+    /// A new queue under `key`, which has none yet.
+    fn insert_new(&mut self, key: QueueKey) -> Arc<Queue> {
+        if self.is_empty() {
+            // From now on a queue can hold writes a forked child must not issue again,
+            // and writes a normal exit must not lose.
+            register_child_hook(forget_after_fork);
+            register_exit_flush();
+        }
+        let queue = Arc::new(Queue {
+            key: key.clone(),
+            in_use: AtomicBool::new(false),
+            state: Mutex::new(QueueState {
+                arena: None,
+                arena_len: 0,
+                owner: None,
+                pieces: Vec::with_capacity(MAX_PIECES),
+                unreported: None,
+                wal_sides: Vec::new(),
+            }),
+        });
+        let previous = match key {
+            QueueKey::Database(path) => self.databases.insert(path, queue.clone()),
+            QueueKey::Private(id) => self.private.insert(id, queue.clone()),
+        };
+        assert!(previous.is_none(), "a second queue under one key");
+        queue
+    }
+}
 
 fn queues() -> MutexGuard<'static, QueueMap> {
     QUEUES
@@ -257,42 +323,23 @@ pub(crate) fn database_of(path: &str) -> &str {
         .unwrap_or(path)
 }
 
-fn queue_for(key: QueueKey) -> Arc<Queue> {
-    let mut queues = queues();
-    if queues.is_empty() {
-        // From now on a queue can hold writes a forked child must not issue again, and
-        // writes a normal exit must not lose.
-        register_child_hook(forget_after_fork);
-        register_exit_flush();
-    }
-    queues
-        .entry(key.clone())
-        .or_insert_with(|| {
-            Arc::new(Queue {
-                key,
-                in_use: AtomicBool::new(false),
-                state: Mutex::new(QueueState {
-                    arena: None,
-                    arena_len: 0,
-                    owner: None,
-                    pieces: Vec::with_capacity(MAX_PIECES),
-                    unreported: None,
-                    wal_sides: Vec::new(),
-                }),
-            })
-        })
-        .clone()
-}
-
 /// The queue a main database, its journal and its WAL share (`database` from
 /// [`database_of`]).
 pub(crate) fn queue_for_database(database: &str) -> Arc<Queue> {
-    queue_for(QueueKey::Database(database.to_string()))
+    let mut queues = queues();
+    if let Some(queue) = queues.databases.get(database) {
+        return queue.clone();
+    }
+    queues.insert_new(QueueKey::Database(database.into()))
 }
 
 /// A queue for one file alone (temporary files, super-journals).
 pub(crate) fn private_queue(file_id: u64) -> Arc<Queue> {
-    queue_for(QueueKey::Private(file_id))
+    let mut queues = queues();
+    match queues.private.get(&file_id) {
+        Some(queue) => queue.clone(),
+        None => queues.insert_new(QueueKey::Private(file_id)),
+    }
 }
 
 /// The locked queue; dropping the guard returns an empty queue's arena slot, checks the
@@ -878,8 +925,7 @@ pub(crate) fn release(queue: Arc<Queue>) {
 /// the delete with that database's unreported failure (a journal is not deleted after a
 /// lost database write). Other databases' queues are not touched.
 pub(crate) fn flush_for_delete(path: &str) -> Result<(), FlushFailure> {
-    let key = QueueKey::Database(database_of(path).to_string());
-    let Some(queue) = queues().get(&key).cloned() else {
+    let Some(queue) = queues().databases.get(database_of(path)).cloned() else {
         return Ok(());
     };
     let result = queue.flush(Caller::Writer(None));

@@ -8,7 +8,7 @@ use crate::error::Failure;
 use crate::ffi::*;
 use crate::shm::Shm;
 pub(crate) use crate::shm::ShmLockRequest;
-use crate::sys::stat_path;
+use crate::sys::stat_c_path;
 use crate::write_behind;
 
 use super::open::temp_file_name;
@@ -177,7 +177,7 @@ impl File {
                 identity
             }
         };
-        match stat_path(path) {
+        match stat_c_path(path.as_c_str()) {
             Some(st) => (st.st_dev, st.st_ino) != identity,
             None => true,
         }

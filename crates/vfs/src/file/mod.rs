@@ -43,8 +43,8 @@ static NEXT_FILE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64
 pub(crate) struct File {
     pub(crate) vfs: &'static VfsState,
     id: u64,
-    /// Full path; `None` for anonymous temporary files.
-    path: Option<String>,
+    /// Full path, with its NUL for system calls; `None` for anonymous temporary files.
+    path: Option<crate::sys::FilePath>,
     /// The buffered descriptor (I/O names it by number: [`File::fd`]).
     descriptor: Descriptor,
     /// `(st_dev, st_ino)` of the open descriptor, read by the first SQLITE_FCNTL_HAS_MOVED.

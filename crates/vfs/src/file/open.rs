@@ -22,7 +22,8 @@ use crate::mmap::MemoryMap;
 use crate::open_name::OpenName;
 use crate::stats::{ReadCounts, SharedStats};
 use crate::sys::{
-    calls, give_created_mode, open_above_stdio, stat_path, DbFd, Fd, Filesystem, DEFAULT_FILE_MODE,
+    calls, give_created_mode, open_above_stdio, stat_c_path, stat_path, with_c_prefix, DbFd, Fd,
+    FilePath, Filesystem, DEFAULT_FILE_MODE,
 };
 use crate::vfs::VfsState;
 use crate::write_behind;
@@ -229,9 +230,12 @@ impl OpenFlags {
 /// Linux an anonymous temporary file is an O_TMPFILE inode that never has a name
 /// (returned open), so no other process can open it and nothing is left to unlink; a
 /// named file, unlinked at once, only where the filesystem refuses that.
-fn path_or_anonymous(name: &OpenName, open: &OpenFlags) -> (String, Option<Fd>) {
-    if let Some(path) = &name.path {
-        return (path.clone(), None);
+fn path_or_anonymous(
+    path: Option<FilePath>,
+    open: &OpenFlags,
+) -> Result<(FilePath, Option<Fd>), Failure> {
+    if let Some(path) = path {
+        return Ok((path, None));
     }
     // SQLite only opens anonymous files as temporary, delete-on-close files.
     assert!(
@@ -249,7 +253,10 @@ fn path_or_anonymous(name: &OpenName, open: &OpenFlags) -> (String, Option<Fd>) 
         Some(_) => format!("{directory}/(O_TMPFILE)"),
         None => temp_file_name_in(&directory),
     };
-    (path, unnamed_fd)
+    // The directory came from a NUL-terminated string (an environment variable or a
+    // constant), so the name has no NUL either.
+    let path = FilePath::new(&path).ok_or(Failure::CantOpen(libc::EINVAL))?;
+    Ok((path, unnamed_fd))
 }
 
 /// Opens the file's descriptor (or takes the O_TMPFILE one already open). Returns it
@@ -429,8 +436,8 @@ fn attach_descriptor(
 /// queue (SQLite orders writes between them); any other file — temporary, transient, a
 /// super-journal — is ordered against nothing else through the queue and gets one of
 /// its own.
-fn queue_of(name: &OpenName, open: &OpenFlags, path: &str, id: u64) -> Arc<write_behind::Queue> {
-    let database = if name.path.is_none() || open.is_delete {
+fn queue_of(named: bool, open: &OpenFlags, path: &str, id: u64) -> Arc<write_behind::Queue> {
+    let database = if !named || open.is_delete {
         None
     } else if open.is(SQLITE_OPEN_MAIN_DB) {
         Some(path)
@@ -455,11 +462,11 @@ impl File {
     /// (getFileMode); a journal or WAL name with no `-` before its last `.` has no
     /// database to copy from (mode 0: the default).
     fn create_mode(
-        path: &str,
+        path: &FilePath,
         name: &OpenName,
         flags: c_int,
     ) -> Result<(libc::mode_t, Option<(u32, u32)>), Failure> {
-        let mode_of = |file: &str| match stat_path(file) {
+        let mode_of = |stat: Option<libc::stat>| match stat {
             Some(st) => Ok((st.st_mode & 0o777, Some((st.st_uid, st.st_gid)))),
             None => Err(Failure::Fstat(crate::sys::last_errno())),
         };
@@ -472,7 +479,7 @@ impl File {
                 .take_while(|&at| bytes[at] != b'.')
                 .find(|&at| bytes[at] == b'-');
             return match dash {
-                Some(dash) => mode_of(&path[..dash]),
+                Some(dash) => mode_of(with_c_prefix(path.as_c_str(), dash, stat_c_path)),
                 None => Ok((0, None)),
             };
         }
@@ -480,7 +487,7 @@ impl File {
             return Ok((PRIVATE_FILE_MODE, None));
         }
         match name.uri.get("modeof") {
-            Some(model) => mode_of(model),
+            Some(model) => mode_of(stat_path(model)),
             None => Ok((0, None)),
         }
     }
@@ -489,16 +496,17 @@ impl File {
     /// read-write open fell back to read-only, as os_unix.c does).
     pub(crate) fn open(
         vfs: &'static VfsState,
-        name: &OpenName,
+        mut name: OpenName,
         flags: c_int,
     ) -> Result<(File, c_int), Failure> {
         let open = OpenFlags::decode(flags);
-        let (path, unnamed_fd) = path_or_anonymous(name, &open);
-        let options = FileOptions::for_open(vfs, name, open.file_type, &path)?;
-        let (mode, owner) = File::create_mode(&path, name, flags)?;
-        let c_path = cstring(&path)?;
+        let named = name.path.is_some();
+        let (path, unnamed_fd) = path_or_anonymous(name.path.take(), &open)?;
+        let options = FileOptions::for_open(vfs, &name, open.file_type, &path)?;
+        let (mode, owner) = File::create_mode(&path, &name, flags)?;
+        let c_path = path.as_c_str();
         let is_unnamed = unnamed_fd.is_some();
-        let (fd, out_flags) = open_descriptor(vfs, &path, &c_path, &open, mode, unnamed_fd)?;
+        let (fd, out_flags) = open_descriptor(vfs, &path, c_path, &open, mode, unnamed_fd)?;
         give_created_mode(fd.as_fd(), mode);
         if let Some((uid, gid)) = owner {
             // As root, a new journal or WAL must stay usable by the database's owner.
@@ -519,7 +527,7 @@ impl File {
         } = match open_direct_sides(
             vfs,
             &path,
-            &c_path,
+            c_path,
             &open,
             options.direct,
             &options.uri,
@@ -546,10 +554,10 @@ impl File {
         )?;
         if open.is_delete && !is_unnamed {
             // Unlinking now means even a crash cannot leave the file behind.
-            calls::unlink(&c_path);
+            calls::unlink(c_path);
         }
         let id = NEXT_FILE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let queue = queue_of(name, &open, &path, id);
+        let queue = queue_of(named, &open, &path, id);
         let has_wal_direct = wal_direct.is_some();
         if let Some(wal_direct) = wal_direct {
             // Its flushes, whichever thread makes them, go through it: the queue owns it.
@@ -570,7 +578,7 @@ impl File {
         let file = File {
             vfs,
             id,
-            path: name.path.is_some().then_some(path),
+            path: named.then_some(path),
             descriptor,
             identity,
             lock,
@@ -627,7 +635,8 @@ impl File {
         } else if st.st_nlink > 1 {
             warn("multiple links to file:");
         } else if self.identity.is_some_and(|identity| {
-            stat_path(path).is_none_or(|now| (now.st_dev, now.st_ino) != identity)
+            let now = self.path.as_ref().and_then(|p| stat_c_path(p.as_c_str()));
+            now.is_none_or(|now| (now.st_dev, now.st_ino) != identity)
         }) {
             warn("file renamed while open:");
         }

@@ -254,7 +254,7 @@ impl File {
         // The directory sync is independent of the file's: both are submitted together
         // and both complete before xSync returns, as os_unix.c's two sequential calls do.
         let (directory, directory_errno) = match (&self.path, self.dir_sync_pending) {
-            (Some(path), true) => match open_directory_of(path) {
+            (Some(path), true) => match open_directory_of(path.as_c_str()) {
                 Ok(fd) => (Some(fd), None),
                 Err(errno) => (None, Some(errno)),
             },

@@ -106,17 +106,9 @@ unsafe extern "C" fn default_open_directory(file: *const c_char, fd: *mut c_int)
     // SAFETY: the caller passes a NUL-terminated path and a writable int.
     unsafe {
         *fd = -1;
-        let file = CStr::from_ptr(file).to_bytes();
-        let directory: &[u8] = match file.iter().rposition(|&b| b == b'/') {
-            Some(0) => b"/",
-            Some(end) => &file[..end],
-            None => b".",
-        };
-        let Ok(directory) = std::ffi::CString::new(directory) else {
-            return crate::ffi::SQLITE_CANTOPEN;
-        };
-        loop {
-            let opened = open(&directory, libc::O_RDONLY | libc::O_CLOEXEC, 0);
+        let file = CStr::from_ptr(file);
+        let open_it = |directory: &CStr| loop {
+            let opened = open(directory, libc::O_RDONLY | libc::O_CLOEXEC, 0);
             if opened >= 0 {
                 *fd = opened;
                 return crate::ffi::SQLITE_OK;
@@ -124,6 +116,10 @@ unsafe extern "C" fn default_open_directory(file: *const c_char, fd: *mut c_int)
             if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
                 return crate::ffi::SQLITE_CANTOPEN;
             }
+        };
+        match super::path::directory_len(file.to_bytes()) {
+            Some(len) => super::path::with_c_prefix(file, len, open_it),
+            None => open_it(super::path::directory_name(file.to_bytes())),
         }
     }
 }

@@ -15,6 +15,7 @@ pub(crate) mod fd;
 pub(crate) mod fork;
 pub(crate) mod mapping;
 pub(crate) mod page_cache;
+pub(crate) mod path;
 
 use std::ffi::{c_int, CStr, CString};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
@@ -22,6 +23,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 pub(crate) use calls::{last_errno, UNKNOWN_ERRNO};
 pub(crate) use fd::{flock, DbFd, Fd};
 pub(crate) use mapping::{Mapping, Slot, SlotRegion};
+pub(crate) use path::{with_c_prefix, FilePath};
 
 /// os_unix.c SQLITE_MINIMUM_FILE_DESCRIPTOR: never put a database on fd 0, 1 or 2, where
 /// a stray `printf` could overwrite it.
@@ -100,9 +102,13 @@ pub(crate) fn open_with_created_mode(
 
 /// stat(2) of `path`; `None` if it cannot be stat()ed.
 pub(crate) fn stat_path(path: &str) -> Option<libc::stat> {
-    let path = CString::new(path).ok()?;
+    stat_c_path(&CString::new(path).ok()?)
+}
+
+/// stat(2) of `path`; `None` if it cannot be stat()ed.
+pub(crate) fn stat_c_path(path: &CStr) -> Option<libc::stat> {
     let mut stat = zeroed_stat();
-    (calls::stat(&path, &mut stat) == 0).then_some(stat)
+    (calls::stat(path, &mut stat) == 0).then_some(stat)
 }
 
 /// fstat(2); `Err(errno)` on failure.
@@ -200,23 +206,23 @@ impl Filesystem {
     }
 }
 
-/// The directory os_unix.c's openDirectory opens for `file`: everything before the last
-/// `/`, `/` for a file at the root, `.` for a name without one.
+/// The directory os_unix.c's openDirectory opens for `file`, for messages: everything
+/// before the last `/`, `/` for a file at the root, `.` for a name without one.
 pub(crate) fn directory_of(file: &str) -> String {
-    match file.rfind('/') {
-        Some(0) => "/".to_string(),
+    match path::directory_len(file.as_bytes()) {
         Some(end) => file[..end].to_string(),
-        None => ".".to_string(),
+        None => path::directory_name(file.as_bytes())
+            .to_string_lossy()
+            .into_owned(),
     }
 }
 
 /// Opens the directory that holds `file`, for syncing it (os_unix.c openDirectory, the
 /// `openDirectory` entry of the table); `Err(errno)` if it cannot be opened, which
 /// os_unix.c does not treat as an error of the sync.
-pub(crate) fn open_directory_of(file: &str) -> Result<Fd, i32> {
-    let c_file = CString::new(file).map_err(|_| libc::EINVAL)?;
+pub(crate) fn open_directory_of(file: &CStr) -> Result<Fd, i32> {
     let mut fd: c_int = -1;
-    let rc = calls::open_directory(&c_file, &mut fd);
+    let rc = calls::open_directory(file, &mut fd);
     if rc != crate::ffi::SQLITE_OK || fd < 0 {
         return Err(last_errno());
     }
