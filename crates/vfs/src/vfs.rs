@@ -48,8 +48,9 @@ pub(crate) struct VfsState {
 impl VfsState {
     /// xDelete: unlink, then sync the directory when SQLite asks (journal deletion is a
     /// commit point in DELETE mode).
-    /// `path` is `c_path` as text.
+    /// `path` is `c_path` as text (both SQLite's name, decoded once at the edge).
     pub(crate) fn delete(&self, path: &str, c_path: &CStr, sync_dir: bool) -> Result<(), Failure> {
+        debug_assert_eq!(path.as_bytes(), c_path.to_bytes());
         // A queued write of this file's database that failed unreported (e.g. at a
         // journal's xClose) must stop the journal from being deleted: it is what repairs
         // the database. Other databases' queues are not touched.

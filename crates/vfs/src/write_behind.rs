@@ -212,7 +212,7 @@ struct QueueState {
 }
 
 /// What a queue is found by.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 enum QueueKey {
     /// A main database's path: its files share the queue.
     Database(Box<str>),
@@ -266,8 +266,17 @@ impl QueueMap {
         }
     }
 
-    fn remove(&mut self, key: &QueueKey) {
-        match key {
+    /// Forgets `queue`. Only that queue: in a forked child, a file inherited from the
+    /// parent holds the parent's queue, whose key the child's own queue may have too.
+    fn remove(&mut self, queue: &Arc<Queue>) {
+        let map_entry = match &queue.key {
+            QueueKey::Database(path) => self.databases.get(path),
+            QueueKey::Private(id) => self.private.get(id),
+        };
+        if !map_entry.is_some_and(|entry| Arc::ptr_eq(entry, queue)) {
+            return;
+        }
+        match &queue.key {
             QueueKey::Database(path) => self.databases.remove(path),
             QueueKey::Private(id) => self.private.remove(id),
         };
@@ -917,7 +926,7 @@ pub(crate) fn release(queue: Arc<Queue>) {
     // hold, so no open or close of another database waits for that flush.
     let keep = matches!(queue.key, QueueKey::Database(_)) && queue.in_use.load(Ordering::Acquire);
     if !keep {
-        queues.remove(&queue.key);
+        queues.remove(&queue);
     }
 }
 
@@ -939,7 +948,7 @@ pub(crate) fn flush_for_delete(path: &str) -> Result<(), FlushFailure> {
 fn release_if_unused(queue: Arc<Queue>) {
     let mut queues = queues();
     if Arc::strong_count(&queue) == 2 && !queue.in_use.load(Ordering::Acquire) {
-        queues.remove(&queue.key);
+        queues.remove(&queue);
     }
 }
 
@@ -1312,17 +1321,29 @@ mod tests {
     #[test]
     fn a_forked_child_gets_its_own_queues_even_with_the_map_locked_at_the_fork() {
         let parents = queue_for_database("/nonexistent/parent-of-fork.db");
+        // A file of the parent's the child closes: the last handle to its queue but the
+        // parent's map's.
+        let inherited_path = "/nonexistent/inherited-by-fork.db";
+        let inherited = queue_for_database(inherited_path);
         // Held across the fork, as a thread of the parent opening or closing a file may
         // hold it: in the child that lock would never be released.
         let held = queues();
+        // `inherited` is moved into the closure (the parent drops its handle there);
+        // `parents` stays the parent's.
         let child = crate::sys::fork::run_in_forked_child(|| {
             let own = queue_for_database("/nonexistent/parent-of-fork.db");
             let fresh = !Arc::ptr_eq(&own, &parents) && queues().len() == 1;
+            // Closing the inherited file leaves the child's own queue of that database.
+            let own_of_inherited = queue_for_database(inherited_path);
+            release(inherited);
+            let kept = queues().len() == 2;
+            release(own_of_inherited);
             release(own);
-            fresh && queues().is_empty()
+            fresh && kept && queues().is_empty()
         });
         drop(held);
         child.unwrap();
+        release(queue_for_database(inherited_path));
         assert!(
             queues().contains_key(&parents.key),
             "the parent's map as it was"

@@ -100,12 +100,13 @@ pub(crate) fn open_with_created_mode(
     Ok(fd)
 }
 
-/// stat(2) of `path`; `None` if it cannot be stat()ed.
+/// stat(2) of `path`, copied into a C string first; `None` if it cannot be stat()ed.
 pub(crate) fn stat_path(path: &str) -> Option<libc::stat> {
     stat_c_path(&CString::new(path).ok()?)
 }
 
-/// stat(2) of `path`; `None` if it cannot be stat()ed.
+/// stat(2) of a path that is a C string already (a `FilePath`'s, a prefix of one);
+/// `None` if it cannot be stat()ed.
 pub(crate) fn stat_c_path(path: &CStr) -> Option<libc::stat> {
     let mut stat = zeroed_stat();
     (calls::stat(path, &mut stat) == 0).then_some(stat)

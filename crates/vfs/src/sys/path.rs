@@ -4,7 +4,8 @@
 //! on it (`open`, `stat`, `unlink`) takes it as it is, and [`with_c_prefix`] gives a
 //! name derived from one — a journal's database, a file's directory — its NUL on the
 //! stack: a rollback commit opens, stats, syncs the directory of and deletes its journal
-//! without allocating a path (os_unix.c copies such names into a stack buffer too).
+//! with one copy of its name, the one its `File` keeps (os_unix.c copies such derived
+//! names into a stack buffer too).
 
 use std::ffi::{CStr, CString};
 
@@ -66,8 +67,8 @@ impl std::fmt::Debug for FilePath {
     }
 }
 
-/// Names no longer than this get their NUL on the stack in [`with_c_prefix`]; longer
-/// ones in an allocation.
+/// Names shorter than this get their NUL on the stack in [`with_c_prefix`]; longer ones
+/// in an allocation.
 const STACK_PATH_BYTES: usize = 256;
 
 /// Runs `f` on the first `len_bytes` bytes of `path` as a C string: `path` itself when
