@@ -335,27 +335,24 @@ mod tests {
             parse(&[("cache", "shared")]).unwrap(),
             UriOptions::NONE_GIVEN
         );
-        let options = parse(&[("cache", "shared")]).unwrap();
-        assert_eq!(
-            options,
-            UriOptions {
-                backend: None,
-                fallback_to_syscall: None,
-                sync_mode: None,
-                direct: None,
-                wal_direct: false,
-                sqpoll: None,
-                readahead: None,
-                reads: None,
-                writes: None,
-                syncs: None,
-                write_behind: true,
-                sync_plan: SyncPlan::Linked,
-                psow: true,
-                readonly_shm: false,
-                nolock: false,
-            }
+        // What "none given" means: every `uring_*` choice left to the VFS, write-behind
+        // on, os_unix.c's defaults for the rest.
+        let options = UriOptions::NONE_GIVEN;
+        let choices = (
+            options.backend,
+            options.sync_mode,
+            options.reads,
+            options.writes,
         );
+        assert_eq!(choices, (None, None, None, None));
+        assert!(options.fallback_to_syscall.is_none() && options.syncs.is_none());
+        assert!(
+            options.direct.is_none() && options.sqpoll.is_none() && options.readahead.is_none()
+        );
+        assert!(
+            options.write_behind && !options.wal_direct && options.sync_plan == SyncPlan::Linked
+        );
+        assert!(options.psow && !options.readonly_shm && !options.nolock);
     }
 
     #[test]
