@@ -258,22 +258,26 @@ impl QueueMap {
         self.databases.len() + self.private.len()
     }
 
+    /// The queue under `key`.
+    fn get(&self, key: &QueueKey) -> Option<&Arc<Queue>> {
+        match key {
+            QueueKey::Database(path) => self.databases.get(path),
+            QueueKey::Private(id) => self.private.get(id),
+        }
+    }
+
     #[cfg(test)]
     fn contains_key(&self, key: &QueueKey) -> bool {
-        match key {
-            QueueKey::Database(path) => self.databases.contains_key(path),
-            QueueKey::Private(id) => self.private.contains_key(id),
-        }
+        self.get(key).is_some()
     }
 
     /// Forgets `queue`. Only that queue: in a forked child, a file inherited from the
     /// parent holds the parent's queue, whose key the child's own queue may have too.
     fn remove(&mut self, queue: &Arc<Queue>) {
-        let map_entry = match &queue.key {
-            QueueKey::Database(path) => self.databases.get(path),
-            QueueKey::Private(id) => self.private.get(id),
-        };
-        if !map_entry.is_some_and(|entry| Arc::ptr_eq(entry, queue)) {
+        if !self
+            .get(&queue.key)
+            .is_some_and(|entry| Arc::ptr_eq(entry, queue))
+        {
             return;
         }
         match &queue.key {
