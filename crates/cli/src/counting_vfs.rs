@@ -8,6 +8,11 @@
 //! overhead is a few relaxed atomic additions per call, negligible next to a syscall,
 //! and comparable to the counters the io_uring VFS keeps for itself.
 //!
+//! With timing on ([`CountingVfs::enable_timing`], `bench speed --breakdown`), every call
+//! of a file method, and of xOpen, xDelete and xAccess, is also timed (two clock reads
+//! around the parent's call, about 40 ns) and summed per method ([`MethodTimes`]). Off,
+//! the cost is one relaxed load per call.
+//!
 //! [`Behaviour::AnswersOkToPragmas`] deliberately reproduces a real bug (a VFS that
 //! answered `SQLITE_OK` to every file control, so SQLite believed the VFS had handled each
 //! `PRAGMA` and silently skipped it); it exists so the benchmark's PRAGMA verification can
@@ -22,11 +27,13 @@ use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::Instant;
 
 use anyhow::{bail, Result};
 use rusqlite::ffi;
+use serde::{Deserialize, Serialize};
 use sqlite_uring::IoStats;
 
 /// What the wrapper does besides counting.
@@ -36,6 +43,149 @@ pub enum Behaviour {
     Faithful,
     /// Claim every `PRAGMA` (`SQLITE_FCNTL_PRAGMA` → `SQLITE_OK`) without applying it.
     AnswersOkToPragmas,
+}
+
+/// The VFS methods timed with timing on: every file method, and the VFS methods that
+/// act on files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    Open,
+    Delete,
+    Access,
+    Close,
+    Read,
+    Write,
+    Truncate,
+    Sync,
+    FileSize,
+    Lock,
+    Unlock,
+    CheckReservedLock,
+    FileControl,
+    SectorSize,
+    DeviceCharacteristics,
+    ShmMap,
+    ShmLock,
+    ShmBarrier,
+    ShmUnmap,
+    Fetch,
+    Unfetch,
+}
+
+/// Number of [`Method`]s.
+pub const METHOD_COUNT: usize = 21;
+
+impl Method {
+    /// Every method, in the order of [`MethodTimes`]' arrays (`Method as usize`).
+    pub const ALL: [Method; METHOD_COUNT] = [
+        Method::Open,
+        Method::Delete,
+        Method::Access,
+        Method::Close,
+        Method::Read,
+        Method::Write,
+        Method::Truncate,
+        Method::Sync,
+        Method::FileSize,
+        Method::Lock,
+        Method::Unlock,
+        Method::CheckReservedLock,
+        Method::FileControl,
+        Method::SectorSize,
+        Method::DeviceCharacteristics,
+        Method::ShmMap,
+        Method::ShmLock,
+        Method::ShmBarrier,
+        Method::ShmUnmap,
+        Method::Fetch,
+        Method::Unfetch,
+    ];
+
+    /// SQLite's name of the method (`xRead`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Open => "xOpen",
+            Method::Delete => "xDelete",
+            Method::Access => "xAccess",
+            Method::Close => "xClose",
+            Method::Read => "xRead",
+            Method::Write => "xWrite",
+            Method::Truncate => "xTruncate",
+            Method::Sync => "xSync",
+            Method::FileSize => "xFileSize",
+            Method::Lock => "xLock",
+            Method::Unlock => "xUnlock",
+            Method::CheckReservedLock => "xCheckReservedLock",
+            Method::FileControl => "xFileControl",
+            Method::SectorSize => "xSectorSize",
+            Method::DeviceCharacteristics => "xDeviceCharacteristics",
+            Method::ShmMap => "xShmMap",
+            Method::ShmLock => "xShmLock",
+            Method::ShmBarrier => "xShmBarrier",
+            Method::ShmUnmap => "xShmUnmap",
+            Method::Fetch => "xFetch",
+            Method::Unfetch => "xUnfetch",
+        }
+    }
+}
+
+/// Calls of each method and the wall time spent in them (the parent VFS's time: the
+/// wrapper's own work is outside the timed span), indexed by `Method as usize`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MethodTimes {
+    pub calls: [u64; METHOD_COUNT],
+    pub ns: [u64; METHOD_COUNT],
+}
+
+impl MethodTimes {
+    /// Nanoseconds in all methods together.
+    pub fn total_ns(&self) -> u64 {
+        self.ns.iter().sum()
+    }
+}
+
+/// [`MethodTimes`] as they are added to, call by call.
+struct MethodClock {
+    on: AtomicBool,
+    calls: [AtomicU64; METHOD_COUNT],
+    ns: [AtomicU64; METHOD_COUNT],
+}
+
+impl MethodClock {
+    fn new() -> MethodClock {
+        MethodClock {
+            on: AtomicBool::new(false),
+            calls: std::array::from_fn(|_| AtomicU64::new(0)),
+            ns: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+
+    /// Runs `call`, timing it as a call of `method` when timing is on.
+    #[inline]
+    fn time<T>(&self, method: Method, call: impl FnOnce() -> T) -> T {
+        if !self.on.load(Ordering::Relaxed) {
+            return call();
+        }
+        let started = Instant::now();
+        let result = call();
+        let ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.calls[method as usize].fetch_add(1, Ordering::Relaxed);
+        self.ns[method as usize].fetch_add(ns, Ordering::Relaxed);
+        result
+    }
+
+    fn snapshot(&self) -> MethodTimes {
+        MethodTimes {
+            calls: std::array::from_fn(|i| self.calls[i].load(Ordering::Relaxed)),
+            ns: std::array::from_fn(|i| self.ns[i].load(Ordering::Relaxed)),
+        }
+    }
+
+    fn reset(&self) {
+        for counter in self.calls.iter().chain(&self.ns) {
+            counter.store(0, Ordering::Relaxed);
+        }
+    }
 }
 
 #[derive(Default)]
@@ -92,6 +242,7 @@ pub struct CountingVfs {
     parent: *mut ffi::sqlite3_vfs,
     behaviour: Behaviour,
     counters: Counters,
+    clock: MethodClock,
 }
 
 // SAFETY: `parent` points to a VFS registered with SQLite, which SQLite never frees and
@@ -117,8 +268,21 @@ impl CountingVfs {
         self.counters.opens.load(Ordering::Relaxed)
     }
 
+    /// Zeroes the call counts and the method times.
     pub fn reset(&self) {
         self.counters.reset();
+        self.clock.reset();
+    }
+
+    /// Times every call from now on ([`CountingVfs::method_times`]). For the rest of the
+    /// process: the wrapper is shared by every target that opens its parent.
+    pub fn enable_timing(&self) {
+        self.clock.on.store(true, Ordering::Relaxed);
+    }
+
+    /// Calls and time per method since the last reset (zeroes unless timing is on).
+    pub fn method_times(&self) -> MethodTimes {
+        self.clock.snapshot()
     }
 }
 
@@ -165,6 +329,7 @@ pub fn register(
         parent,
         behaviour,
         counters: Counters::default(),
+        clock: MethodClock::new(),
     }));
     // SAFETY: `parent` is a registered VFS, which SQLite never frees; we only read it.
     let parent_ref = unsafe { &*parent };
@@ -279,7 +444,9 @@ unsafe extern "C" fn x_open(
             let Some(parent_open) = (*state.parent).xOpen else {
                 return ffi::SQLITE_CANTOPEN;
             };
-            let rc = parent_open(state.parent, name, real, flags, out_flags);
+            let rc = state.clock.time(Method::Open, || {
+                parent_open(state.parent, name, real, flags, out_flags)
+            });
             // SQLite asserts that a failed xOpen leaves pMethods NULL; the parent honours
             // that, and so do we, so nothing is closed twice.
             if rc == ffi::SQLITE_OK && !(*real).pMethods.is_null() {
@@ -314,9 +481,11 @@ unsafe extern "C" fn x_delete(
 ) -> c_int {
     // SAFETY: `vfs` is the object we registered (see forward_vfs!).
     guard(ffi::SQLITE_IOERR_DELETE, || unsafe {
-        forward_vfs!(vfs, xDelete, ffi::SQLITE_IOERR_DELETE, |f| f(
-            vfs.parent, name, sync_dir
-        ))
+        state_of(vfs).clock.time(Method::Delete, || {
+            forward_vfs!(vfs, xDelete, ffi::SQLITE_IOERR_DELETE, |f| f(
+                vfs.parent, name, sync_dir
+            ))
+        })
     })
 }
 
@@ -328,9 +497,11 @@ unsafe extern "C" fn x_access(
 ) -> c_int {
     // SAFETY: `vfs` is the object we registered (see forward_vfs!).
     guard(ffi::SQLITE_IOERR_ACCESS, || unsafe {
-        forward_vfs!(vfs, xAccess, ffi::SQLITE_IOERR_ACCESS, |f| f(
-            vfs.parent, name, flags, out
-        ))
+        state_of(vfs).clock.time(Method::Access, || {
+            forward_vfs!(vfs, xAccess, ffi::SQLITE_IOERR_ACCESS, |f| f(
+                vfs.parent, name, flags, out
+            ))
+        })
     })
 }
 
@@ -501,13 +672,15 @@ const fn methods(version: c_int) -> ffi::sqlite3_io_methods {
 /// successfully, so `file` is a CountedFile whose `real` holds an open parent file with
 /// non-NULL pMethods, and `vfs` points to the leaked, never-freed CountingVfs.
 macro_rules! forward_file {
-    ($file:ident, $method:ident, $missing:expr, |$real:ident, $f:ident| $call:expr) => {{
+    ($file:ident, $method:ident, $kind:expr, $missing:expr, |$real:ident, $f:ident| $call:expr) => {{
         let counted = $file as *mut CountedFile;
         let $real = (*counted).real;
-        match (*(*$real).pMethods).$method {
-            Some($f) => $call,
-            None => $missing,
-        }
+        (*(*counted).vfs)
+            .clock
+            .time($kind, || match (*(*$real).pMethods).$method {
+                Some($f) => $call,
+                None => $missing,
+            })
     }};
 }
 
@@ -522,7 +695,9 @@ unsafe fn counters_of(file: *mut ffi::sqlite3_file) -> &'static Counters {
 unsafe extern "C" fn f_close(file: *mut ffi::sqlite3_file) -> c_int {
     // SAFETY: SQLite calls this only on a file x_open opened (see forward_file!).
     guard(ffi::SQLITE_IOERR_CLOSE, || unsafe {
-        forward_file!(file, xClose, ffi::SQLITE_OK, |real, f| f(real))
+        forward_file!(file, xClose, Method::Close, ffi::SQLITE_OK, |real, f| f(
+            real
+        ))
     })
 }
 
@@ -537,9 +712,13 @@ unsafe extern "C" fn f_read(
         let counters = counters_of(file);
         Counters::bump(&counters.read_calls, 1);
         Counters::bump(&counters.bytes_read, amount.max(0) as u64);
-        forward_file!(file, xRead, ffi::SQLITE_IOERR_READ, |real, f| f(
-            real, buf, amount, offset
-        ))
+        forward_file!(
+            file,
+            xRead,
+            Method::Read,
+            ffi::SQLITE_IOERR_READ,
+            |real, f| f(real, buf, amount, offset)
+        )
     })
 }
 
@@ -554,9 +733,13 @@ unsafe extern "C" fn f_write(
         let counters = counters_of(file);
         Counters::bump(&counters.write_calls, 1);
         Counters::bump(&counters.bytes_written, amount.max(0) as u64);
-        forward_file!(file, xWrite, ffi::SQLITE_IOERR_WRITE, |real, f| f(
-            real, buf, amount, offset
-        ))
+        forward_file!(
+            file,
+            xWrite,
+            Method::Write,
+            ffi::SQLITE_IOERR_WRITE,
+            |real, f| f(real, buf, amount, offset)
+        )
     })
 }
 
@@ -564,9 +747,13 @@ unsafe extern "C" fn f_truncate(file: *mut ffi::sqlite3_file, size: i64) -> c_in
     // SAFETY: SQLite calls this only on a file x_open opened (see forward_file!).
     guard(ffi::SQLITE_IOERR_TRUNCATE, || unsafe {
         Counters::bump(&counters_of(file).truncate_calls, 1);
-        forward_file!(file, xTruncate, ffi::SQLITE_IOERR_TRUNCATE, |real, f| f(
-            real, size
-        ))
+        forward_file!(
+            file,
+            xTruncate,
+            Method::Truncate,
+            ffi::SQLITE_IOERR_TRUNCATE,
+            |real, f| f(real, size)
+        )
     })
 }
 
@@ -574,36 +761,52 @@ unsafe extern "C" fn f_sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_int
     // SAFETY: SQLite calls this only on a file x_open opened (see forward_file!).
     guard(ffi::SQLITE_IOERR_FSYNC, || unsafe {
         Counters::bump(&counters_of(file).sync_calls, 1);
-        forward_file!(file, xSync, ffi::SQLITE_IOERR_FSYNC, |real, f| f(
-            real, flags
-        ))
+        forward_file!(
+            file,
+            xSync,
+            Method::Sync,
+            ffi::SQLITE_IOERR_FSYNC,
+            |real, f| f(real, flags)
+        )
     })
 }
 
 unsafe extern "C" fn f_file_size(file: *mut ffi::sqlite3_file, size: *mut i64) -> c_int {
     // SAFETY: SQLite calls this only on a file x_open opened (see forward_file!).
     guard(ffi::SQLITE_IOERR_FSTAT, || unsafe {
-        forward_file!(file, xFileSize, ffi::SQLITE_IOERR_FSTAT, |real, f| f(
-            real, size
-        ))
+        forward_file!(
+            file,
+            xFileSize,
+            Method::FileSize,
+            ffi::SQLITE_IOERR_FSTAT,
+            |real, f| f(real, size)
+        )
     })
 }
 
 unsafe extern "C" fn f_lock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
     // SAFETY: SQLite calls this only on a file x_open opened (see forward_file!).
     guard(ffi::SQLITE_IOERR_LOCK, || unsafe {
-        forward_file!(file, xLock, ffi::SQLITE_IOERR_LOCK, |real, f| f(
-            real, level
-        ))
+        forward_file!(
+            file,
+            xLock,
+            Method::Lock,
+            ffi::SQLITE_IOERR_LOCK,
+            |real, f| f(real, level)
+        )
     })
 }
 
 unsafe extern "C" fn f_unlock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
     // SAFETY: SQLite calls this only on a file x_open opened (see forward_file!).
     guard(ffi::SQLITE_IOERR_UNLOCK, || unsafe {
-        forward_file!(file, xUnlock, ffi::SQLITE_IOERR_UNLOCK, |real, f| f(
-            real, level
-        ))
+        forward_file!(
+            file,
+            xUnlock,
+            Method::Unlock,
+            ffi::SQLITE_IOERR_UNLOCK,
+            |real, f| f(real, level)
+        )
     })
 }
 
@@ -613,6 +816,7 @@ unsafe extern "C" fn f_check_reserved_lock(file: *mut ffi::sqlite3_file, out: *m
         forward_file!(
             file,
             xCheckReservedLock,
+            Method::CheckReservedLock,
             ffi::SQLITE_IOERR_CHECKRESERVEDLOCK,
             |real, f| f(real, out)
         )
@@ -631,23 +835,35 @@ unsafe extern "C" fn f_file_control(
             // The bug being reproduced: "handled", so SQLite skips its own PRAGMA code.
             return ffi::SQLITE_OK;
         }
-        forward_file!(file, xFileControl, ffi::SQLITE_NOTFOUND, |real, f| f(
-            real, op, arg
-        ))
+        forward_file!(
+            file,
+            xFileControl,
+            Method::FileControl,
+            ffi::SQLITE_NOTFOUND,
+            |real, f| f(real, op, arg)
+        )
     })
 }
 
 unsafe extern "C" fn f_sector_size(file: *mut ffi::sqlite3_file) -> c_int {
     // SAFETY: SQLite calls this only on a file x_open opened (see forward_file!).
     guard(4096, || unsafe {
-        forward_file!(file, xSectorSize, 4096, |real, f| f(real))
+        forward_file!(file, xSectorSize, Method::SectorSize, 4096, |real, f| f(
+            real
+        ))
     })
 }
 
 unsafe extern "C" fn f_device_characteristics(file: *mut ffi::sqlite3_file) -> c_int {
     // SAFETY: SQLite calls this only on a file x_open opened (see forward_file!).
     guard(0, || unsafe {
-        forward_file!(file, xDeviceCharacteristics, 0, |real, f| f(real))
+        forward_file!(
+            file,
+            xDeviceCharacteristics,
+            Method::DeviceCharacteristics,
+            0,
+            |real, f| f(real)
+        )
     })
 }
 
@@ -660,9 +876,13 @@ unsafe extern "C" fn f_shm_map(
 ) -> c_int {
     // SAFETY: SQLite calls this only on a file x_open opened (see forward_file!).
     guard(ffi::SQLITE_IOERR_SHMMAP, || unsafe {
-        forward_file!(file, xShmMap, ffi::SQLITE_IOERR_SHMMAP, |real, f| f(
-            real, page, page_size, extend, out
-        ))
+        forward_file!(
+            file,
+            xShmMap,
+            Method::ShmMap,
+            ffi::SQLITE_IOERR_SHMMAP,
+            |real, f| f(real, page, page_size, extend, out)
+        )
     })
 }
 
@@ -674,23 +894,33 @@ unsafe extern "C" fn f_shm_lock(
 ) -> c_int {
     // SAFETY: SQLite calls this only on a file x_open opened (see forward_file!).
     guard(ffi::SQLITE_IOERR_SHMLOCK, || unsafe {
-        forward_file!(file, xShmLock, ffi::SQLITE_IOERR_SHMLOCK, |real, f| f(
-            real, offset, n, flags
-        ))
+        forward_file!(
+            file,
+            xShmLock,
+            Method::ShmLock,
+            ffi::SQLITE_IOERR_SHMLOCK,
+            |real, f| f(real, offset, n, flags)
+        )
     })
 }
 
 unsafe extern "C" fn f_shm_barrier(file: *mut ffi::sqlite3_file) {
     // SAFETY: SQLite calls this only on a file x_open opened (see forward_file!).
     guard((), || unsafe {
-        forward_file!(file, xShmBarrier, (), |real, f| f(real))
+        forward_file!(file, xShmBarrier, Method::ShmBarrier, (), |real, f| f(real))
     })
 }
 
 unsafe extern "C" fn f_shm_unmap(file: *mut ffi::sqlite3_file, delete: c_int) -> c_int {
     // SAFETY: SQLite calls this only on a file x_open opened (see forward_file!).
     guard(ffi::SQLITE_IOERR_SHMMAP, || unsafe {
-        forward_file!(file, xShmUnmap, ffi::SQLITE_OK, |real, f| f(real, delete))
+        forward_file!(
+            file,
+            xShmUnmap,
+            Method::ShmUnmap,
+            ffi::SQLITE_OK,
+            |real, f| f(real, delete)
+        )
     })
 }
 
@@ -706,6 +936,7 @@ unsafe extern "C" fn f_fetch(
         forward_file!(
             file,
             xFetch,
+            Method::Fetch,
             {
                 *out = ptr::null_mut();
                 ffi::SQLITE_OK
@@ -722,9 +953,13 @@ unsafe extern "C" fn f_unfetch(
 ) -> c_int {
     // SAFETY: SQLite calls this only on a file x_open opened (see forward_file!).
     guard(ffi::SQLITE_IOERR_MMAP, || unsafe {
-        forward_file!(file, xUnfetch, ffi::SQLITE_OK, |real, f| f(
-            real, offset, page
-        ))
+        forward_file!(
+            file,
+            xUnfetch,
+            Method::Unfetch,
+            ffi::SQLITE_OK,
+            |real, f| f(real, offset, page)
+        )
     })
 }
 
@@ -769,6 +1004,55 @@ mod tests {
         counted.reset();
         assert_eq!(counted.counts(), IoStats::default());
         assert_eq!(counted.opens(), 0);
+    }
+
+    /// Timing is off until asked for (no call is timed), then every file method and
+    /// xOpen/xDelete/xAccess is timed, with the calls SQLite made; a reset zeroes it.
+    #[test]
+    fn method_times_follow_the_calls_once_timing_is_on() {
+        let timed = register("unix_timed_test", "unix", Behaviour::Faithful).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE;
+        let work = |name: &str| {
+            let conn = Connection::open_with_flags_and_vfs(
+                dir.path().join(name),
+                flags,
+                "unix_timed_test",
+            )
+            .unwrap();
+            conn.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1), (2);")
+                .unwrap();
+        };
+        work("before.db");
+        assert_eq!(timed.method_times(), MethodTimes::default());
+
+        timed.enable_timing();
+        timed.reset();
+        work("after.db");
+        let times = timed.method_times();
+        let counts = timed.counts();
+        let calls = |method: Method| times.calls[method as usize];
+        assert_eq!(calls(Method::Write), counts.write_calls);
+        assert_eq!(calls(Method::Sync), counts.sync_calls);
+        assert_eq!(calls(Method::Read), counts.read_calls);
+        assert_eq!(calls(Method::Open), timed.opens());
+        assert!(
+            calls(Method::Close) >= 1 && calls(Method::Delete) >= 1,
+            "{times:?}"
+        );
+        assert!(
+            calls(Method::Lock) >= 1 && calls(Method::FileControl) >= 1,
+            "{times:?}"
+        );
+        // Only called methods have time; an fsync takes some.
+        for method in Method::ALL {
+            let (calls, ns) = (times.calls[method as usize], times.ns[method as usize]);
+            assert!(ns == 0 || calls > 0, "{} {calls} {ns}", method.name());
+        }
+        assert!(times.ns[Method::Sync as usize] > 0, "{times:?}");
+        assert!(times.total_ns() >= times.ns[Method::Sync as usize]);
+        timed.reset();
+        assert_eq!(timed.method_times(), MethodTimes::default());
     }
 
     #[test]

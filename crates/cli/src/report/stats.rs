@@ -180,22 +180,55 @@ pub fn paired_ratio(samples: &[f64], baseline: &[f64]) -> Option<PairedRatio> {
     if samples.is_empty() || baseline.iter().any(|b| *b <= 0.0 || !b.is_finite()) {
         return None;
     }
-    let mut ratios: Vec<f64> = samples.iter().zip(baseline).map(|(s, b)| s / b).collect();
-    ratios.sort_by(f64::total_cmp);
-    let n = ratios.len();
-    // The largest k with P(B ≤ k − 1) ≤ α/2: then [r_(k), r_(n+1−k)] (1-based) covers
+    let ratios: Vec<f64> = samples.iter().zip(baseline).map(|(s, b)| s / b).collect();
+    let (median, interval) = median_with_interval(ratios);
+    Some(PairedRatio {
+        median,
+        interval,
+        pairs: samples.len(),
+    })
+}
+
+/// The median of per-run differences `value[i] − baseline_value[i]` of runs measured in
+/// the same round, with the same distribution-free interval as [`PairedRatio`]'s.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PairedDifference {
+    pub median: f64,
+    /// Holds the true median difference with probability ≥ [`PAIRED_CONFIDENCE`];
+    /// `None` below 6 pairs.
+    pub interval: Option<(f64, f64)>,
+}
+
+/// Paired differences of `samples` to `baseline` (same length, same round order); `None`
+/// when there is no pair.
+pub fn paired_difference(samples: &[f64], baseline: &[f64]) -> Option<PairedDifference> {
+    assert_eq!(
+        samples.len(),
+        baseline.len(),
+        "pairs come from the same rounds"
+    );
+    if samples.is_empty() {
+        return None;
+    }
+    let differences = samples.iter().zip(baseline).map(|(s, b)| s - b).collect();
+    let (median, interval) = median_with_interval(differences);
+    Some(PairedDifference { median, interval })
+}
+
+/// The median of `values` and the sign test's interval of it at [`PAIRED_CONFIDENCE`]
+/// (`None` below 6 values).
+fn median_with_interval(mut values: Vec<f64>) -> (f64, Option<(f64, f64)>) {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    // The largest k with P(B ≤ k − 1) ≤ α/2: then [v_(k), v_(n+1−k)] (1-based) covers
     // the median with probability 1 − 2·P(B ≤ k − 1) ≥ 1 − α.
     let tail = (1.0 - PAIRED_CONFIDENCE) / 2.0;
     let mut k = 0;
     while k < n / 2 && binomial_half_cdf(n, k) <= tail {
         k += 1;
     }
-    let interval = (k >= 1).then(|| (ratios[k - 1], ratios[n - k]));
-    Some(PairedRatio {
-        median: median(&ratios),
-        interval,
-        pairs: n,
-    })
+    let interval = (k >= 1).then(|| (values[k - 1], values[n - k]));
+    (median(&values), interval)
 }
 
 /// Median of unsorted samples (mean of the two middle values for an even count).
@@ -476,6 +509,41 @@ mod tests {
         );
         assert_eq!(paired_ratio(&[], &[]), None);
         assert_eq!(paired_ratio(&[1.0], &[0.0]), None);
+    }
+
+    /// Differences pair like ratios: a constant offset over a shared drift is found
+    /// exactly, with an interval that excludes 0; below 6 pairs there is no interval.
+    #[test]
+    fn paired_differences_see_through_a_drift_both_sides_share() {
+        let baseline: Vec<f64> = (0..12).map(|round| 1.0 + 0.04 * round as f64).collect();
+        let later: Vec<f64> = baseline.iter().map(|b| b + 0.01).collect();
+        let difference = paired_difference(&later, &baseline).unwrap();
+        assert!((difference.median - 0.01).abs() < 1e-12);
+        let (low, high) = difference.interval.unwrap();
+        assert!(low > 0.0 && high < 0.010_000_001, "{low} {high}");
+        // Offsets of ±0.01 alternating: the interval holds 0 (the sign test's own rank
+        // bounds, as for ratios: 12 pairs give the 3rd and 10th values).
+        let mixed: Vec<f64> = baseline
+            .iter()
+            .enumerate()
+            .map(|(i, b)| if i % 2 == 0 { b + 0.01 } else { b - 0.01 })
+            .collect();
+        let (low, high) = paired_difference(&mixed, &baseline)
+            .unwrap()
+            .interval
+            .unwrap();
+        assert!(low < 0.0 && high > 0.0, "{low} {high}");
+        assert_eq!(
+            paired_difference(&later[..5], &baseline[..5])
+                .unwrap()
+                .interval,
+            None
+        );
+        assert_eq!(paired_difference(&[], &[]), None);
+        // The interval of ratios is the same order statistics as before.
+        let ratios = paired_ratio(&mixed, &baseline).unwrap();
+        assert_eq!(ratios.pairs, 12);
+        assert!(ratios.interval.is_some());
     }
 
     #[test]

@@ -206,6 +206,7 @@ mod tests {
             vfs: Some(broken.name().to_string()),
             uri_parameters: None,
             counter: Counter::Wrapper(broken),
+            timer: None,
         };
         let dir = tempfile::tempdir().unwrap();
         let error = open(&target, &dir.path().join("b.db"), settings())

@@ -183,6 +183,11 @@ impl Markdown {
         self.0.push_str(&format!("\n## {heading}\n\n{body}"));
     }
 
+    /// `### heading` with `body` under it, inside the last section.
+    pub fn subsection(&mut self, heading: &str, body: &str) {
+        self.0.push_str(&format!("\n### {heading}\n\n{body}"));
+    }
+
     /// Notes under the last section, as a list (nothing when there are none).
     pub fn notes(&mut self, notes: &[String]) {
         if notes.is_empty() {

@@ -141,6 +141,9 @@ pub struct Target {
     /// `uring_*` URI parameters the database is opened with (`io_uring?uring_direct=on`).
     pub uri_parameters: Option<String>,
     pub counter: Counter,
+    /// The wrapper that times this target's VFS calls, by method (`bench speed
+    /// --breakdown`, see [`with_method_times`]); `None` otherwise.
+    pub timer: Option<&'static CountingVfs>,
 }
 
 impl Target {
@@ -199,6 +202,7 @@ pub fn resolve(names: &[String]) -> Result<Vec<Target>> {
                 vfs: None,
                 uri_parameters: None,
                 counter: Counter::None,
+                timer: None,
             },
             ("unix", _) => counted_target(name, "unix")?,
             (_, Some(vfs)) => match library_vfs(vfs) {
@@ -207,6 +211,7 @@ pub fn resolve(names: &[String]) -> Result<Vec<Target>> {
                     vfs: Some(vfs.into()),
                     uri_parameters,
                     counter: Counter::Library(vfs),
+                    timer: None,
                 },
                 Err(why) => bail!(
                     "--targets {name}: the {vfs} VFS cannot be registered here: {why}; \
@@ -245,7 +250,39 @@ fn counted_target(label: &str, parent: &str) -> Result<Target> {
         vfs: Some(wrapper.name().to_string()),
         uri_parameters: None,
         counter: Counter::Wrapper(wrapper),
+        timer: None,
     })
+}
+
+/// `targets` with every file target's VFS calls timed by method: a target already
+/// opened through the counting wrapper (`unix`) has its wrapper time them; this
+/// project's VFSes, which count their own calls, are opened through a wrapper of their
+/// own (`io_uring_counted`), which times and forwards but leaves the counting to them.
+/// Every timed target pays the same clock reads per call.
+pub fn with_method_times(targets: Vec<Target>) -> Result<Vec<Target>> {
+    targets
+        .into_iter()
+        .map(|mut target| {
+            let timer = match (target.counter, target.vfs.as_deref()) {
+                (Counter::None, _) | (_, None) => None,
+                (Counter::Wrapper(wrapper), _) => Some(wrapper),
+                (Counter::Library(_), Some(vfs)) => {
+                    let wrapper = counting_vfs::register(
+                        &format!("{vfs}_counted"),
+                        vfs,
+                        Behaviour::Faithful,
+                    )?;
+                    target.vfs = Some(wrapper.name().to_string());
+                    Some(wrapper)
+                }
+            };
+            if let Some(timer) = timer {
+                timer.enable_timing();
+            }
+            target.timer = timer;
+            Ok(target)
+        })
+        .collect()
 }
 
 /// VFS counters are process-wide, so tests that read them must not run while another

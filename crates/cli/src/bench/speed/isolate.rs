@@ -28,6 +28,7 @@ use crate::bench::common::pagecache::CacheState;
 use crate::bench::common::settings::{JournalMode, Settings, Synchronous};
 use crate::bench::common::targets;
 use crate::bench::common::{signals, worker};
+use crate::counting_vfs::MethodTimes;
 
 /// One [`RunOutcome`] as it crosses the pipe.
 #[derive(Debug, PartialEq, Serialize, Deserialize)]
@@ -37,6 +38,8 @@ struct WireOutcome {
     checksum: u64,
     #[serde(with = "counts::wire")]
     io: Option<IoStats>,
+    #[serde(default)]
+    methods: Option<MethodTimes>,
 }
 
 impl WireOutcome {
@@ -46,6 +49,7 @@ impl WireOutcome {
             cpu_s: outcome.cpu_s,
             checksum: outcome.checksum.as_u64(),
             io: outcome.io,
+            methods: outcome.methods,
         }
     }
 
@@ -55,6 +59,7 @@ impl WireOutcome {
             cpu_s: self.cpu_s,
             checksum: Checksum::from_u64(self.checksum),
             io: self.io,
+            methods: self.methods,
         }
     }
 }
@@ -75,6 +80,9 @@ pub struct Job {
     pub cache: CacheState,
     /// The database file of the run, which the worker creates and removes.
     pub database: PathBuf,
+    /// Whether the target's VFS calls are timed by method (`--breakdown`).
+    #[serde(default)]
+    pub breakdown: bool,
 }
 
 impl Job {
@@ -111,7 +119,11 @@ impl worker::WorkerJob for Job {
 /// stdout.
 fn serve(job: &Job) -> anyhow::Result<()> {
     signals::install_handlers()?;
-    let [target] = targets::resolve(std::slice::from_ref(&job.target))?
+    let mut resolved = targets::resolve(std::slice::from_ref(&job.target))?;
+    if job.breakdown {
+        resolved = targets::with_method_times(resolved)?;
+    }
+    let [target] = resolved
         .try_into()
         .map_err(|_| anyhow!("one target name resolves to one target"))?;
     let mode = job.mode();
@@ -144,6 +156,10 @@ mod tests {
                 fsyncs: 7,
                 ..IoStats::default()
             }),
+            methods: Some(MethodTimes {
+                calls: std::array::from_fn(|i| i as u64 + 1),
+                ns: std::array::from_fn(|i| u64::MAX - i as u64),
+            }),
         };
         let text = serde_json::to_string(&WireOutcome::from_outcome(&outcome)).unwrap();
         assert!(!text.contains('\n'), "one line per result: {text}");
@@ -154,5 +170,6 @@ mod tests {
         assert_eq!(back.cpu_s.to_bits(), outcome.cpu_s.to_bits());
         assert_eq!(back.checksum, outcome.checksum);
         assert_eq!(back.io, outcome.io);
+        assert_eq!(back.methods, outcome.methods);
     }
 }

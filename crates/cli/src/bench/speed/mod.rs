@@ -8,6 +8,7 @@
 //! paired with the baseline's of the same round (the paired median and its interval).
 //! How to read the output: `docs/BENCH_SPEED.md`.
 
+mod breakdown;
 pub(crate) mod isolate;
 mod output;
 mod runner;
@@ -28,7 +29,7 @@ use crate::bench::common::checksum;
 use crate::bench::common::counts;
 use crate::bench::common::paired::Compared;
 use crate::bench::common::settings::{JournalMode, Settings};
-use crate::bench::common::targets::Target;
+use crate::bench::common::targets::{self, Counter, Target, IO_URING_VFS};
 use crate::report::{envinfo, stats};
 use output::{ComboResult, RunInfo, TestResult};
 use runner::{Mode, RunOutcome, TestPlan};
@@ -74,6 +75,16 @@ pub struct SpeedArgs {
     /// the device; no root needed).
     #[arg(long, value_enum, default_value = "hot", value_name = "STATE")]
     pub cache: CacheState,
+
+    /// Also time every call SQLite makes to each file target's VFS, by method (xRead,
+    /// xWrite, xSync, …), and show under each test where each target's time goes: the
+    /// baseline's median time per method, and every other target's paired difference
+    /// from it with its 95 % interval (terminal, Markdown and JSON). Each target's VFS is
+    /// then reached through the counting wrapper, whose clock reads (about 40 ns per call)
+    /// every target pays alike: times are comparable within the run, not with runs
+    /// without --breakdown.
+    #[arg(long)]
+    pub breakdown: bool,
 
     #[command(flatten)]
     pub run: RunOptions,
@@ -145,6 +156,7 @@ fn worker_job(args: &SpeedArgs, number: u32, combo: &Combo, database: &Path) -> 
         prepared: args.prepared,
         cache: args.cache,
         database: database.to_path_buf(),
+        breakdown: args.breakdown,
     }
 }
 
@@ -165,7 +177,10 @@ pub fn run(args: SpeedArgs) -> Result<()> {
     };
     tests.sort_unstable();
     tests.dedup();
-    let targets = args.compare.resolve()?;
+    let mut targets = args.compare.resolve()?;
+    if args.breakdown {
+        targets = targets::with_method_times(targets)?;
+    }
     let combos = combos(&targets, &journals);
     let mode = if args.prepared {
         Mode::Prepared
@@ -181,6 +196,14 @@ pub fn run(args: SpeedArgs) -> Result<()> {
              targets run slower than untraced ones (unix and memory are not traced)",
             path.display()
         ));
+    }
+    if args.breakdown {
+        cautions.push(
+            "NOTE: --breakdown: every file target's VFS calls are timed through the counting \
+             wrapper (about 40 ns per call, for every target alike): compare these times \
+             with each other, not with runs without --breakdown"
+                .to_string(),
+        );
     }
     cautions.extend(memory_filesystem_caution(&env));
     let header = print_header(
@@ -242,6 +265,13 @@ pub fn run(args: SpeedArgs) -> Result<()> {
             output::terminal_table(&result, table_output),
             &output::notes(&result),
         );
+        if let Some(table) = output::breakdown_table(&result, table_output) {
+            rounds.show(
+                output::BREAKDOWN_TITLE,
+                table,
+                &[format!("note: {}", output::BREAKDOWN_NOTE)],
+            );
+        }
         results.push(result);
     }
     rounds.finish(trace)?;
@@ -285,7 +315,7 @@ fn header(
     ));
     if targets
         .iter()
-        .any(|t| t.vfs.as_deref() == Some(crate::bench::common::targets::IO_URING_VFS))
+        .any(|t| matches!(t.counter, Counter::Library(IO_URING_VFS)))
     {
         if let Ok(registration) = crate::bench::common::targets::io_uring_registration() {
             header.push(format!(
@@ -372,6 +402,12 @@ fn summarise(
         })
     };
     let times = |runs: &[RunOutcome]| -> Vec<f64> { runs.iter().map(|o| o.elapsed_s).collect() };
+    // Every run's method times, when the target was timed (`--breakdown`).
+    let timed = |runs: &[RunOutcome]| -> Option<Vec<breakdown::TimedRun>> {
+        runs.iter()
+            .map(|o| o.methods.map(|m| (o.elapsed_s, m)))
+            .collect()
+    };
     let mut results = Vec::new();
     for (index, (combo, runs)) in combos.iter().zip(outcomes).enumerate() {
         let samples = times(runs);
@@ -381,6 +417,13 @@ fn summarise(
         let base_samples = baseline.map(|b| times(&outcomes[b]));
         let compared = Compared::of(&samples, base_samples.as_deref(), is_baseline)
             .with_context(|| format!("test {number} on {} has no valid timing", combo.label()))?;
+        let base_timed = baseline
+            .filter(|_| !is_baseline)
+            .and_then(|b| timed(&outcomes[b]));
+        let breakdown = timed(runs).and_then(|runs| {
+            // A target compared with an untimed baseline (memory) shows its own times.
+            breakdown::of(&runs, base_timed.as_deref())
+        });
         results.push(ComboResult {
             label: combo.label(),
             target: combo.target.label.clone(),
@@ -400,6 +443,7 @@ fn summarise(
             is_baseline,
             relative: compared.relative,
             paired: compared.paired,
+            breakdown,
         });
     }
     let unfair = unfair_comparisons(&results);
@@ -471,7 +515,6 @@ pub(crate) fn parse_test_args<'a>(
 mod tests {
     use super::*;
     use crate::bench::common::checksum::Checksum;
-    use crate::bench::common::targets;
     use sqlite_uring::IoStats;
     use std::path::PathBuf;
 
@@ -639,6 +682,7 @@ mod tests {
                 sync_calls: syncs,
                 ..IoStats::default()
             }),
+            methods: None,
         }
     }
 
@@ -708,6 +752,8 @@ mod tests {
         run(args).unwrap();
 
         let json = std::fs::read_to_string(dir.path().join("speed.json")).unwrap();
+        // Without --breakdown, nothing is timed by method.
+        assert!(!json.contains("breakdown"), "{json}");
         let records: Vec<output::SpeedRecord> = serde_json::from_str(&json).unwrap();
         // memory once + unix in delete and wal, for each of the 16 tests.
         assert_eq!(records.len(), 16 * 3);

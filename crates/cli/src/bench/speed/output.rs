@@ -4,8 +4,9 @@ use comfy_table::Table;
 use serde::{Deserialize, Serialize};
 use sqlite_uring::IoStats;
 
+use super::breakdown::{self, Share, ShareRecord};
 use crate::bench::common::checksum::Checksum;
-use crate::bench::common::export::{Markdown, Report};
+use crate::bench::common::export::{Exportable, Markdown};
 use crate::bench::common::paired::{relative_time_chart, ChartRow};
 use crate::report::chart::BarChart;
 use crate::report::export::markdown_table;
@@ -43,6 +44,8 @@ pub struct ComboResult {
     /// Run-by-run ratios to the baseline's runs of the same rounds (`None` for the
     /// baseline itself).
     pub paired: Option<PairedRatio>,
+    /// Where the time went, by VFS method (`--breakdown`; file targets only).
+    pub breakdown: Option<Vec<Share>>,
 }
 
 impl ComboResult {
@@ -115,6 +118,16 @@ pub struct SpeedRecord {
     pub kernel_entries: Option<u64>,
     /// Warnings joined with "; ".
     pub warnings: String,
+}
+
+/// One element of the JSON export: the record, and with `--breakdown` where its time
+/// went by VFS method (the CSV rows are the records alone).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SpeedJson {
+    #[serde(flatten)]
+    pub record: SpeedRecord,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breakdown: Option<Vec<ShareRecord>>,
 }
 
 /// The cache state of records written before `--cache` existed.
@@ -377,6 +390,10 @@ pub fn markdown(header: &[String], results: &[TestResult], verdict: &[String]) -
     for test in results {
         out.section(&title(test), &markdown_table(&HEADERS, &rows(test)));
         out.notes(&notes(test));
+        if let Some((headers, rows)) = breakdown_rows(test) {
+            out.subsection(BREAKDOWN_TITLE, &markdown_table(&headers, &rows));
+            out.notes(&[BREAKDOWN_NOTE.to_string()]);
+        }
     }
     let summary: Vec<Vec<String>> = geometric_means(results)
         .into_iter()
@@ -420,12 +437,119 @@ pub fn report(
     info: &RunInfo,
     verdict: &[String],
     baseline: &str,
-) -> Report<SpeedRecord, BarChart> {
-    Report {
-        records: records(results, info),
+) -> SpeedReport {
+    let records = records(results, info);
+    let breakdowns = results
+        .iter()
+        .flat_map(|test| &test.combos)
+        .map(|combo| combo.breakdown.as_deref().map(breakdown::records));
+    let json = records
+        .iter()
+        .cloned()
+        .zip(breakdowns)
+        .map(|(record, breakdown)| SpeedJson { record, breakdown })
+        .collect();
+    SpeedReport {
+        records,
+        json,
         markdown: markdown(header, results, verdict),
         chart: Ok(chart(results, baseline)),
     }
+}
+
+/// `bench speed`'s exports: flat records for CSV, the same with their breakdowns for
+/// JSON, the Markdown report and the chart.
+pub struct SpeedReport {
+    pub records: Vec<SpeedRecord>,
+    pub json: Vec<SpeedJson>,
+    pub markdown: String,
+    pub chart: Result<BarChart, String>,
+}
+
+impl Exportable for SpeedReport {
+    type CsvRow = SpeedRecord;
+    type JsonItem = SpeedJson;
+    type Chart = BarChart;
+
+    fn csv_rows(&self) -> &[SpeedRecord] {
+        &self.records
+    }
+
+    fn json_items(&self) -> &[SpeedJson] {
+        &self.json
+    }
+
+    fn markdown(&self) -> String {
+        self.markdown.clone()
+    }
+
+    fn chart(&self) -> Result<BarChart, String> {
+        self.chart.clone()
+    }
+}
+
+/// The heading of the breakdown table under a test.
+pub const BREAKDOWN_TITLE: &str = "Where the time goes, by VFS method (--breakdown)";
+
+/// How to read the breakdown table.
+pub const BREAKDOWN_NOTE: &str = "baseline: median time per run in each method (×calls per \
+     run); others: paired median difference from the baseline [95 % CI]; outside the VFS: \
+     SQLite's own work. A method can cost more because another does its work later \
+     (write-behind writes at xSync): read the differences together";
+
+/// Headers and rows of a test's breakdown table: a row per VFS method any target called,
+/// then the time outside the VFS and the whole test; a column per timed target. `None`
+/// when no target was timed.
+fn breakdown_rows(test: &TestResult) -> Option<(Vec<String>, Vec<Vec<String>>)> {
+    let timed: Vec<&ComboResult> = test
+        .combos
+        .iter()
+        .filter(|combo| combo.breakdown.is_some())
+        .collect();
+    if timed.is_empty() {
+        return None;
+    }
+    let mut parts: Vec<&'static str> = Vec::new();
+    for share in timed
+        .iter()
+        .flat_map(|combo| combo.breakdown.iter().flatten())
+    {
+        if !parts.contains(&share.part) {
+            parts.push(share.part);
+        }
+    }
+    // Methods first, in the wrapper's order; the outside and the whole test last.
+    parts.sort_by_key(|part| match *part {
+        breakdown::OUTSIDE => 1,
+        breakdown::WHOLE => 2,
+        _ => 0,
+    });
+    let mut headers = vec!["VFS method".to_string()];
+    headers.extend(timed.iter().map(|combo| combo.label.clone()));
+    let rows = parts
+        .iter()
+        .map(|part| {
+            let mut row = vec![part.to_string()];
+            row.extend(timed.iter().map(|combo| {
+                breakdown::cell(
+                    combo
+                        .breakdown
+                        .iter()
+                        .flatten()
+                        .find(|share| share.part == *part),
+                )
+            }));
+            row
+        })
+        .collect();
+    Some((headers, rows))
+}
+
+/// The breakdown table of one test for the terminal, if any target was timed.
+pub fn breakdown_table(test: &TestResult, output: table::Output) -> Option<Table> {
+    let (headers, rows) = breakdown_rows(test)?;
+    let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
+    Some(table::new(&headers, &rows, 1, output))
 }
 
 #[cfg(test)]
@@ -460,6 +584,7 @@ mod tests {
                 interval: Some((0.9512, 0.9912)),
                 pairs: 10,
             }),
+            breakdown: None,
         }
     }
 
@@ -510,5 +635,105 @@ mod tests {
         // The Markdown export keeps every column.
         let markdown = markdown(&[], std::slice::from_ref(&test), &[]);
         assert!(markdown.contains("1.00 (baseline)") && markdown.contains("1234567"));
+    }
+
+    /// Runs of a target with every method of a WAL-and-rollback test called, times
+    /// scaled by `factor` (for wide cells: differences in the hundreds of microseconds).
+    fn timed_runs(factor: f64) -> Vec<breakdown::TimedRun> {
+        use crate::counting_vfs::{Method, MethodTimes};
+        (0..10)
+            .map(|round| {
+                let mut times = MethodTimes::default();
+                for (i, method) in Method::ALL.into_iter().enumerate() {
+                    times.calls[method as usize] = 100 + i as u64;
+                    times.ns[method as usize] =
+                        ((123_456 + 1_000 * (i as u64 + round)) as f64 * factor) as u64;
+                }
+                (0.012_345 * factor, times)
+            })
+            .collect()
+    }
+
+    /// With --breakdown, each test gets a table of every VFS method called, the time
+    /// outside the VFS and the whole test, a column per timed target: it fits a piped
+    /// terminal of 100 columns with four targets, the Markdown report has it under the
+    /// test, and the JSON export carries it while the CSV rows stay flat.
+    #[test]
+    fn the_breakdown_is_shown_under_each_test_and_exported() {
+        let base = timed_runs(1.0);
+        let slower = timed_runs(1.9);
+        let mut combos = with_relatives(vec![
+            combo("unix (delete)", 0, &[1.0, 1.1, 1.2], false),
+            combo("io_uring (delete)", 0, &[1.0, 1.1, 1.2], true),
+            combo("unix (wal)", 2, &[1.0, 1.1, 1.2], false),
+            combo(
+                "io_uring?uring_write_behind=off (wal)",
+                2,
+                &[1.0, 1.1, 1.2],
+                true,
+            ),
+        ]);
+        for (index, combo) in combos.iter_mut().enumerate() {
+            combo.breakdown = match index {
+                0 | 2 => breakdown::of(&base, None),
+                _ => breakdown::of(&slower, Some(&base)),
+            };
+        }
+        let test = TestResult {
+            number: 16,
+            name: "DROP TABLE",
+            combos,
+            unfair: vec![],
+        };
+        let rendered = breakdown_table(&test, Output::Piped).unwrap().to_string();
+        assert_fits_piped(&rendered);
+        for part in ["xOpen", "xUnfetch", breakdown::OUTSIDE, breakdown::WHOLE] {
+            assert!(rendered.contains(part), "{part}: {rendered}");
+        }
+        assert!(rendered.contains("×100"), "{rendered}");
+
+        let markdown = markdown(&[], std::slice::from_ref(&test), &[]);
+        let table_at = markdown.find(&format!("### {BREAKDOWN_TITLE}")).unwrap();
+        assert!(markdown[..table_at].contains("## Test 16: DROP TABLE"));
+        assert!(markdown[table_at..].contains(BREAKDOWN_NOTE));
+
+        let info = RunInfo {
+            synchronous: "full".into(),
+            mode: "text".into(),
+            scale: 1.0,
+            cache: "hot".into(),
+        };
+        let report = report(&[], std::slice::from_ref(&test), &info, &[], "unix");
+        let json = serde_json::to_string(report.json_items()).unwrap();
+        let items: Vec<SpeedJson> = serde_json::from_str(&json).unwrap();
+        let shares = items[1].breakdown.as_ref().unwrap();
+        assert_eq!(shares.len(), 21 + 2);
+        assert!(shares.iter().all(|s| s.difference_s.unwrap() > 0.0));
+        assert!(items[0].breakdown.as_ref().unwrap()[0]
+            .difference_s
+            .is_none());
+        // Records read back from the JSON as before, and the CSV has no breakdown.
+        let records: Vec<SpeedRecord> = serde_json::from_str(&json).unwrap();
+        let (read, written) = (&records[1], &report.csv_rows()[1]);
+        assert_eq!(
+            (
+                &read.target,
+                &read.journal,
+                read.paired_median,
+                &read.checksum
+            ),
+            (
+                &written.target,
+                &written.journal,
+                written.paired_median,
+                &written.checksum
+            )
+        );
+        let mut csv = csv::Writer::from_writer(Vec::new());
+        for row in report.csv_rows() {
+            csv.serialize(row).unwrap();
+        }
+        let csv = String::from_utf8(csv.into_inner().unwrap()).unwrap();
+        assert!(!csv.contains("xRead"), "{csv}");
     }
 }

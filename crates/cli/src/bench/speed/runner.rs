@@ -7,6 +7,8 @@ use anyhow::{Context, Result};
 use rusqlite::{Connection, Statement as SqlStatement};
 use sqlite_uring::IoStats;
 
+use crate::counting_vfs::MethodTimes;
+
 use super::workload::{self, Param, Sizes, Statement};
 use crate::bench::common::checksum::Checksum;
 use crate::bench::common::database;
@@ -74,6 +76,9 @@ pub struct RunOutcome {
     pub cpu_s: f64,
     pub checksum: Checksum,
     pub io: Option<IoStats>,
+    /// Calls and time per VFS method during the body, for a target timed by method
+    /// (`--breakdown`).
+    pub methods: Option<MethodTimes>,
 }
 
 /// Runs test `plan` once on `target`: a fresh database at `path`, PRAGMAs verified, the
@@ -111,6 +116,9 @@ pub fn run_once(
     let mut checksum = Checksum::default();
     crate::trace_file::mark(format_args!("body of test {} starts", plan.number));
     target.counter.reset();
+    if let Some(timer) = target.timer {
+        timer.reset();
+    }
     let cpu_before_s = process_usage::cpu_s();
     let started = Instant::now();
     let body = match mode {
@@ -120,6 +128,7 @@ pub fn run_once(
     let elapsed_s = started.elapsed().as_secs_f64();
     let cpu_s = process_usage::cpu_s() - cpu_before_s;
     let io = target.counter.read();
+    let methods = target.timer.map(|timer| timer.method_times());
     crate::trace_file::mark(format_args!(
         "body of test {} ends: {elapsed_s:.6} s",
         plan.number
@@ -133,6 +142,7 @@ pub fn run_once(
         cpu_s,
         checksum,
         io,
+        methods,
     })
 }
 

@@ -95,6 +95,7 @@ mod tests {
                 interval,
                 pairs: if interval.is_some() { 10 } else { 3 },
             }),
+            breakdown: None,
         }
     }
 
