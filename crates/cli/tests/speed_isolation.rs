@@ -9,7 +9,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{assert_stopped_by_sigterm, describe, entries, terminate_and_wait, text, workers_of};
+use common::{
+    assert_stopped_by_sigterm, assert_within_interval, describe, entries, terminate_and_wait, text,
+    workers_of,
+};
 
 /// The fields of an exported record that do not depend on timing.
 fn deterministic_fields(record: &serde_json::Value) -> String {
@@ -99,12 +102,7 @@ fn worker_processes_report_what_one_process_reports() {
             "paired ratios for all but the baseline: {record}"
         );
         if !is_baseline {
-            let (low, median, high) = (
-                record["paired_ci_low"].as_f64().unwrap(),
-                record["paired_median"].as_f64().unwrap(),
-                record["paired_ci_high"].as_f64().unwrap(),
-            );
-            assert!(low <= median && median <= high, "{record}");
+            assert_within_interval(record, "paired_ci_low", "paired_median", "paired_ci_high");
         }
     }
     // The VFS counters crossed the pipe: io_uring rows count fsyncs and kernel entries.

@@ -18,6 +18,19 @@ pub fn describe(output: &Output) -> String {
     )
 }
 
+/// Asserts that the JSON numbers `low`, `median` and `high` of `record` are in order: a
+/// paired median inside its interval.
+#[allow(dead_code)] // not every test binary that includes this module uses every helper
+pub fn assert_within_interval(record: &serde_json::Value, low: &str, median: &str, high: &str) {
+    let number = |key: &str| {
+        record[key]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{key} is not a number: {record}"))
+    };
+    let (low, median, high) = (number(low), number(median), number(high));
+    assert!(low <= median && median <= high, "{record}");
+}
+
 /// The names in `dir`, in no particular order.
 #[allow(dead_code)] // not every test binary that includes this module uses every helper
 pub fn entries(dir: &Path) -> Vec<String> {
