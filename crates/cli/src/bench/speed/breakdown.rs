@@ -5,9 +5,11 @@
 //! target, each method's time per run is summarised by its median and compared run by
 //! run with the baseline's time in the same method: the paired median difference and its
 //! 95 % interval, as the main table pairs whole runs. What is left of a run is "outside
-//! the VFS": SQLite's own work, and the benchmark's. A method can take more time under
-//! one VFS only because another does its work later (write-behind writes at xSync, for
-//! one): the differences are read together, and their sum is the whole test's.
+//! the VFS": SQLite's and the benchmark's work between the timed calls (and the
+//! wrapper's bookkeeping, the same for every target). A method can take more time under
+//! one VFS only because another does its work later (write-behind's writes show in
+//! xFileControl or xSync instead of xWrite): the differences are read together. Run by
+//! run the parts add up to the whole test; their medians only roughly.
 
 use serde::{Deserialize, Serialize};
 
@@ -35,6 +37,19 @@ pub struct Share {
 
 /// One run's elapsed time and its time per VFS method.
 pub type TimedRun = (f64, MethodTimes);
+
+/// Where a part is listed: the methods in [`Method::ALL`]'s order, then [`OUTSIDE`] and
+/// [`WHOLE`].
+pub fn rank(part: &str) -> usize {
+    match part {
+        OUTSIDE => Method::ALL.len(),
+        WHOLE => Method::ALL.len() + 1,
+        method => Method::ALL
+            .iter()
+            .position(|m| m.name() == method)
+            .unwrap_or(Method::ALL.len()),
+    }
+}
 
 /// The breakdown of `runs` against `baseline`'s runs of the same rounds (`None` for the
 /// baseline itself): every method either called, then the time outside the VFS and the
@@ -245,6 +260,21 @@ mod tests {
         assert_eq!(cell(shares.first()), "+7.0 µs [+7.0, +7.0]");
         assert_eq!(cell(shares.get(1)), "-20 µs [-20, -20]");
         assert_eq!(of(&[], None), None);
+    }
+
+    /// Parts are listed in the wrapper's method order, whichever target called what,
+    /// with the two summary rows last.
+    #[test]
+    fn parts_rank_in_method_order_then_the_summaries() {
+        let mut parts = vec![WHOLE, "xShmBarrier", OUTSIDE, "xSync", "xOpen", "xRead"];
+        parts.sort_by_key(|part| rank(part));
+        assert_eq!(
+            parts,
+            ["xOpen", "xRead", "xSync", "xShmBarrier", OUTSIDE, WHOLE]
+        );
+        for (index, method) in Method::ALL.into_iter().enumerate() {
+            assert_eq!(rank(method.name()), index);
+        }
     }
 
     #[test]

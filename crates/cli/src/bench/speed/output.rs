@@ -493,9 +493,11 @@ pub const BREAKDOWN_TITLE: &str = "Where the time goes, by VFS method (--breakdo
 
 /// How to read the breakdown table.
 pub const BREAKDOWN_NOTE: &str = "baseline: median time per run in each method (×calls per \
-     run); others: paired median difference from the baseline [95 % CI]; outside the VFS: \
-     SQLite's own work. A method can cost more because another does its work later \
-     (write-behind writes at xSync): read the differences together";
+     run); others: paired median difference from the baseline [95 % CI] (their own times \
+     when the baseline is not timed, as memory); outside the VFS: the rest of the body, \
+     SQLite's and the benchmark's work between the timed calls. A method can cost more \
+     because another does its work later (write-behind's writes show in xFileControl or \
+     xSync instead of xWrite): read the differences together";
 
 /// Headers and rows of a test's breakdown table: a row per VFS method any target called,
 /// then the time outside the VFS and the whole test; a column per timed target. `None`
@@ -518,12 +520,7 @@ fn breakdown_rows(test: &TestResult) -> Option<(Vec<String>, Vec<Vec<String>>)> 
             parts.push(share.part);
         }
     }
-    // Methods first, in the wrapper's order; the outside and the whole test last.
-    parts.sort_by_key(|part| match *part {
-        breakdown::OUTSIDE => 1,
-        breakdown::WHOLE => 2,
-        _ => 0,
-    });
+    parts.sort_by_key(|part| breakdown::rank(part));
     let mut headers = vec!["VFS method".to_string()];
     headers.extend(timed.iter().map(|combo| combo.label.clone()));
     let rows = parts
