@@ -70,7 +70,7 @@ pub fn connect(target: &Target, vfs: &str, path: &Path) -> Result<Connection> {
 /// Opens a fresh database for `target` at `path` (ignored for memory) and applies and
 /// verifies the PRAGMAs.
 pub fn open(target: &Target, path: &Path, settings: Settings) -> Result<Database> {
-    let database = match &target.vfs {
+    let database = match target.open_vfs() {
         None => Database {
             connection: Some(Connection::open_in_memory()?),
             path: None,
@@ -91,7 +91,7 @@ pub fn open(target: &Target, path: &Path, settings: Settings) -> Result<Database
 /// back as requested: a VFS that claims `SQLITE_FCNTL_PRAGMA` without acting on it would
 /// otherwise silently benchmark different durability.
 pub fn configure(connection: &Connection, target: &Target, settings: Settings) -> Result<()> {
-    let vfs = target.vfs.as_deref().unwrap_or(":memory:");
+    let vfs = target.open_vfs().unwrap_or(":memory:");
     // `:memory:` databases only journal in memory; asking for WAL would be refused.
     let journal = if target.is_memory() {
         "memory"

@@ -142,13 +142,20 @@ pub struct Target {
     pub uri_parameters: Option<String>,
     pub counter: Counter,
     /// The wrapper that times this target's VFS calls, by method (`bench speed
-    /// --breakdown`, see [`with_method_times`]); `None` otherwise.
+    /// --breakdown`, see [`with_method_times`]); `None` otherwise. The database is then
+    /// opened through it ([`Target::open_vfs`]).
     pub timer: Option<&'static CountingVfs>,
 }
 
 impl Target {
     pub fn is_memory(&self) -> bool {
         self.vfs.is_none()
+    }
+
+    /// The VFS the database is opened with: the timing wrapper when there is one, else
+    /// `vfs` (`None` for `:memory:`).
+    pub fn open_vfs(&self) -> Option<&str> {
+        self.timer.map(CountingVfs::name).or(self.vfs.as_deref())
     }
 }
 
@@ -256,9 +263,9 @@ fn counted_target(label: &str, parent: &str) -> Result<Target> {
 
 /// `targets` with every file target's VFS calls timed by method: a target already
 /// opened through the counting wrapper (`unix`) has its wrapper time them; this
-/// project's VFSes, which count their own calls, are opened through a wrapper of their
-/// own (`io_uring_counted`), which times and forwards but leaves the counting to them.
-/// Every timed target pays the same clock reads per call.
+/// project's VFSes, which count their own calls, get a wrapper of their own
+/// (`io_uring_counted`) to be opened through, which times and forwards but leaves the
+/// counting to them. Every timed target pays the same clock reads per call.
 pub fn with_method_times(targets: Vec<Target>) -> Result<Vec<Target>> {
     targets
         .into_iter()
@@ -266,15 +273,11 @@ pub fn with_method_times(targets: Vec<Target>) -> Result<Vec<Target>> {
             let timer = match (target.counter, target.vfs.as_deref()) {
                 (Counter::None, _) | (_, None) => None,
                 (Counter::Wrapper(wrapper), _) => Some(wrapper),
-                (Counter::Library(_), Some(vfs)) => {
-                    let wrapper = counting_vfs::register(
-                        &format!("{vfs}_counted"),
-                        vfs,
-                        Behaviour::Faithful,
-                    )?;
-                    target.vfs = Some(wrapper.name().to_string());
-                    Some(wrapper)
-                }
+                (Counter::Library(_), Some(vfs)) => Some(counting_vfs::register(
+                    &format!("{vfs}_counted"),
+                    vfs,
+                    Behaviour::Faithful,
+                )?),
             };
             if let Some(timer) = timer {
                 timer.enable_timing();

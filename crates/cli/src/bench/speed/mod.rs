@@ -29,7 +29,7 @@ use crate::bench::common::checksum;
 use crate::bench::common::counts;
 use crate::bench::common::paired::Compared;
 use crate::bench::common::settings::{JournalMode, Settings};
-use crate::bench::common::targets::{self, Counter, Target, IO_URING_VFS};
+use crate::bench::common::targets::{self, Target, IO_URING_VFS};
 use crate::report::{envinfo, stats};
 use output::{ComboResult, RunInfo, TestResult};
 use runner::{Mode, RunOutcome, TestPlan};
@@ -315,9 +315,9 @@ fn header(
     ));
     if targets
         .iter()
-        .any(|t| matches!(t.counter, Counter::Library(IO_URING_VFS)))
+        .any(|t| t.vfs.as_deref() == Some(IO_URING_VFS))
     {
-        if let Ok(registration) = crate::bench::common::targets::io_uring_registration() {
+        if let Ok(registration) = targets::io_uring_registration() {
             header.push(format!(
                 "io_uring:    VFS {} on backend {}{}",
                 registration.vfs_name,
@@ -427,16 +427,11 @@ fn summarise(
         results.push(ComboResult {
             label: combo.label(),
             target: combo.target.label.clone(),
-            // The VFS measured: with --breakdown this project's VFSes are opened through
-            // a timing wrapper, which the records do not name.
-            vfs: match combo.target.counter {
-                Counter::Library(vfs) => vfs.to_string(),
-                _ => combo
-                    .target
-                    .vfs
-                    .clone()
-                    .unwrap_or_else(|| ":memory:".into()),
-            },
+            vfs: combo
+                .target
+                .vfs
+                .clone()
+                .unwrap_or_else(|| ":memory:".into()),
             journal: combo.journal_name().to_string(),
             summary: compared.summary,
             cpu_mean_s: runs.iter().map(|o| o.cpu_s).sum::<f64>() / runs.len().max(1) as f64,

@@ -545,7 +545,6 @@ fn breakdown_rows(test: &TestResult) -> Option<(Vec<String>, Vec<Vec<String>>)> 
 /// The breakdown table of one test for the terminal, if any target was timed.
 pub fn breakdown_table(test: &TestResult, output: table::Output) -> Option<Table> {
     let (headers, rows) = breakdown_rows(test)?;
-    let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
     Some(table::new(&headers, &rows, 1, output))
 }
 
