@@ -43,8 +43,40 @@ extern "C" fn after_fork_in_child() {
     }
 }
 
+/// Installs the child handler once. The first call is [`INSTALL_AT_LOAD`]'s, made while
+/// the library loads, before any thread can call into it; a call from a link that left
+/// that entry out installs it here instead.
+#[inline]
 fn install_handler() {
+    if !FORK_HANDLER.is_completed() {
+        install_handler_now();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn install_handler_now() {
+    // Names the load-time entry, so a link that takes this code takes it too (an entry
+    // nothing names can be left out of a static link with its object file).
+    std::hint::black_box(&INSTALL_AT_LOAD);
     FORK_HANDLER.call_once(|| at_fork_in_child(after_fork_in_child));
+}
+
+/// Installs the child handler as the library loads: at program start when it is linked
+/// into the program, inside `dlopen` for the loadable extension. No other thread can be
+/// in [`install_handler`] yet. Installed lazily instead, a `fork()` by one thread while
+/// another was inside `call_once` would leave the `Once` running for good in the child,
+/// whose first `fork_generation` would then wait forever.
+#[used]
+#[link_section = ".init_array"]
+static INSTALL_AT_LOAD: extern "C" fn() = install_at_load;
+
+/// Set by [`install_at_load`], for the test that it ran.
+static INSTALLED_AT_LOAD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn install_at_load() {
+    install_handler();
+    INSTALLED_AT_LOAD.store(true, Ordering::Relaxed);
 }
 
 /// This process's fork generation: 0 in a process that never forked, one more in each
@@ -220,6 +252,13 @@ pub(crate) fn run_in_forked_child(child: impl FnOnce() -> bool) -> Result<(), St
 mod tests {
     use super::*;
     use std::sync::Mutex;
+
+    #[test]
+    fn the_child_handler_is_installed_as_the_library_loads() {
+        // Before any test could call `fork_generation`: no `Once` is left to race a fork.
+        assert!(INSTALLED_AT_LOAD.load(Ordering::Relaxed));
+        assert!(FORK_HANDLER.is_completed());
+    }
 
     #[test]
     fn one_value_per_process_until_dropped() {
