@@ -21,6 +21,7 @@ impl File {
     /// reports SQLITE_IOERR_SHORT_READ, as SQLite requires. A buffered file read by
     /// syscall, not memory-mapped and not traced — every read of the default
     /// configuration — takes the `pread` path here; the others are `read_otherwise`'s.
+    #[inline(always)]
     pub(crate) fn read(&mut self, buf: &mut [u8], offset: i64) -> Result<(), Failure> {
         assert!(offset >= 0);
         self.flush_queue(self.as_reader())?;
@@ -169,6 +170,7 @@ impl File {
     /// xWrite: queued for write-behind (see `write_behind.rs` for when it reaches the
     /// kernel), or written at once when write-behind is off. A write that cannot make
     /// progress is SQLITE_FULL, as in os_unix.c.
+    #[inline(always)]
     pub(crate) fn write(&mut self, buf: &[u8], offset: i64) -> Result<(), Failure> {
         assert!(offset >= 0);
         self.count_field(SharedStats::WRITE_CALLS, 1);

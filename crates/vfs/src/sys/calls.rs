@@ -387,6 +387,7 @@ pub(super) fn fcntl_dupfd_cloexec(fd: RawFd, min_fd: c_int) -> c_int {
 /// stand-in written for `unix` may return `int`, whose -1 leaves the upper half of the
 /// return register undefined. Every caller asks for at most `i32::MAX` bytes, so a real
 /// `pread` loses nothing.
+#[inline]
 pub(crate) fn pread(fd: RawFd, buf: &mut [u8], offset: libc::off_t) -> libc::ssize_t {
     let len = buf.len();
     debug_assert!(len <= i32::MAX as usize);
