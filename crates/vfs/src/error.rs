@@ -65,6 +65,8 @@ pub(crate) enum Failure {
     Lock(i32),
     Unlock(i32),
     RdLock(i32),
+    /// The lock query of xCheckReservedLock failed.
+    CheckReservedLock(i32),
     Delete(i32),
     DeleteNoent,
     CantOpen(i32),
@@ -102,6 +104,7 @@ impl Failure {
             Failure::Lock(_) => SQLITE_IOERR_LOCK,
             Failure::Unlock(_) => SQLITE_IOERR_UNLOCK,
             Failure::RdLock(_) => SQLITE_IOERR_RDLOCK,
+            Failure::CheckReservedLock(_) => SQLITE_IOERR_CHECKRESERVEDLOCK,
             Failure::Delete(_) => SQLITE_IOERR_DELETE,
             Failure::DeleteNoent => SQLITE_IOERR_DELETE_NOENT,
             Failure::CantOpen(_) => SQLITE_CANTOPEN,
@@ -133,6 +136,7 @@ impl Failure {
             | Failure::Lock(e)
             | Failure::Unlock(e)
             | Failure::RdLock(e)
+            | Failure::CheckReservedLock(e)
             | Failure::Delete(e)
             | Failure::CantOpen(e)
             | Failure::ReadonlyDirectory(e)

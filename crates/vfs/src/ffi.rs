@@ -117,6 +117,7 @@ pub const SQLITE_IOERR_UNLOCK: c_int = SQLITE_IOERR | (8 << 8);
 pub const SQLITE_IOERR_RDLOCK: c_int = SQLITE_IOERR | (9 << 8);
 pub const SQLITE_IOERR_DELETE: c_int = SQLITE_IOERR | (10 << 8);
 pub const SQLITE_IOERR_NOMEM: c_int = SQLITE_IOERR | (12 << 8);
+pub const SQLITE_IOERR_CHECKRESERVEDLOCK: c_int = SQLITE_IOERR | (14 << 8);
 pub const SQLITE_IOERR_LOCK: c_int = SQLITE_IOERR | (15 << 8);
 pub const SQLITE_IOERR_CLOSE: c_int = SQLITE_IOERR | (16 << 8);
 pub const SQLITE_IOERR_SHMOPEN: c_int = SQLITE_IOERR | (18 << 8);

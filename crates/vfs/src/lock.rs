@@ -64,6 +64,17 @@
 //! instead). And closing some other descriptor of the file does not drop our locks — the
 //! POSIX trap os_unix.c works around with its unused-fd list. See fcntl(2), "Open file
 //! description locks".
+//!
+//! # A connection carried across `fork()`
+//! A forked child shares its parent's open file descriptions, and with them the parent's
+//! OFD locks: a lock or unlock the child made through an inherited connection would take
+//! or drop the parent's (a `unix` child's POSIX locks are its own). SQLite forbids using
+//! a connection in a child it was not opened in; what the child may still do is close
+//! it. So a lock opened in another process (`DbLock::is_inherited`, by the fork
+//! generation) takes no lock (SQLITE_BUSY, as a `unix` child gets while the parent holds
+//! SHARED), and its unlocks and its close leave the parent's locks, and the parent's lock
+//! state, alone. A child that opens its own connection gets its own descriptors and
+//! locks.
 
 use std::ffi::c_int;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
@@ -75,7 +86,7 @@ use crate::ffi::{
     SQLITE_LOCK_SHARED,
 };
 use crate::sys::fd::FileKey;
-use crate::sys::fork::ForkLocal;
+use crate::sys::fork::{fork_generation, ForkLocal};
 use crate::sys::{calls, DbFd};
 
 /// Bytes of the shared range, which starts two bytes after the pending byte.
@@ -198,6 +209,10 @@ pub(crate) struct DbLock {
     /// The process's state of the file; `None` for files SQLite does not lock (journals,
     /// WAL files, temporary files) and for `nolock=1`.
     inode: Option<Arc<Inode>>,
+    /// The fork generation of the process that attached `inode` (`is_inherited`).
+    generation: u64,
+    /// The file's use in a process it was not opened in was logged already.
+    inherited_use_logged: bool,
 }
 
 impl DbLock {
@@ -207,6 +222,8 @@ impl DbLock {
             level: SQLITE_LOCK_NONE,
             pending_byte,
             inode: None,
+            generation: fork_generation(),
+            inherited_use_logged: false,
         }
     }
 
@@ -253,6 +270,8 @@ impl DbLock {
             level: SQLITE_LOCK_NONE,
             pending_byte,
             inode: Some(inode),
+            generation: fork_generation(),
+            inherited_use_logged: false,
         }
     }
 
@@ -268,6 +287,18 @@ impl DbLock {
         self.level
     }
 
+    /// Whether the lock state was attached in another process, whose child this is: its
+    /// descriptor's locks are the parent's ("A connection carried across `fork()`").
+    pub(crate) fn is_inherited(&self) -> bool {
+        self.inode.is_some() && self.generation != fork_generation()
+    }
+
+    /// True the first time it is asked: the caller logs the file's use in a child once,
+    /// not at every retry of a busy handler.
+    pub(crate) fn first_inherited_use(&mut self) -> bool {
+        !std::mem::replace(&mut self.inherited_use_logged, true)
+    }
+
     /// xLock: raise the lock to `level` (SHARED, RESERVED or EXCLUSIVE).
     pub(crate) fn lock(&mut self, level: c_int) -> Result<(), Failure> {
         if self.level >= level {
@@ -277,6 +308,10 @@ impl DbLock {
         assert!(self.level != SQLITE_LOCK_NONE || level == SQLITE_LOCK_SHARED);
         assert!(level != SQLITE_LOCK_PENDING);
         assert!(level != SQLITE_LOCK_RESERVED || self.level == SQLITE_LOCK_SHARED);
+        if self.is_inherited() {
+            // The parent's state and locks: not this process's to take or count.
+            return Err(Failure::Busy);
+        }
         let busy_or =
             |otherwise: fn(i32) -> Failure| move |errno| Failure::from_lock_errno(errno, otherwise);
         let (pending_byte, reserved_byte, shared_first) =
@@ -354,6 +389,11 @@ impl DbLock {
         if self.level <= level {
             return Ok(());
         }
+        if self.is_inherited() {
+            // What the connection held is the parent's: it stays.
+            self.level = level;
+            return Ok(());
+        }
         let (pending_byte, shared_first) = (self.pending_byte, self.shared_first());
         let mut state = state_of(&self.inode);
         if self.level > SQLITE_LOCK_SHARED {
@@ -392,6 +432,11 @@ impl DbLock {
         if self.level > SQLITE_LOCK_SHARED {
             return Ok(true);
         }
+        if self.is_inherited() {
+            // Its descriptor cannot tell the parent's locks from its own: answer as if a
+            // writer were there, which makes SQLite take no journal for a hot one.
+            return Ok(true);
+        }
         let state = state_of(&self.inode);
         if state.level > SQLITE_LOCK_SHARED {
             return Ok(true);
@@ -400,7 +445,7 @@ impl DbLock {
         // is another process's.
         conflicting_lock(state.fd(), LockType::Write, self.reserved_byte(), 1)
             .map(|conflict| conflict.is_some())
-            .map_err(Failure::Lock)
+            .map_err(Failure::CheckReservedLock)
     }
 
     /// For files opened with `nolock=1`: track the level without OS locks.
@@ -414,6 +459,14 @@ impl DbLock {
     /// for the caller to release after its own (`lock::release`); otherwise the state
     /// keeps its share, and with it the descriptor open, for the other connections.
     pub(crate) fn detach(&mut self) -> Option<Arc<DbFd>> {
+        if self.is_inherited() {
+            // The parent's state, list and locks stay as they are (its list may even be
+            // locked for good here, by a thread that is not in this process). The share
+            // dropped here is never the last: the parent's list keeps one.
+            self.level = SQLITE_LOCK_NONE;
+            self.inode = None;
+            return None;
+        }
         if self.level > SQLITE_LOCK_NONE && self.inode.is_some() {
             let _ = self.unlock(SQLITE_LOCK_NONE);
         }

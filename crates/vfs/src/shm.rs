@@ -32,6 +32,15 @@
 //! OFD locks of one descriptor conflict with every other process's and with a `unix`
 //! connection's POSIX locks in this process.
 //!
+//! # A handle carried across `fork()`
+//! A forked child shares its parent's `-shm` descriptor, so a lock it took through an
+//! inherited handle would be the parent's (two "exclusive" writers, one in each process),
+//! and an unlock or a close would drop the parent's. A handle attached in another process
+//! (`Shm::is_inherited`) maps nothing new, takes no lock (SQLITE_IOERR_SHMLOCK, which
+//! SQLite does not retry), and leaves the
+//! node, its locks and the file alone when it detaches, as `lock.rs` does for the
+//! database's locks; a connection the child opens gets its own node.
+//!
 //! # Flush rule (for write-behind)
 //! No connection may observe a WAL-index header that names frames not yet written to the
 //! `-wal` file. Any queued writes of the database must therefore be submitted and
@@ -53,7 +62,7 @@ use crate::ffi::{
 };
 use crate::io::Submitter;
 use crate::lock::{conflicting_lock, lock_ignoring_poison, set_lock, LockType};
-use crate::sys::fork::ForkLocal;
+use crate::sys::fork::{fork_generation, ForkLocal};
 use crate::sys::{calls, DbFd, Mapping};
 
 /// Offset of the first lock slot in the `-shm` file (os_unix.c UNIX_SHM_BASE:
@@ -407,6 +416,8 @@ pub(crate) struct Shm {
     exclusive_mask: u16,
     /// Detached already (by `close`).
     left: bool,
+    /// The fork generation of the process that attached (`is_inherited`).
+    generation: u64,
 }
 
 impl Shm {
@@ -447,7 +458,27 @@ impl Shm {
             shared_mask: 0,
             exclusive_mask: 0,
             left: false,
+            generation: fork_generation(),
         })
+    }
+
+    /// Whether the handle was attached in another process, whose child this is ("A handle
+    /// carried across `fork()`").
+    pub(crate) fn is_inherited(&self) -> bool {
+        self.generation != fork_generation()
+    }
+
+    /// Whether another process uses the WAL index: a lock on the DMS byte that is not
+    /// this process's node's (os_unix.c unixIsSharingShmNode, which refuses RESERVED and
+    /// EXCLUSIVE database locks then, so the last connection in does not delete the WAL
+    /// and the index from under a process whose database lock was lost). A failed
+    /// query counts as use, as there.
+    pub(crate) fn used_by_another_process(&self) -> bool {
+        if self.is_inherited() {
+            return true;
+        }
+        let state = lock_ignoring_poison(&self.node.state);
+        conflicting_lock(state.fd(), LockType::Write, SHM_DMS, 1).map_or(true, |c| c.is_some())
     }
 
     /// xShmMap. Returns the region pointer (null when it does not exist and `extend` is
@@ -460,6 +491,9 @@ impl Shm {
         region_size_bytes: usize,
         extend: bool,
     ) -> Result<(*mut u8, bool), Failure> {
+        if self.is_inherited() {
+            return Err(Failure::ShmMap(0));
+        }
         let mut state = lock_ignoring_poison(&self.node.state);
         let readonly = state.readonly;
         state
@@ -477,6 +511,19 @@ impl Shm {
     ) -> Result<(), Failure> {
         assert!(offset >= 0 && count >= 1 && offset + count <= SQLITE_SHM_NLOCK);
         let mask: u16 = (((1u32 << count) - 1) << offset) as u16;
+        if self.is_inherited() {
+            // The node's counts and locks are the parent's: a lock is refused, with an
+            // error SQLite does not retry (SQLITE_BUSY would make a reader retry for
+            // seconds), and an unlock forgets the handle's own record only.
+            return match request {
+                ShmLockRequest::Nothing | ShmLockRequest::Unlock { .. } => {
+                    self.shared_mask &= !mask;
+                    self.exclusive_mask &= !mask;
+                    Ok(())
+                }
+                ShmLockRequest::Shared | ShmLockRequest::Exclusive => Err(Failure::ShmLock),
+            };
+        }
         let mut state = lock_ignoring_poison(&self.node.state);
         match request {
             ShmLockRequest::Nothing => Ok(()),
@@ -540,6 +587,10 @@ impl Shm {
     /// SQLITE_FCNTL_EXTERNAL_READER: does another process hold a read mark? (As in
     /// os_unix.c, this process's own connections are not external.)
     pub(crate) fn has_external_reader(&self) -> Result<bool, Failure> {
+        if self.is_inherited() {
+            // The parent's readers are external to this process.
+            return Ok(true);
+        }
         let state = lock_ignoring_poison(&self.node.state);
         conflicting_lock(
             state.fd(),
@@ -562,6 +613,14 @@ impl Shm {
     fn leave(&mut self, delete: bool, log: &impl ErrorLog, db_path: &str) {
         assert!(!self.left);
         self.left = true;
+        if self.is_inherited() {
+            // The parent's node, its locks and its file stay; so does its registry (which
+            // may be locked for good here). The share dropped with this handle is never
+            // the last: the parent's registry keeps one.
+            self.shared_mask = 0;
+            self.exclusive_mask = 0;
+            return;
+        }
         let node = Arc::clone(&self.node);
         // Registry before node, as in `open`: no one attaches to a node being closed.
         let mut nodes = lock_ignoring_poison(node.registry);

@@ -655,6 +655,52 @@ fn failed_truncates_and_deletes_give_unix_codes() {
     assert_eq!(outcome.codes, vec![ffi::SQLITE_IOERR_DELETE]);
 }
 
+/// A stand-in `fcntl` whose lock queries (`F_GETLK`, `F_OFD_GETLK`) fail as planned.
+#[cfg(target_arch = "x86_64")]
+unsafe extern "C" fn st_fcntl_query(fd: c_int, cmd: c_int, arg: *mut c_void) -> c_int {
+    let query = matches!(cmd, libc::F_GETLK | libc::F_OFD_GETLK);
+    if query && fails(&path_of_fd(fd)).is_some() {
+        return -1;
+    }
+    // SAFETY: forwarded arguments, as in `st_fcntl`.
+    unsafe { libc::fcntl(fd, cmd, arg) }
+}
+
+/// xCheckReservedLock's failed lock query is SQLITE_IOERR_CHECKRESERVEDLOCK, as from
+/// os_unix.c. SQLite asks when a journal is left beside the database (is it hot?).
+/// `io_uring`'s reader asks about PENDING_BYTE first (a query `unix` does not make),
+/// so its plan lets one query through.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn a_failed_reserved_lock_query_gives_the_unix_code() {
+    let _serial = serial();
+    let calls = [(
+        c"fcntl",
+        erase(st_fcntl_query as unsafe extern "C" fn(_, _, _) -> _),
+    )];
+    let scenario = |path: &Path, vfs_name: &str| {
+        // A journal whose first byte is zero: not hot, once the question can be asked.
+        std::fs::write(path.with_extension("db-journal"), [0u8; 512]).unwrap();
+        vec![count_code(&open(path, vfs_name))]
+    };
+    let unix = run(
+        "unix",
+        SEED_SQL,
+        &calls,
+        || set_plan("test.db", libc::EIO, 0, 1, false),
+        |path| scenario(path, "unix"),
+    );
+    let ours = run(
+        "io_uring",
+        SEED_SQL,
+        &calls,
+        || set_plan("test.db", libc::EIO, 1, 1, false),
+        |path| scenario(path, "io_uring"),
+    );
+    assert_eq!(unix.codes, vec![ffi::SQLITE_IOERR_CHECKRESERVEDLOCK]);
+    assert_eq!(ours, unix);
+}
+
 /// A directory that cannot be opened for syncing is not an error (os_unix.c); the
 /// journal is still written, synced and deleted.
 #[test]

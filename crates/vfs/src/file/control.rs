@@ -60,7 +60,32 @@ impl File {
                 .set_level_without_os_lock(level.max(self.lock.level()));
             return Ok(());
         }
+        if self.lock.is_inherited() && self.lock.level() < level {
+            self.log_inherited_use();
+        }
+        // The last connection of a WAL database locks it exclusively to checkpoint and
+        // delete the WAL and its index: not while another process still uses the index.
+        if level > SQLITE_LOCK_SHARED
+            && self.lock.level() < level
+            && self.shm.as_ref().is_some_and(Shm::used_by_another_process)
+        {
+            return Err(Failure::Busy);
+        }
         self.lock.lock(level)
+    }
+
+    /// Logs, once per file, a lock or WAL-index request made through a connection that
+    /// was opened before a `fork()` in the parent: refused, as the locks it would take
+    /// are the parent's (lock.rs, "A connection carried across `fork()`").
+    #[cold]
+    fn log_inherited_use(&mut self) {
+        if self.lock.first_inherited_use() {
+            self.log_refusal(
+                SQLITE_BUSY,
+                "locking refused: this connection was opened in the parent of this forked \
+                 process; open a new connection in the child",
+            );
+        }
     }
 
     pub(crate) fn unlock(&mut self, level: c_int) -> Result<(), Failure> {
@@ -305,6 +330,9 @@ impl File {
                 &self.vfs.api,
             )?);
         }
+        if self.shm.as_ref().is_some_and(Shm::is_inherited) {
+            self.log_inherited_use();
+        }
         let mut shm = self.shm.take().expect("opened above");
         let vfs = self.vfs;
         let result = shm.map(
@@ -338,6 +366,11 @@ impl File {
         }
         // A read transaction starts or ends here.
         self.forget_cached_reads();
+        if self.shm.as_ref().is_some_and(Shm::is_inherited)
+            && matches!(request, ShmLockRequest::Shared | ShmLockRequest::Exclusive)
+        {
+            self.log_inherited_use();
+        }
         match self.shm.as_mut() {
             None => Err(Failure::ShmLock),
             Some(shm) => shm.lock(offset, count, request),
