@@ -86,7 +86,7 @@ use crate::ffi::{
     SQLITE_LOCK_SHARED,
 };
 use crate::sys::fd::FileKey;
-use crate::sys::fork::{fork_generation, ForkLocal};
+use crate::sys::fork::{fork_generation, register_child_hook, ForkLocal, NullDescriptor};
 use crate::sys::{calls, DbFd};
 
 /// Bytes of the shared range, which starts two bytes after the pending byte.
@@ -183,6 +183,34 @@ struct InodeState {
 /// shared with the child).
 static INODES: ForkLocal<Mutex<Vec<Arc<Inode>>>> = ForkLocal::new();
 
+/// The child's fork hook: its copies of the descriptors the parent's lock states lock
+/// through become `/dev/null` (`NullDescriptor`), so the parent's locks do not outlive
+/// the parent while this child runs without `exec`. A state a parent thread held locked
+/// at the fork is passed over (the hook may only `try_lock`).
+fn let_go_of_parents_lock_descriptors() {
+    let Some(list) = INODES.last_published() else {
+        return;
+    };
+    let inodes = match list.try_lock() {
+        Ok(inodes) => inodes,
+        Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return,
+    };
+    let Some(null) = NullDescriptor::open() else {
+        return;
+    };
+    for inode in inodes.iter() {
+        let state = match inode.state.try_lock() {
+            Ok(state) => state,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => continue,
+        };
+        if let Some(fd) = state.fd.as_deref() {
+            null.put_over(fd.as_raw_fd());
+        }
+    }
+}
+
 /// Locks a mutex whose data stays consistent even if a holder panicked (the lock states
 /// here and the WAL-index nodes of `shm` leave no update half done across a call that
 /// can fail).
@@ -238,6 +266,7 @@ impl DbLock {
         pending_byte: i64,
     ) -> DbLock {
         let file = FileKey::of(stat);
+        register_child_hook(let_go_of_parents_lock_descriptors);
         let list = INODES.get();
         let mut inodes = lock_ignoring_poison(list);
         let inode = match inodes.iter().find(|inode| inode.file == file) {

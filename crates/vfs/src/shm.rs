@@ -62,7 +62,7 @@ use crate::ffi::{
 };
 use crate::io::Submitter;
 use crate::lock::{conflicting_lock, lock_ignoring_poison, set_lock, LockType};
-use crate::sys::fork::{fork_generation, ForkLocal};
+use crate::sys::fork::{fork_generation, register_child_hook, ForkLocal, NullDescriptor};
 use crate::sys::{calls, DbFd, Mapping};
 
 /// Offset of the first lock slot in the `-shm` file (os_unix.c UNIX_SHM_BASE:
@@ -126,6 +126,38 @@ static NODES: ForkLocal<Registry> = ForkLocal::new();
 
 fn registry() -> &'static Registry {
     NODES.get()
+}
+
+/// The child's fork hook: its copies of the parent's `-shm` descriptors become
+/// `/dev/null`, and its copies of the index's mappings zero-filled memory (a file mapping
+/// holds the open file description too), so the parent's DMS and slot locks do not
+/// outlive the parent while this child runs without `exec` (as `lock.rs` does for the
+/// database's locks). A node a parent thread held locked at the fork is passed over.
+fn let_go_of_parents_index_descriptors() {
+    let Some(registry) = NODES.last_published() else {
+        return;
+    };
+    let nodes = match registry.try_lock() {
+        Ok(nodes) => nodes,
+        Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return,
+    };
+    let Some(null) = NullDescriptor::open() else {
+        return;
+    };
+    for node in nodes.iter() {
+        let state = match node.state.try_lock() {
+            Ok(state) => state,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => continue,
+        };
+        for mapping in &state.mappings {
+            mapping.let_go_of_file();
+        }
+        if let Some(fd) = state.fd.as_ref() {
+            null.put_over(fd.as_raw_fd());
+        }
+    }
 }
 
 // ─── The node: one per database file per process ────────────────────────────────────────
@@ -431,6 +463,7 @@ impl Shm {
         readonly_shm: bool,
         log: &impl ErrorLog,
     ) -> Result<Shm, Failure> {
+        register_child_hook(let_go_of_parents_index_descriptors);
         let registry = registry();
         let mut nodes = lock_ignoring_poison(registry);
         let device = db_stat.st_dev;

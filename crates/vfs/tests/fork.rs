@@ -288,3 +288,76 @@ fn the_last_connection_keeps_the_wal_while_another_process_holds_its_index() {
         "the WAL outlived its last user"
     );
 }
+
+#[test]
+fn a_process_locks_die_with_it_while_a_child_it_forked_lives_on() {
+    register();
+    let dir = tempfile::tempdir().unwrap();
+    let rollback = dir.path().join("rollback.db");
+    let wal = dir.path().join("wal.db");
+    let wal_index = dir.path().join("wal.db-shm");
+    for (db, journal) in [(&rollback, "delete"), (&wal, "wal")] {
+        let setup = open(db, "io_uring");
+        setup
+            .query_row(&format!("PRAGMA journal_mode={journal}"), [], |_| Ok(()))
+            .unwrap();
+        setup.execute_batch("CREATE TABLE t(x);").unwrap();
+    }
+    let (ready_read, ready_write) = std::io::pipe().unwrap();
+    let (release_read, release_write) = std::io::pipe().unwrap();
+    // SAFETY: the child opens connections, takes locks, forks a worker and kills itself;
+    // the worker only tells it is running and waits for the release pipe to close.
+    let holder = unsafe { libc::fork() };
+    assert!(holder >= 0, "fork failed");
+    if holder == 0 {
+        let writer = open(&rollback, "io_uring");
+        let reader = open(&wal, "io_uring");
+        let held = writer.execute_batch("BEGIN IMMEDIATE").is_ok()
+            && reader
+                .query_row("SELECT count(*) FROM t", [], |_| Ok(()))
+                .is_ok();
+        // SAFETY: as above; the worker inherits every descriptor and does not exec.
+        let worker = unsafe { libc::fork() };
+        if worker == 0 {
+            drop(release_write);
+            let mut ready_write = ready_write;
+            let _ = std::io::Write::write_all(&mut ready_write, &[held as u8]);
+            drop(ready_write);
+            let mut byte = [0u8; 1];
+            let _ = std::io::Read::read(&mut { release_read }, &mut byte);
+            // SAFETY: ends the worker.
+            unsafe { libc::_exit(0) };
+        }
+        // SAFETY: the holder dies holding its locks, as a crashed process does.
+        unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+    }
+    drop(ready_write);
+    drop(release_read);
+    let mut status = 0;
+    // SAFETY: waits for the holder just forked.
+    assert_eq!(unsafe { libc::waitpid(holder, &mut status, 0) }, holder);
+    let mut held = [0u8; 1];
+    std::io::Read::read_exact(&mut { ready_read }, &mut held).unwrap();
+    assert_eq!(held[0], 1, "the holder took its locks");
+
+    // The worker still runs, with every descriptor of the holder it inherited.
+    let rollback_reserved = lock_seen_by_others(&rollback, RESERVED_BYTE, 1);
+    let wal_shared = lock_seen_by_others(&wal, SHARED_FIRST, SHARED_SIZE);
+    let wal_dms = lock_seen_by_others(&wal_index, SHM_DMS, 1);
+    let writer = stock_run(&rollback, 0, "BEGIN IMMEDIATE; COMMIT;");
+    drop(release_write);
+    assert_eq!(
+        (rollback_reserved, wal_shared, wal_dms),
+        (
+            libc::F_UNLCK as i16,
+            libc::F_UNLCK as i16,
+            libc::F_UNLCK as i16
+        ),
+        "a dead process's locks stayed while its forked worker lived"
+    );
+    assert!(
+        writer.status.success(),
+        "another process could not write after the holder died: {}",
+        String::from_utf8_lossy(&writer.stderr)
+    );
+}

@@ -103,6 +103,40 @@ pub(crate) fn register_child_hook(hook: fn()) {
     panic!("more than {MAX_HOOKS} fork hooks registered");
 }
 
+/// `/dev/null`, opened by a fork hook to put over the child's copies of descriptors whose
+/// open file description is the parent's, with the OFD locks on it: once the child's
+/// copy no longer refers to it, the parent's locks go when the parent's own descriptors
+/// close (at its exit, too), not when this child's do. The descriptor numbers stay
+/// taken, so a handle the child inherited reaches `/dev/null` through them, never
+/// another file. Plain `libc` calls, outside the system-call table: a fork hook runs
+/// where only async-signal-safe calls are allowed, and `open`, `dup3` and `close` are.
+pub(crate) struct NullDescriptor(std::os::fd::RawFd);
+
+impl NullDescriptor {
+    pub(crate) fn open() -> Option<NullDescriptor> {
+        // SAFETY: a NUL-terminated path and flags; the descriptor returned is owned here.
+        let fd = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        (fd >= 0).then_some(NullDescriptor(fd))
+    }
+
+    /// Makes `fd` a descriptor of `/dev/null` (close-on-exec, as every descriptor of the
+    /// VFS is), dropping this process's reference to what it referred to.
+    pub(crate) fn put_over(&self, fd: std::os::fd::RawFd) {
+        if fd >= 0 && fd != self.0 {
+            // SAFETY: dup3 takes two descriptor numbers; `fd` is one the caller owns in
+            // this (forked, single-threaded) process.
+            unsafe { libc::dup3(self.0, fd, libc::O_CLOEXEC) };
+        }
+    }
+}
+
+impl Drop for NullDescriptor {
+    fn drop(&mut self) {
+        // SAFETY: our own descriptor of /dev/null, on which no lock is held.
+        unsafe { libc::close(self.0) };
+    }
+}
+
 /// A value of this process: `get` in a forked child gives a new `T::default()`, never
 /// the parent's. For state a thread may hold locked (a `Mutex` of a process-wide list):
 /// in the child, that thread is gone and the lock would be held for good, so the child

@@ -76,6 +76,27 @@ impl Mapping {
         })
     }
 
+    /// In a forked child: puts zero-filled private memory where the mapping of the
+    /// parent's file was, at the same addresses, so the mapping no longer holds the file's
+    /// open file description (and the parent's OFD locks on it) alive; an inherited
+    /// pointer into it reads zeros instead of faulting. For a fork hook: `mmap` is a
+    /// plain system call.
+    pub(crate) fn let_go_of_file(&self) {
+        // SAFETY: MAP_FIXED over exactly this mapping's own range, which it owns: no other
+        // mapping is replaced, and the range stays mapped (readable and writable) until
+        // `drop` unmaps it as before.
+        unsafe {
+            libc::mmap(
+                self.base.as_ptr().cast(),
+                self.len_bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                -1,
+                0,
+            )
+        };
+    }
+
     /// The address of byte `offset` (`offset < len_bytes`), for SQLite (a fetched page,
     /// a WAL-index region). Valid while `self` lives.
     pub(crate) fn address_at(&self, offset: usize) -> *mut u8 {
