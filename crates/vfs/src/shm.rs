@@ -37,9 +37,10 @@
 //! inherited handle would be the parent's (two "exclusive" writers, one in each process),
 //! and an unlock or a close would drop the parent's. A handle attached in another process
 //! (`Shm::is_inherited`) maps nothing new, takes no lock (SQLITE_IOERR_SHMLOCK, which
-//! SQLite does not retry), and leaves the
-//! node, its locks and the file alone when it detaches, as `lock.rs` does for the
-//! database's locks; a connection the child opens gets its own node.
+//! SQLite does not retry), and leaves the node, its locks and the file alone when it
+//! detaches, as `lock.rs` does for the database's locks; a connection the child opens
+//! gets its own node. The child's fork hook also lets go of the parent's descriptor and
+//! mappings (`let_go_of_parents_index_descriptors`).
 //!
 //! # Flush rule (for write-behind)
 //! No connection may observe a WAL-index header that names frames not yet written to the
