@@ -2753,7 +2753,8 @@ mod tests {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
 
         /// Whatever SQLite reads, and whatever the pages hold, read-ahead asks only for
-        /// pages inside the file, never more than its window, and does not panic.
+        /// pages inside the file, never more than its window, copies a bounded number of
+        /// pages per read, and does not panic.
         #[test]
         fn any_reads_of_any_bytes_stay_in_bounds(
             reads in proptest::collection::vec((1u32..400, proptest::prelude::any::<u8>()), 1..300),
@@ -2781,8 +2782,15 @@ mod tests {
                     model.cached.clear();
                 }
                 let before = model.prefetched.len();
+                let peeks_before = model.peeks;
                 read(&mut readahead, &mut model, page);
                 proptest::prop_assert!(model.prefetched.len() - before <= max_window_pages(PAGE_BYTES) + 1);
+                // Pages copied from the page cache: two mappings of rows and the next index
+                // leaf, and the next siblings of each level.
+                proptest::prop_assert!(
+                    model.peeks - peeks_before
+                        <= 2 * rows::COPIES_PER_MAPPING as u32 + 1 + (MAX_PEEKED_SIBLINGS * MAX_DEPTH) as u32
+                );
                 proptest::prop_assert!(readahead.outstanding_pages() <= max_window_pages(PAGE_BYTES) + 1);
             }
         }

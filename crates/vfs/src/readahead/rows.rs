@@ -38,8 +38,12 @@
 //!
 //! **Bounds.** Predictions for two index leaves at a time (the one SQLite read and the
 //! next), in buffers allocated once at the capacity of two pages' cells and a page; at
-//! most [`INTERIOR_COPIES_BYTES`] of interior-page copies; the
+//! most [`INTERIOR_COPIES_BYTES`] of interior-page copies and one spare page; the
 //! pages asked for count in the file's window and the process's budget like the path's.
+//! Whatever the pages hold, one of SQLite's reads costs at most twice
+//! [`COPIES_PER_MAPPING`] copies (and whole-page parses) of interior pages: a row that
+//! needs more waits for the next read. A page that fails the parse is read into the spare,
+//! so it replaces no held copy, and is not copied again until the paths are forgotten.
 
 use crate::btree_page::{self, Geometry, MAX_DEPTH};
 
@@ -78,6 +82,12 @@ pub(crate) const INTERIOR_COPIES_BYTES: usize = 1 << 20;
 /// Fewest and most copies, whatever the page size.
 const MIN_INTERIOR_COPIES: usize = 4;
 const MAX_INTERIOR_COPIES: usize = 256;
+/// Most interior pages one mapping of rows copies from the page cache (each copy is parsed
+/// whole): SQLite's read of a table leaf maps rows once to match it, and each read maps
+/// them once more to fill the window, so a read costs at most twice this many copies
+/// whatever the pages hold. A row whose mapping needs a copy past this waits for the next
+/// read. A table whose interior pages the copies hold needs none after its first rows.
+pub(crate) const COPIES_PER_MAPPING: usize = 8;
 
 /// The row read-ahead state of one file (see the module documentation).
 pub(super) struct Rows {
@@ -127,9 +137,21 @@ pub(super) struct Rows {
     /// first copy).
     copy_index: Vec<(u32, usize)>,
     next_copy: usize,
+    /// The page a copy is read into before it takes a copy's place (capacity: a page,
+    /// allocated at its first use): a page that turns out not to be a table interior page
+    /// leaves every copy held.
+    spare_copy: Vec<u8>,
+    /// Copies the mapping under way may still make ([`COPIES_PER_MAPPING`]).
+    copies_left: usize,
     /// A table interior page the kernel did not have: not asked again until SQLite reads
     /// one.
     missing_interior: u32,
+    /// A page copied from the page cache that failed the whole-page parse as a table
+    /// interior page: not copied again until the paths are forgotten.
+    refused_interior: u32,
+    /// A page of the table path that failed the whole-page parse: not parsed again until
+    /// the paths are forgotten.
+    refused_path_page: u32,
     /// Pages of the table path parsed whole, by depth.
     validated: [u32; MAX_DEPTH],
     /// Scratch for whole-page parses (capacity: any interior page's children).
@@ -283,7 +305,11 @@ impl Rows {
             copies: Vec::new(),
             copy_index: Vec::new(),
             next_copy: 0,
+            spare_copy: Vec::new(),
+            copies_left: 0,
             missing_interior: 0,
+            refused_interior: 0,
+            refused_path_page: 0,
             validated: [0; MAX_DEPTH],
             children: Vec::new(),
             seen: Seen::new(),
@@ -302,6 +328,8 @@ impl Rows {
         self.copy_pages.fill(0);
         self.copy_index.clear();
         self.missing_interior = 0;
+        self.refused_interior = 0;
+        self.refused_path_page = 0;
         self.validated = [0; MAX_DEPTH];
         self.seen.clear();
     }
@@ -416,6 +444,7 @@ impl Rows {
         }
         self.seen.allocate(page_count);
         self.seen.test_and_set(page_number);
+        self.copies_left = COPIES_PER_MAPPING;
         self.map_through(
             self.consumed + MATCH_SPAN,
             table,
@@ -466,6 +495,7 @@ impl Rows {
         if self.outstanding() > window / 2 {
             return issued_before;
         }
+        self.copies_left = COPIES_PER_MAPPING;
         self.map_through(self.consumed + window, table, geometry, page_count, source);
         if self.leaves.len() < self.consumed + window
             && self.read_next_index_leaf(next_index_leaf, geometry, page_count, source)
@@ -562,7 +592,8 @@ impl Rows {
         }
     }
 
-    /// Maps rowids until `count` leaves are predicted or the index leaf's rowids run out.
+    /// Maps rowids until `count` leaves are predicted, the index leaf's rowids run out, or
+    /// a row needs a copy of an interior page past the mapping's [`COPIES_PER_MAPPING`].
     fn map_through(
         &mut self,
         count: usize,
@@ -602,8 +633,12 @@ impl Rows {
                 self.next_leaves_start = Some(self.leaves.len());
             }
             let rowid = self.rowids[self.mapped];
+            let Ok(leaf) = self.leaf_of(rowid, table, geometry, page_count, source) else {
+                // The row is mapped at a later read.
+                break;
+            };
             self.mapped += 1;
-            let Some(leaf) = self.leaf_of(rowid, table, geometry, page_count, source) else {
+            let Some(leaf) = leaf else {
                 continue;
             };
             // The next index leaf's first leaf is its own, even if the same page.
@@ -615,7 +650,8 @@ impl Rows {
     }
 
     /// Parses the table path's pages whole, once each: a child of a page is predicted only
-    /// if the page passes.
+    /// if the page passes. A page that fails is not parsed again until the paths are
+    /// forgotten.
     fn validate_path(
         &mut self,
         table: &(impl TablePath + ?Sized),
@@ -627,13 +663,16 @@ impl Rows {
             if self.validated[depth] == page_number {
                 continue;
             }
-            if !parses_as_table_interior(
-                page,
-                page_number,
-                geometry,
-                page_count,
-                &mut self.children,
-            ) {
+            if page_number == self.refused_path_page
+                || !parses_as_table_interior(
+                    page,
+                    page_number,
+                    geometry,
+                    page_count,
+                    &mut self.children,
+                )
+            {
+                self.refused_path_page = page_number;
                 return false;
             }
             self.validated[depth] = page_number;
@@ -642,7 +681,9 @@ impl Rows {
     }
 
     /// The table leaf holding `rowid`: down the table path's root and interior pages, the
-    /// path's own copies where it has them, else copies read from the page cache.
+    /// path's own copies where it has them, else copies read from the page cache. `None`
+    /// when the pages do not say; `Err` when it needs a copy the mapping may no longer
+    /// make.
     fn leaf_of(
         &mut self,
         rowid: i64,
@@ -650,7 +691,7 @@ impl Rows {
         geometry: Geometry,
         page_count: u32,
         source: &mut impl CachedPages,
-    ) -> Option<u32> {
+    ) -> Result<Option<u32>, OutOfCopies> {
         let depth_count = table.depth();
         let (mut page_number, _) = table.page(0);
         let mut copy: Option<usize> = None;
@@ -659,19 +700,25 @@ impl Rows {
                 None => table.page(depth).1,
                 Some(index) => &self.copies[index],
             };
-            let view = btree_page::interior_view(page, page_number, geometry)?;
-            let child = view.table_child_for(page, rowid)?;
+            let Some(child) = btree_page::interior_view(page, page_number, geometry)
+                .and_then(|view| view.table_child_for(page, rowid))
+            else {
+                return Ok(None);
+            };
             if depth + 1 == depth_count {
-                return Some(child);
+                return Ok(Some(child));
             }
             copy = if table.page(depth + 1).0 == child {
                 None
             } else {
-                Some(self.interior_copy(child, geometry, page_count, source)?)
+                match self.interior_copy(child, geometry, page_count, source)? {
+                    Some(index) => Some(index),
+                    None => return Ok(None),
+                }
             };
             page_number = child;
         }
-        None
+        Ok(None)
     }
 
     /// The index of the copy of `page_number`, if one is held.
@@ -711,48 +758,67 @@ impl Rows {
 
     /// The index of a parsed copy of table interior page `page_number`, read from the page
     /// cache if it is not held yet; `None` if the kernel does not have it or it is not a
-    /// well-formed table interior page.
+    /// well-formed table interior page (then no held copy was replaced); `Err` if it is not
+    /// held and the mapping may make no more copies.
     fn interior_copy(
         &mut self,
         page_number: u32,
         geometry: Geometry,
         page_count: u32,
         source: &mut impl CachedPages,
-    ) -> Option<usize> {
+    ) -> Result<Option<usize>, OutOfCopies> {
         if let Some(index) = self.find_copy(page_number) {
-            return Some(index);
+            return Ok(Some(index));
         }
-        if page_number == self.missing_interior {
-            return None;
+        if page_number == self.missing_interior || page_number == self.refused_interior {
+            return Ok(None);
         }
+        self.copies_left = self.copies_left.checked_sub(1).ok_or(OutOfCopies)?;
         let page_bytes = geometry.page_size_bytes as usize;
+        if self.spare_copy.len() != page_bytes {
+            // Once per file and page size, and once per copy while the copies grow to
+            // their most (the spare takes the new copy's place).
+            self.spare_copy = vec![0; page_bytes];
+        }
+        if !source.read_if_cached(page_number, &mut self.spare_copy) {
+            self.missing_interior = page_number;
+            return Ok(None);
+        }
+        if !parses_as_table_interior(
+            &self.spare_copy,
+            page_number,
+            geometry,
+            page_count,
+            &mut self.children,
+        ) {
+            self.refused_interior = page_number;
+            return Ok(None);
+        }
         let most =
             (INTERIOR_COPIES_BYTES / page_bytes).clamp(MIN_INTERIOR_COPIES, MAX_INTERIOR_COPIES);
         let index = if self.copies.len() < most {
             if self.copy_index.capacity() == 0 {
                 self.copy_index = Vec::with_capacity(MAX_INTERIOR_COPIES);
             }
-            self.copies.push(vec![0; page_bytes]);
+            self.copies.push(Vec::new());
             self.copy_pages.push(0);
             self.copies.len() - 1
         } else {
             self.next_copy = (self.next_copy + 1) % self.copies.len();
+            self.unindex_copy(self.next_copy);
             self.next_copy
         };
-        self.unindex_copy(index);
-        let copy = &mut self.copies[index];
-        if !source.read_if_cached(page_number, copy) {
-            self.missing_interior = page_number;
-            return None;
-        }
-        if !parses_as_table_interior(copy, page_number, geometry, page_count, &mut self.children) {
-            return None;
-        }
+        // The spare becomes the copy, and the page it replaces the spare.
+        std::mem::swap(&mut self.copies[index], &mut self.spare_copy);
         self.copy_pages[index] = page_number;
         self.index_copy(page_number, index);
-        Some(index)
+        Ok(Some(index))
     }
 }
+
+/// A row's mapping needs a copy of an interior page, and the mapping made its
+/// [`COPIES_PER_MAPPING`].
+struct OutOfCopies;
 
 #[cfg(test)]
 mod tests {
@@ -761,10 +827,12 @@ mod tests {
     const PAGE_BYTES: usize = 4096;
 
     /// The page cache of a file whose every page is a cached table interior page of one
-    /// cell (child `page + 100_000` below key 10, right-most child `page + 200_000`).
+    /// cell (child `page + 100_000` below key 10, right-most child `page + 200_000`), but
+    /// `not_interior`, an index interior page.
     #[derive(Default)]
     struct InteriorPages {
         reads: u32,
+        not_interior: u32,
     }
 
     impl CachedPages for InteriorPages {
@@ -772,7 +840,11 @@ mod tests {
             self.reads += 1;
             buf.fill(0);
             let cell_at = PAGE_BYTES - 5;
-            buf[0] = 0x05;
+            buf[0] = if page_number == self.not_interior {
+                0x02
+            } else {
+                0x05
+            };
             buf[3..5].copy_from_slice(&1u16.to_be_bytes());
             buf[5..7].copy_from_slice(&(cell_at as u16).to_be_bytes());
             buf[8..12].copy_from_slice(&(page_number + 200_000).to_be_bytes());
@@ -792,18 +864,20 @@ mod tests {
         let mut rows = Rows::new();
         // As the first mapping of rows allocates it.
         rows.children = Vec::with_capacity(btree_page::max_children(geometry));
+        // No mapping's bound on copies here.
+        rows.copies_left = usize::MAX;
         let mut cache = InteriorPages::default();
         // Pages in a scattered order; each is read from the page cache once.
         let pages: Vec<u32> = (0..most as u32).map(|i| 3 + (i * 7919) % 5003).collect();
         for &page in &pages {
             let index = rows.interior_copy(page, geometry, page_count, &mut cache);
-            assert!(index.is_some(), "page {page} copied");
+            assert!(matches!(index, Ok(Some(_))), "page {page} copied");
         }
         assert_eq!(cache.reads, most as u32);
         for &page in pages.iter().rev() {
-            let index = rows
-                .interior_copy(page, geometry, page_count, &mut cache)
-                .unwrap();
+            let Ok(Some(index)) = rows.interior_copy(page, geometry, page_count, &mut cache) else {
+                panic!("page {page} held");
+            };
             let view = btree_page::interior_view(&rows.copies[index], page, geometry).unwrap();
             assert_eq!(
                 view.table_child_for(&rows.copies[index], 5),
@@ -813,8 +887,10 @@ mod tests {
         assert_eq!(cache.reads, most as u32, "all held: none read again");
         // One more page takes one copy's place; the page it held is read again when
         // asked for, and every other is still found.
-        rows.interior_copy(6000, geometry, page_count, &mut cache)
-            .unwrap();
+        assert!(matches!(
+            rows.interior_copy(6000, geometry, page_count, &mut cache),
+            Ok(Some(_))
+        ));
         let reads = cache.reads;
         let replaced: Vec<u32> = pages
             .iter()
@@ -823,8 +899,10 @@ mod tests {
             .collect();
         assert_eq!(replaced.len(), 1);
         for &page in &pages {
-            rows.interior_copy(page, geometry, page_count, &mut cache)
-                .unwrap();
+            assert!(matches!(
+                rows.interior_copy(page, geometry, page_count, &mut cache),
+                Ok(Some(_))
+            ));
         }
         assert!(cache.reads > reads);
         assert!(rows.copy_index.windows(2).all(|pair| pair[0].0 < pair[1].0));
@@ -903,5 +981,175 @@ mod tests {
         assert!(!seen.test_and_set(0), "cleared by the half-full rule");
         seen.clear();
         assert!(all_clear(&seen));
+    }
+
+    /// A table path of `pages` (page number and bytes), root first.
+    struct Path(Vec<(u32, Vec<u8>)>);
+
+    impl TablePath for Path {
+        fn depth(&self) -> usize {
+            self.0.len()
+        }
+
+        fn page(&self, depth: usize) -> (u32, &[u8]) {
+            (self.0[depth].0, &self.0[depth].1)
+        }
+    }
+
+    /// A table interior page of `page_bytes` with `cells` (left child, a 1-byte key) and
+    /// right-most child `right_most`.
+    fn table_interior(page_bytes: usize, cells: &[(u32, u8)], right_most: u32) -> Vec<u8> {
+        let mut page = vec![0u8; page_bytes];
+        page[0] = 0x05;
+        page[3..5].copy_from_slice(&(cells.len() as u16).to_be_bytes());
+        let mut content = page_bytes;
+        for (index, &(child, key)) in cells.iter().enumerate() {
+            content -= 5;
+            page[content..content + 4].copy_from_slice(&child.to_be_bytes());
+            page[content + 4] = key;
+            let pointer = 12 + 2 * index;
+            page[pointer..pointer + 2].copy_from_slice(&(content as u16).to_be_bytes());
+        }
+        // 65,536 is written as 0, as SQLite writes it.
+        page[5..7].copy_from_slice(&((content % 65_536) as u16).to_be_bytes());
+        page[8..12].copy_from_slice(&right_most.to_be_bytes());
+        page
+    }
+
+    /// An index leaf of `page_bytes` holding as many entries as fit, each the smallest
+    /// record ending in an integer (`[3, 2, 1, rowid]`), the rowids `rowid_of(entry)`.
+    fn full_index_leaf(page_bytes: usize, rowid_of: impl Fn(usize) -> u8) -> Vec<u8> {
+        let entries = (page_bytes - 8) / 6;
+        let mut page = vec![0u8; page_bytes];
+        page[0] = 0x0a;
+        page[3..5].copy_from_slice(&(entries as u16).to_be_bytes());
+        let mut content = page_bytes;
+        for entry in 0..entries {
+            content -= 4;
+            page[content..content + 4].copy_from_slice(&[3, 2, 1, rowid_of(entry)]);
+            let pointer = 8 + 2 * entry;
+            page[pointer..pointer + 2].copy_from_slice(&(content as u16).to_be_bytes());
+        }
+        page[5..7].copy_from_slice(&((content % 65_536) as u16).to_be_bytes());
+        page
+    }
+
+    /// A page cache that has every page, each holding what `page_of` makes of its number,
+    /// and counts the copies taken.
+    struct PagesOf<F> {
+        page_of: F,
+        reads: u32,
+    }
+
+    impl<F: Fn(u32, &mut [u8])> CachedPages for PagesOf<F> {
+        fn read_if_cached(&mut self, page_number: u32, buf: &mut [u8]) -> bool {
+            self.reads += 1;
+            (self.page_of)(page_number, buf);
+            true
+        }
+    }
+
+    #[test]
+    fn a_cached_page_that_is_not_a_table_interior_page_is_copied_once_not_per_row() {
+        for page_bytes in [4096, 65_536] {
+            let geometry = Geometry::new(page_bytes as u32, 0).unwrap();
+            // Root 2: rowids up to 0 below page 3, the rest below page 4, which the page
+            // cache holds as an index leaf. Page 3: leaves 6 and 7.
+            let path = Path(vec![
+                (2, table_interior(page_bytes, &[(3, 0)], 4)),
+                (3, table_interior(page_bytes, &[(6, 0)], 7)),
+            ]);
+            let index_leaf = full_index_leaf(page_bytes, |entry| 1 + (entry % 100) as u8);
+            let mut cache = PagesOf {
+                page_of: |_: u32, buf: &mut [u8]| {
+                    buf.copy_from_slice(&full_index_leaf(buf.len(), |_| 1));
+                },
+                reads: 0,
+            };
+            let mut rows = Rows::new();
+            rows.enter_index_leaf(&index_leaf, 5, 0);
+            rows.note_table_leaf(6, &path, geometry, 100, &mut cache);
+            assert_eq!(cache.reads, 1, "page size {page_bytes}");
+            // Nor again at SQLite's next reads.
+            rows.note_table_leaf(7, &path, geometry, 100, &mut cache);
+            let mut batch = Vec::new();
+            rows.next_batch(16, 16, None, &path, geometry, 100, &mut cache, &mut batch);
+            assert_eq!(cache.reads, 1, "page size {page_bytes}");
+        }
+    }
+
+    #[test]
+    fn a_read_copies_a_bounded_number_of_interior_pages_whatever_they_name() {
+        let page_bytes = 65_536;
+        let geometry = Geometry::new(page_bytes as u32, 0).unwrap();
+        // Root 2 sends rowid k to page 10 + k (k < 40): more interior pages than the
+        // copies hold, each a well-formed table interior page naming leaf 6 for every
+        // rowid. Rows cycle through them, so none is held when it comes round again, and
+        // no row adds a leaf.
+        let spread = 40u8;
+        let cells: Vec<(u32, u8)> = (0..spread).map(|k| (10 + u32::from(k), k)).collect();
+        let path = Path(vec![
+            (2, table_interior(page_bytes, &cells, 9)),
+            (3, table_interior(page_bytes, &[(6, 100)], 7)),
+        ]);
+        let index_leaf = full_index_leaf(page_bytes, |entry| (entry % usize::from(spread)) as u8);
+        let mut cache = PagesOf {
+            page_of: |_: u32, buf: &mut [u8]| {
+                buf.copy_from_slice(&table_interior(buf.len(), &[(6, 100)], 8));
+            },
+            reads: 0,
+        };
+        assert!(usize::from(spread) > INTERIOR_COPIES_BYTES / page_bytes);
+        let mut rows = Rows::new();
+        rows.enter_index_leaf(&index_leaf, 5, 0);
+        let mut batch = Vec::new();
+        for read in 0..4 {
+            let before = cache.reads;
+            rows.note_table_leaf(6, &path, geometry, 100, &mut cache);
+            rows.next_batch(16, 16, None, &path, geometry, 100, &mut cache, &mut batch);
+            let copies = (cache.reads - before) as usize;
+            assert!(
+                copies <= 2 * COPIES_PER_MAPPING,
+                "read {read}: {copies} copies"
+            );
+        }
+    }
+
+    #[test]
+    fn a_copy_that_fails_to_parse_replaces_no_held_copy_and_is_not_copied_again() {
+        let geometry = Geometry::new(PAGE_BYTES as u32, 0).unwrap();
+        let page_count = 1_000_000;
+        let mut rows = Rows::new();
+        rows.children = Vec::with_capacity(btree_page::max_children(geometry));
+        rows.copies_left = usize::MAX;
+        let refused = 2;
+        let mut cache = InteriorPages {
+            not_interior: refused,
+            ..InteriorPages::default()
+        };
+        // Every copy held.
+        let pages: Vec<u32> = (3..3 + MAX_INTERIOR_COPIES as u32).collect();
+        for &page in &pages {
+            assert!(matches!(
+                rows.interior_copy(page, geometry, page_count, &mut cache),
+                Ok(Some(_))
+            ));
+        }
+        let reads = cache.reads;
+        for _ in 0..3 {
+            assert!(matches!(
+                rows.interior_copy(refused, geometry, page_count, &mut cache),
+                Ok(None)
+            ));
+        }
+        assert_eq!(cache.reads, reads + 1, "the refused page copied once");
+        assert!(pages.iter().all(|&page| rows.find_copy(page).is_some()));
+        // Until the paths are forgotten.
+        rows.forget();
+        assert!(matches!(
+            rows.interior_copy(refused, geometry, page_count, &mut cache),
+            Ok(None)
+        ));
+        assert_eq!(cache.reads, reads + 2);
     }
 }
