@@ -443,7 +443,10 @@ pub(crate) struct ReadAhead {
     peek_page: Vec<u8>,
     /// Bytes this file has asked for and not yet read (its share of the process total).
     outstanding_bytes: u64,
-    /// Pages in the file when last asked (`PageSource::page_count`).
+    /// Pages in the file when last asked (`PageSource::page_count`, one `fstat`): at the
+    /// first whole-page read awake after the paths were forgotten (another connection may
+    /// have made the file smaller or larger) or the page size changed, and again where a
+    /// child lies past it; 0 until then.
     page_count: u32,
     /// The last whole page SQLite read and the page its first 4 bytes name: the next page
     /// of its overflow chain, if it is an overflow page.
@@ -632,8 +635,9 @@ impl ReadAhead {
         }
     }
 
-    /// Forgets the path: called where another connection may have changed the file
-    /// (lock changes), so no stale child list drives a batch.
+    /// Forgets the paths and the page count: called where another connection may have
+    /// changed the file (lock changes), so no stale child list drives a batch and no page
+    /// past the file's new end passes for one inside it.
     pub(crate) fn forget(&mut self) {
         self.sample_closely();
         if self.awake {
@@ -658,15 +662,19 @@ impl ReadAhead {
             debug_assert!(
                 self.depth == 0
                     && self.parked_depth == 0
+                    && self.chain_candidate.is_none()
                     && self.chain.is_none()
-                    && self.outstanding_bytes == 0,
+                    && self.outstanding_bytes == 0
+                    && self.page_count == 0,
                 "a forgotten state that learnt something"
             );
             return;
         }
         self.depth = 0;
         self.parked_depth = 0;
+        self.page_count = 0;
         self.rows.forget();
+        self.chain_candidate = None;
         self.end_chain();
         self.sync_outstanding();
         assert_eq!(self.outstanding_bytes, 0, "forgotten pages still counted");
@@ -715,7 +723,7 @@ impl ReadAhead {
         };
         self.batch.clear();
         self.hot_wait_reads = self.hot_wait_reads.saturating_sub(1);
-        // Read once (one fstat), and again only where a child lies past it.
+        // Once per transaction (one fstat), and again only where a child lies past it.
         if self.page_count == 0 {
             self.page_count = source.page_count(geometry.page_size_bytes);
         }
@@ -791,6 +799,8 @@ impl ReadAhead {
         self.geometry = Some(geometry);
         self.depth = 0;
         self.parked_depth = 0;
+        // Counted in pages of the old size.
+        self.page_count = 0;
         // Child lists sized for the old page size are dropped, not grown per read.
         self.levels.clear();
         self.parked.clear();
@@ -1578,6 +1588,8 @@ mod tests {
         latency_reads: usize,
         arriving: Vec<(u32, usize)>,
         reads: usize,
+        /// The page size of each `page_count` call (one `fstat` each).
+        page_counts_asked: Vec<u32>,
     }
 
     impl Model {
@@ -1591,6 +1603,7 @@ mod tests {
                 latency_reads: 0,
                 arriving: Vec::new(),
                 reads: 0,
+                page_counts_asked: Vec::new(),
             }
         }
 
@@ -1626,7 +1639,8 @@ mod tests {
             }
             self.prefetched.extend_from_slice(pages);
         }
-        fn page_count(&mut self, _: u32) -> u32 {
+        fn page_count(&mut self, page_size_bytes: u32) -> u32 {
+            self.page_counts_asked.push(page_size_bytes);
             self.page_count
         }
     }
@@ -2037,6 +2051,91 @@ mod tests {
         assert_eq!(missed, 2, "only the chain's first two pages wait");
         readahead.forget();
         assert_eq!(readahead.outstanding_pages(), 0);
+    }
+
+    #[test]
+    fn a_file_made_smaller_since_the_last_lock_change_has_nothing_past_its_end_asked_for() {
+        let (mut model, parents, leaves) = two_level_tree(20, 40);
+        let mut readahead = descended(&mut model, &[parents[0]]);
+        for &leaf in &leaves[0][..3] {
+            read(&mut readahead, &mut model, leaf);
+        }
+        assert!(!model.prefetched.is_empty(), "the scan asked for leaves");
+        readahead.forget();
+        // Another connection made the file smaller, and the pages SQLite reads next name
+        // pages past its new end (the model's prefetch refuses any).
+        model.page_count = 300;
+        assert!(leaves[1][3..].iter().any(|&leaf| leaf > 300));
+        read(&mut readahead, &mut model, 2);
+        read(&mut readahead, &mut model, parents[1]);
+        for &leaf in &leaves[1] {
+            read(&mut readahead, &mut model, leaf);
+        }
+    }
+
+    #[test]
+    fn a_file_grown_since_the_last_lock_change_has_its_new_pages_followed() {
+        let mut model = Model::new(100);
+        model.pages.insert(1, header_page());
+        let chain: Vec<u32> = (150..190).collect();
+        for pair in chain.windows(2) {
+            model.pages.insert(pair[0], overflow(pair[1]));
+        }
+        model.pages.insert(189, overflow(0));
+        let mut readahead = ReadAhead::new();
+        read(&mut readahead, &mut model, 1);
+        readahead.forget();
+        // Another connection appended the chain.
+        model.page_count = 200;
+        for &page in &chain {
+            read(&mut readahead, &mut model, page);
+        }
+        assert!(
+            chain[2..]
+                .iter()
+                .all(|page| model.prefetched.contains(page)),
+            "{:?}",
+            model.prefetched
+        );
+    }
+
+    #[test]
+    fn the_page_count_is_read_at_the_first_awake_read_of_a_transaction_and_never_asleep() {
+        let (mut model, parents, leaves) = two_level_tree(4, 40);
+        let mut readahead = ReadAhead::dormant();
+        for _ in 0..5 {
+            for &page in &[1, 2, parents[0], leaves[0][0], leaves[0][1]] {
+                read(&mut readahead, &mut model, page);
+            }
+            readahead.forget();
+        }
+        assert!(model.page_counts_asked.is_empty(), "asleep, no fstat");
+        readahead.note_uncached_read();
+        for transaction in 1..=3 {
+            for &page in &[2, parents[1], leaves[1][0], leaves[1][1]] {
+                read(&mut readahead, &mut model, page);
+            }
+            assert_eq!(model.page_counts_asked.len(), transaction);
+            readahead.forget();
+            // A lock change with nothing read since the last reads nothing either.
+            readahead.forget();
+        }
+    }
+
+    #[test]
+    fn a_new_page_size_has_the_page_count_read_again() {
+        let mut model = Model::new(100);
+        model.pages.insert(1, header_page());
+        let mut readahead = ReadAhead::new();
+        read(&mut readahead, &mut model, 1);
+        read(&mut readahead, &mut model, 1);
+        assert_eq!(model.page_counts_asked, [PAGE_BYTES]);
+        // Another connection changed the page size (`VACUUM`): page 1 says so.
+        let mut header = header_page();
+        header.resize(2 * PAGE_BYTES as usize, 0);
+        header[16..18].copy_from_slice(&(2 * PAGE_BYTES as u16).to_be_bytes());
+        readahead.after_read(&header, 0, &mut model);
+        assert_eq!(model.page_counts_asked, [PAGE_BYTES, 2 * PAGE_BYTES]);
     }
 
     #[test]
