@@ -411,6 +411,14 @@ impl DatabasePages<'_> {
         page.len() as u64
     }
 
+    /// Where page `page_number` of `page_size_bytes` starts; `None` for page 0, which no
+    /// file has (read-ahead's page numbers come from page bytes). A page past the end
+    /// needs no check here: its offset fits (below 2^48), and the kernel finds nothing
+    /// cached and nothing to read there.
+    fn offset_of(page_number: u32, page_size_bytes: u64) -> Option<u64> {
+        Some(u64::from(page_number.checked_sub(1)?) * page_size_bytes)
+    }
+
     /// The descriptor read-ahead reads through: its own, or the file's when it has none.
     fn reader(&mut self) -> RawFd {
         if let PrefetchFd::NotYet = self.prefetch_fd {
@@ -429,7 +437,9 @@ impl DatabasePages<'_> {
 
 impl PageSource for DatabasePages<'_> {
     fn is_cached(&mut self, page_number: u32, page_size_bytes: u32) -> Option<bool> {
-        let offset = (u64::from(page_number) - 1) * u64::from(page_size_bytes);
+        let Some(offset) = Self::offset_of(page_number, page_size_bytes.into()) else {
+            return Some(false);
+        };
         // Without cachestat (before Linux 6.5, or refused: it wants a descriptor open for
         // writing, or the file's owner), a read of one byte that never waits tells the
         // same; on a miss it starts reading the page, which read-ahead wants anyway.
@@ -452,12 +462,18 @@ impl PageSource for DatabasePages<'_> {
     }
 
     fn read_if_cached(&mut self, page_number: u32, buf: &mut [u8]) -> bool {
-        let offset = (u64::from(page_number) - 1) * Self::page_size_bytes(buf);
+        let Some(offset) = Self::offset_of(page_number, Self::page_size_bytes(buf)) else {
+            return false;
+        };
         let fd = self.reader();
         crate::sys::page_cache::read_if_cached(fd, buf, offset)
     }
 
     fn prefetch(&mut self, pages: &[u32], page_size_bytes: u32) {
+        if pages.contains(&0) {
+            // No file has a page 0: a batch naming one came from bytes no check refused.
+            return;
+        }
         // A failed prefetch costs only speed: SQLite's own read still happens.
         let fd = self.reader();
         self.io.prefetch_pages(fd, pages, page_size_bytes);
@@ -567,5 +583,35 @@ mod tests {
             bad.sampled_read(-1, &mut page, 0),
             (Err(libc::EBADF), preads)
         );
+    }
+
+    #[test]
+    fn database_pages_read_no_page_0_and_nothing_past_the_end() {
+        let file = file_of_pages(2);
+        let engine = crate::io::EngineKind::Syscall;
+        let stats = SharedStats::default();
+        let mut prefetch_fd = PrefetchFd::NotYet;
+        let mut pages = DatabasePages {
+            fd: file.as_raw_fd(),
+            prefetch_fd: &mut prefetch_fd,
+            io: Submitter {
+                engine: &engine,
+                file_stats: &stats,
+                vfs_stats: &stats,
+            },
+        };
+        let mut page = [9u8; 4096];
+        assert_ne!(pages.is_cached(0, 4096), Some(true));
+        assert!(!pages.read_if_cached(0, &mut page));
+        assert_eq!(page, [9u8; 4096], "nothing read for page 0");
+        pages.prefetch(&[0], 4096);
+        // Pages 1 and 2 are the file's; page 3 lies past its end.
+        assert!(pages.read_if_cached(2, &mut page));
+        assert_eq!(page, [1u8; 4096]);
+        assert!(!pages.read_if_cached(3, &mut page));
+        assert_ne!(pages.is_cached(3, 4096), Some(true));
+        assert!(!pages.read_if_cached(u32::MAX, &mut page));
+        assert_ne!(pages.is_cached(u32::MAX, 4096), Some(true));
+        assert_eq!(pages.page_count(4096), 2);
     }
 }

@@ -705,6 +705,12 @@ impl Rows {
             else {
                 return Ok(None);
             };
+            // The path's pages were parsed whole by page number: SQLite may have read one
+            // again since, with other bytes (a writer ignoring locks, a disk returning other
+            // data), whose children nothing checked.
+            if !(2..=page_count).contains(&child) || child == page_number {
+                return Ok(None);
+            }
             if depth + 1 == depth_count {
                 return Ok(Some(child));
             }
@@ -1151,5 +1157,60 @@ mod tests {
             Ok(None)
         ));
         assert_eq!(cache.reads, reads + 2);
+    }
+
+    /// A page cache that has every page as a table interior page naming leaves 6 and 7,
+    /// and checks that it is asked only for pages inside a file of `page_count` pages.
+    struct PagesInside {
+        page_count: u32,
+    }
+
+    impl CachedPages for PagesInside {
+        fn read_if_cached(&mut self, page_number: u32, buf: &mut [u8]) -> bool {
+            assert!(
+                (2..=self.page_count).contains(&page_number),
+                "page {page_number} copied"
+            );
+            buf.copy_from_slice(&table_interior(buf.len(), &[(6, 0)], 7));
+            true
+        }
+    }
+
+    #[test]
+    fn a_path_page_read_again_with_new_bytes_has_no_child_outside_the_file_used() {
+        let geometry = Geometry::new(PAGE_BYTES as u32, 0).unwrap();
+        let page_count = 100;
+        let page = |cells: &[(u32, u8)], right_most| table_interior(PAGE_BYTES, cells, right_most);
+        // SQLite reads the path's pages again, with no lock change between, and finds new
+        // bytes (a writer that ignores locks, a disk returning other data): page 3's
+        // right-most child is 0; the root's child below 120 is 0; the root's right-most
+        // child lies past the file.
+        for (root, page_3) in [
+            (page(&[(3, 120)], 4), page(&[(6, 0)], 0)),
+            (page(&[(0, 120)], 4), page(&[(6, 0)], 7)),
+            (page(&[(6, 0)], 101), page(&[(6, 0)], 7)),
+        ] {
+            // Root 2: rowids up to 120 below page 3, the rest below page 4. Page 3: leaves
+            // 6 and 7.
+            let mut path = Path(vec![(2, page(&[(3, 120)], 4)), (3, page(&[(6, 0)], 7))]);
+            let mut cache = PagesInside { page_count };
+            let mut rows = Rows::new();
+            let first_leaf = full_index_leaf(PAGE_BYTES, |entry| 1 + (entry % 100) as u8);
+            rows.enter_index_leaf(&first_leaf, 5, 0);
+            rows.note_table_leaf(7, &path, geometry, page_count, &mut cache);
+            assert_eq!(rows.leaves, [7]);
+            path.0[0].1 = root;
+            path.0[1].1 = page_3;
+            let next_leaf = full_index_leaf(PAGE_BYTES, |entry| 1 + (entry % 90) as u8);
+            rows.enter_index_leaf(&next_leaf, 8, 0);
+            rows.note_table_leaf(7, &path, geometry, page_count, &mut cache);
+            assert!(
+                rows.leaves
+                    .iter()
+                    .all(|leaf| (2..=page_count).contains(leaf)),
+                "{:?}",
+                rows.leaves
+            );
+        }
     }
 }
