@@ -12,7 +12,7 @@ use crate::io::syscall::pread_fully;
 use crate::io::Submitter;
 use crate::readahead::{PageSource, DEVICE_READ, DEVICE_READ_AFTER_MISS};
 use crate::stats::{IoStats, SharedStats};
-use crate::sys::{calls, open_directory_of, DbFd};
+use crate::sys::{calls, open_directory_of};
 
 use super::{File, PrefetchFd, ReadAheadSide};
 
@@ -423,8 +423,7 @@ impl DatabasePages<'_> {
     fn reader(&mut self) -> RawFd {
         if let PrefetchFd::NotYet = self.prefetch_fd {
             *self.prefetch_fd = match crate::sys::page_cache::open_for_prefetch(self.fd) {
-                // Another descriptor of the database.
-                Some(fd) => PrefetchFd::Open(DbFd::from(fd)),
+                Some(fd) => PrefetchFd::Open(fd),
                 None => PrefetchFd::Unavailable,
             };
         }

@@ -4,10 +4,10 @@
 //! system-call table: a test that fails SQLite's calls is not affected by read-ahead's,
 //! and a failure here only forgoes read-ahead.
 
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::fd::Fd;
+use super::fd::{DbFd, Fd};
 
 /// `cachestat(2)` (Linux 6.5); answered ENOSYS once, it is not tried again.
 const SYS_CACHESTAT: libc::c_long = 451;
@@ -100,37 +100,35 @@ pub(crate) fn read_nowait(fd: RawFd, buf: &mut [u8], offset: u64) -> Result<usiz
 /// read-ahead's scattered reads nor lose track of SQLite's. `None` when it cannot be had;
 /// the caller then uses `fd` itself.
 ///
-/// The caller closes it like any descriptor of a database file (`sys::DbFd`): closing it
-/// drops this process's POSIX locks on the file.
-pub(crate) fn open_for_prefetch(fd: RawFd) -> Option<Fd> {
+/// A descriptor of the database, closed as one (`sys::DbFd`): closing any descriptor of a
+/// file drops this process's POSIX locks on it, so it is parked instead while the process
+/// holds some. The same goes for a reopening that lands on 0, 1 or 2 and is moved above
+/// them.
+pub(crate) fn open_for_prefetch(fd: RawFd) -> Option<DbFd> {
     let path = std::ffi::CString::new(format!("/proc/self/fd/{fd}")).ok()?;
     // SAFETY: `path` is NUL-terminated and not retained.
     let opened = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
     if opened < 0 {
         return None;
     }
-    let prefetch_fd = if opened >= 3 {
+    // SAFETY: open just returned `opened`, and nothing else has it.
+    let opened = DbFd::from(unsafe { Fd::from_raw(opened) });
+    let prefetch_fd = if opened.as_raw_fd() >= 3 {
         opened
     } else {
-        // SAFETY: `opened` is ours; the duplicate is made above stdio, then `opened`
-        // is closed once.
-        unsafe {
-            let moved = libc::fcntl(opened, libc::F_DUPFD_CLOEXEC, 3);
-            libc::close(opened);
-            if moved < 0 {
-                return None;
-            }
-            moved
+        // SAFETY: fcntl takes no pointers; `opened` is open.
+        let moved = unsafe { libc::fcntl(opened.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+        // The slot's descriptor goes as any descriptor of the database does, a `unix`
+        // connection's locks kept.
+        drop(opened);
+        if moved < 0 {
+            return None;
         }
+        // SAFETY: F_DUPFD_CLOEXEC just returned `moved`, and nothing else has it.
+        DbFd::from(unsafe { Fd::from_raw(moved) })
     };
-    // SAFETY: open or F_DUPFD_CLOEXEC just returned `prefetch_fd`, and nothing else has
-    // it.
-    let prefetch_fd = unsafe { Fd::from_raw(prefetch_fd) };
     // A failure only leaves the kernel's heuristics on for this descriptor.
-    advise(
-        std::os::fd::AsRawFd::as_raw_fd(&prefetch_fd),
-        libc::POSIX_FADV_RANDOM,
-    );
+    advise(prefetch_fd.as_raw_fd(), libc::POSIX_FADV_RANDOM);
     Some(prefetch_fd)
 }
 
@@ -206,7 +204,9 @@ mod tests {
         assert!(second.as_raw_fd() >= 3 && second.as_raw_fd() != fd);
         assert!(read_if_cached(second.as_raw_fd(), &mut buf, 0));
         assert_eq!(size_bytes(second.as_raw_fd()), 8192);
-        assert_eq!(second.close(), Ok(()));
+        let mut failed_closes = 0;
+        second.close(|_| failed_closes += 1);
+        assert_eq!(failed_closes, 0);
         assert!(open_for_prefetch(-1).is_none());
     }
 }

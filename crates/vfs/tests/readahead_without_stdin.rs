@@ -1,0 +1,121 @@
+//! Read-ahead's own descriptor of a database, opened while descriptor 0 is free, keeps the
+//! POSIX locks a `unix` connection of the same process holds on the file.
+//!
+//! The reopen lands in the lowest free slot; a descriptor there is moved above stdio, and
+//! the one in the slot must then be closed the way any descriptor of a database is: a
+//! plain close drops every POSIX lock this process holds on the file.
+//!
+//! This file holds a single test on purpose: it closes the process's descriptor 0 for a
+//! while, and integration-test files are separate processes, so no other test can be
+//! handed it meanwhile.
+
+mod common;
+
+use std::os::fd::AsRawFd;
+use std::path::Path;
+
+use common::{register, rows};
+use rusqlite::{Connection, OpenFlags};
+
+/// Opens `path` through `vfs` with a page cache far smaller than the database, so a scan
+/// reads its pages through the VFS.
+fn open(path: &Path, vfs: &str) -> Connection {
+    register();
+    let conn = Connection::open_with_flags_and_vfs(path, OpenFlags::default(), vfs)
+        .unwrap_or_else(|e| panic!("open {} with {vfs}: {e}", path.display()));
+    conn.execute_batch("PRAGMA cache_size=-256").unwrap();
+    conn
+}
+
+/// A rowid table filled in random key order, so its leaves are scattered in the file.
+fn build(path: &Path) {
+    let conn = Connection::open(path).unwrap();
+    conn.execute_batch("CREATE TABLE r(id INTEGER PRIMARY KEY, v TEXT); BEGIN;")
+        .unwrap();
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut insert = conn
+        .prepare("INSERT OR IGNORE INTO r VALUES (?1, ?2)")
+        .unwrap();
+    for _ in 0..20_000 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let value = "v".repeat(40 + (state % 120) as usize);
+        insert
+            .execute(((state % 10_000_000) as i64, value))
+            .unwrap();
+    }
+    drop(insert);
+    conn.execute_batch("COMMIT").unwrap();
+}
+
+/// Writes back and evicts every page of `path` from the page cache.
+fn evict(path: &Path) {
+    let file = std::fs::File::open(path).unwrap();
+    file.sync_all().unwrap();
+    // SAFETY: posix_fadvise takes no pointers; the descriptor is open.
+    let errno = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(errno, 0, "evicting {}", path.display());
+}
+
+/// A counter from `PRAGMA io_uring_stats`' per-file object.
+fn file_counter(conn: &Connection, name: &str) -> u64 {
+    let json = rows(conn, "PRAGMA io_uring_stats").remove(0);
+    let file = &json[json.find("\"file\":").expect("file counters")..];
+    let key = format!("\"{name}\":");
+    let at = file.find(&key).expect("the counter") + key.len();
+    file[at..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .and_then(|digits| digits.parse().ok())
+        .expect("a number")
+}
+
+#[test]
+fn readahead_opening_its_descriptor_where_stdin_was_keeps_a_unix_connections_lock() {
+    // On a file system whose pages can be evicted: tmpfs keeps them.
+    let dir = tempfile::Builder::new()
+        .prefix("readahead-")
+        .tempdir_in("/var/tmp")
+        .expect("a temporary directory in /var/tmp");
+    let path = dir.path().join("stdin.db");
+    build(&path);
+    // Evicting opens and closes the file, which would drop the lock below: first.
+    evict(&path);
+    let holder = open(&path, "unix");
+    holder
+        .execute_batch("BEGIN; SELECT count(*) FROM sqlite_schema;")
+        .unwrap();
+    let scanner = open(&path, "io_uring");
+    // Whatever the scanner opens at its first read is opened now, with stdin in place.
+    rows(&scanner, "SELECT count(*) FROM sqlite_schema");
+    // SAFETY: copies descriptor 0 above stdio, then closes it; restored below.
+    let saved_stdin = unsafe {
+        let saved = libc::fcntl(0, libc::F_DUPFD_CLOEXEC, 10);
+        assert!(saved >= 10);
+        libc::close(0);
+        saved
+    };
+    let scanned = rows(&scanner, "SELECT count(*), sum(length(v)) FROM r");
+    let prefetched = file_counter(&scanner, "prefetched_pages");
+    let writer = common::stock_run(&path, 0, "BEGIN EXCLUSIVE; COMMIT;");
+    holder.execute_batch("COMMIT").unwrap();
+    // Closing the scanner's descriptors closes any it kept open for the lock's sake.
+    drop(scanner);
+    // SAFETY: puts the saved descriptor back in slot 0 and closes the copy.
+    unsafe {
+        libc::dup2(saved_stdin, 0);
+        libc::close(saved_stdin);
+    }
+    assert_eq!(scanned.len(), 1);
+    assert!(prefetched > 0, "read-ahead opened no descriptor");
+    assert!(
+        !writer.status.success() && String::from_utf8_lossy(&writer.stderr).contains("locked"),
+        "another process took EXCLUSIVE while a unix connection here held SHARED: {}",
+        common::describe("stock sqlite3", &writer)
+    );
+    common::expect_success(
+        "stock writer after the unix connection's read ended",
+        &common::stock_run(&path, 1000, "BEGIN EXCLUSIVE; COMMIT;"),
+    );
+}
