@@ -60,13 +60,15 @@
 //! A failed queued write belongs to the file that wrote it, whichever call flushed it:
 //! * it is returned by that file's next I/O call (xRead, xWrite, xSync, xTruncate,
 //!   xFileSize, …), which SQLite handles as the failed write it is (pager error state,
-//!   rollback from the journal);
+//!   rollback from the journal), even when a call of another file returned it first;
 //! * until then, every write, sync or delete of any *other file of the same database*
 //!   fails too, so nothing can be ordered after the lost data (a database write after a
 //!   failed journal write, a journal deletion after a failed database write); other
 //!   databases never see it;
 //! * calls whose errors SQLite reads as something else — xLock/xUnlock and an exclusive
-//!   xShmLock (contention), xClose (no result) — flush but never report it.
+//!   xShmLock (contention), xClose (no result) — flush but never report it;
+//! * if the file closes before it learns of it, the database's next write, sync or
+//!   delete returns it, unless a call of another file already has.
 //!
 //! # Memory
 //! A queue's bytes live in an arena slot of [`ARENA_BYTES`], carved from one region of
@@ -192,6 +194,10 @@ struct Unreported {
     file_id: u64,
     /// The file was closed: the next write/sync/delete of the database takes it.
     owner_closed: bool,
+    /// A write, sync or delete of another file has returned it already. If the file
+    /// closes before it learns of it, it is forgotten: nobody is left to tell, and the
+    /// call that got it failed its transaction.
+    returned: bool,
     failure: FlushFailure,
 }
 
@@ -443,6 +449,13 @@ pub(crate) enum Caller {
     Quiet,
 }
 
+impl Caller {
+    /// Whether this is a call of file `file_id` itself.
+    fn is_file(self, file_id: u64) -> bool {
+        matches!(self, Caller::Reader(id) | Caller::Writer(Some(id)) if id == file_id)
+    }
+}
+
 /// A queue's submission, taken out of it: the slot and its pieces. Only a ring-routed
 /// sync takes one out (to submit without the lock); every other flush submits the
 /// queue's pieces where they are ([`QueueState::flush`]).
@@ -552,6 +565,9 @@ impl QueueState {
     fn violation(&self) -> Option<String> {
         if self.owner.is_some() == self.pieces.is_empty() {
             return Some("an owner without pieces, or pieces without an owner".into());
+        }
+        if self.owner.is_some() && self.unreported.is_some() {
+            return Some("writes queued while a failure is unreported".into());
         }
         if self.pieces.is_empty() != self.arena.is_none() {
             return Some("an arena slot held without pieces, or pieces without one".into());
@@ -664,22 +680,20 @@ impl QueueState {
 
     /// The failure, if any, that `caller` must return before doing anything.
     fn pending_failure_for(&mut self, caller: Caller) -> Result<(), FlushFailure> {
-        let Some(unreported) = self.unreported.as_ref() else {
+        let Some(unreported) = self.unreported.as_mut() else {
             return Ok(());
         };
         let failure = unreported.failure;
-        let mine = match caller {
-            Caller::Reader(id) | Caller::Writer(Some(id)) => id == unreported.file_id,
-            _ => false,
-        };
+        if caller.is_file(unreported.file_id) {
+            self.unreported = None;
+            return Err(failure);
+        }
         match caller {
-            _ if mine => {
-                self.unreported = None;
-                Err(failure)
-            }
             Caller::Writer(_) => {
                 if unreported.owner_closed {
                     self.unreported = None;
+                } else {
+                    unreported.returned = true;
                 }
                 Err(failure)
             }
@@ -687,28 +701,44 @@ impl QueueState {
         }
     }
 
-    /// Flushes for `caller`; a failure is kept for the owner file unless `caller` is it.
+    /// Flushes for `caller`. A failure is kept for the owner file unless `caller` is it,
+    /// and returned to `caller` if it is a write, sync or delete.
     fn flush_for(&mut self, caller: Caller) -> Result<(), FlushFailure> {
         let owner_id = self.owner.as_ref().map(|o| o.file_id);
         let Err(failure) = self.flush(None) else {
             return Ok(());
         };
         let owner_id = owner_id.expect("only a non-empty queue can fail");
-        match caller {
-            Caller::Reader(id) if id == owner_id => Err(failure),
-            // A write, sync or delete that returns the failure fails SQLite's transaction,
-            // whose rollback only needs what was flushed before (journal records are never
-            // left queued: see `File::write`).
-            Caller::Writer(_) => Err(failure),
-            Caller::Reader(_) | Caller::Quiet => {
-                self.unreported.get_or_insert(Unreported {
-                    file_id: owner_id,
-                    owner_closed: false,
-                    failure,
-                });
-                Ok(())
-            }
+        if caller.is_file(owner_id) {
+            return Err(failure);
         }
+        // A write, sync or delete of another file returns it too: it would be ordered
+        // after the lost data. That fails SQLite's transaction there, whose rollback only
+        // needs what was flushed before (journal records are never left queued: see
+        // `File::write`). The owner is told all the same: it may be another connection,
+        // which would otherwise go on to publish what was never written (a WAL commit
+        // after its spilled frames failed under a checkpointer's sync).
+        let returned = matches!(caller, Caller::Writer(_));
+        self.keep_for_owner(owner_id, failure, returned);
+        if returned {
+            Err(failure)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Keeps `failure` of file `file_id`'s writes until that file's next call returns it
+    /// (`returned`: a call of another file has returned it already). A failure is kept
+    /// only while nothing is queued (no write is queued while one is unreported: every
+    /// write returns it first), so there is never an earlier one here; if there were, it
+    /// would stay, as the first loss.
+    fn keep_for_owner(&mut self, file_id: u64, failure: FlushFailure, returned: bool) {
+        self.unreported.get_or_insert(Unreported {
+            file_id,
+            owner_closed: false,
+            returned,
+            failure,
+        });
     }
 
     /// Copies `data` into the arena as a piece (coalesced with the last one when it
@@ -903,15 +933,18 @@ impl Queue {
     }
 
     /// xClose of a file: its queued writes must reach the kernel before its fd is
-    /// closed. A failure of this file's writes, now or earlier, goes to the next
-    /// write/sync/delete of the database.
+    /// closed. A failure of this file's writes, now or earlier, that no call has
+    /// returned goes to the next write/sync/delete of the database; one a call of
+    /// another file returned is forgotten.
     pub(crate) fn flush_before_close(&self, file_id: u64) {
         let mut queue = self.lock();
         if queue.owner.as_ref().is_some_and(|o| o.file_id == file_id) {
             let _ = queue.flush_for(Caller::Quiet);
         }
-        if let Some(unreported) = queue.unreported.as_mut().filter(|u| u.file_id == file_id) {
-            unreported.owner_closed = true;
+        match queue.unreported.as_mut().filter(|u| u.file_id == file_id) {
+            Some(unreported) if unreported.returned => queue.unreported = None,
+            Some(unreported) => unreported.owner_closed = true,
+            None => {}
         }
     }
 }
@@ -1424,6 +1457,93 @@ mod tests {
             assert!(bytes[page * 4096..(page + 1) * 4096]
                 .iter()
                 .all(|&b| b == value));
+        }
+        release(queue);
+    }
+
+    fn data_sync() -> SyncRequest {
+        SyncRequest {
+            data_only: true,
+            directory_fd: None,
+            plan: crate::config::SyncPlan::Linked,
+        }
+    }
+
+    const EBADF: Result<(), FlushFailure> = Err(FlushFailure::Write(
+        crate::io::WriteFailure::Errno(libc::EBADF),
+    ));
+
+    /// A queued write that fails when another file's sync (or write, or delete) flushes
+    /// it is returned to that call and kept for the file that wrote it, whose next call
+    /// returns it too: a WAL writer whose spilled frames a checkpointer's sync flushed
+    /// must not go on to commit them. Until it does, the other files' writes fail.
+    #[test]
+    fn a_failure_returned_to_another_files_call_is_kept_for_the_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("wal"), b"").unwrap();
+        // Read-only: every write to it fails with EBADF.
+        let wal = std::fs::File::open(dir.path().join("wal")).unwrap();
+        let db = std::fs::File::create(dir.path().join("db")).unwrap();
+        let stats = Arc::new(SharedStats::default());
+        let engine = EngineKind::Syscall;
+        let queue = queue_for_database(&format!("{}/kept.db", dir.path().display()));
+        let writer = buffered_writer(&wal, &engine, &stats);
+        let checkpointer = buffered_writer(&db, &engine, &stats);
+        // The writer's next read-like call learns of it; so does, another time, its sync.
+        for writers_call in [
+            Caller::Reader(writer.file_id),
+            Caller::Writer(Some(writer.file_id)),
+        ] {
+            queue.write(&writer, 32, &[1; 100], false).unwrap();
+            assert_eq!(queue.sync(&checkpointer, data_sync()), EBADF);
+            assert_eq!(
+                queue.write(&checkpointer, 0, &[2; 10], false),
+                EBADF,
+                "ordered after the lost write"
+            );
+            assert_eq!(queue.flush(writers_call), EBADF, "the writer is told");
+            queue.write(&checkpointer, 0, &[2; 10], false).unwrap();
+            queue.sync(&checkpointer, data_sync()).unwrap();
+        }
+        queue.write(&writer, 32, &[1; 100], false).unwrap();
+        assert_eq!(queue.sync(&checkpointer, data_sync()), EBADF);
+        assert_eq!(queue.sync(&writer, data_sync()), EBADF, "the writer's sync");
+        queue.sync(&writer, data_sync()).unwrap();
+        assert!(!queue.in_use.load(Ordering::Acquire));
+        release(queue);
+    }
+
+    /// A kept failure whose writer closes before its next call: one that a call of another
+    /// file already returned is forgotten (nobody is left to tell, and the call that got
+    /// it failed its transaction); one that no call returned (a lock call flushed it)
+    /// goes to the next write, sync or delete of the database.
+    #[test]
+    fn a_kept_failure_outlives_its_closed_writer_only_until_some_call_returns_it() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("wal"), b"").unwrap();
+        let wal = std::fs::File::open(dir.path().join("wal")).unwrap();
+        let db = std::fs::File::create(dir.path().join("db")).unwrap();
+        let stats = Arc::new(SharedStats::default());
+        let engine = EngineKind::Syscall;
+        let queue = queue_for_database(&format!("{}/closed.db", dir.path().display()));
+        let other = buffered_writer(&db, &engine, &stats);
+        for returned in [true, false] {
+            let writer = buffered_writer(&wal, &engine, &stats);
+            queue.write(&writer, 32, &[1; 100], false).unwrap();
+            if returned {
+                assert_eq!(queue.flush(Caller::Writer(None)), EBADF);
+            } else {
+                queue.flush(Caller::Quiet).unwrap();
+            }
+            queue.flush_before_close(writer.file_id);
+            if returned {
+                queue.write(&other, 0, &[2; 10], false).unwrap();
+            } else {
+                assert_eq!(queue.write(&other, 0, &[2; 10], false), EBADF);
+                queue.write(&other, 0, &[2; 10], false).unwrap();
+            }
+            queue.sync(&other, data_sync()).unwrap();
+            assert!(!queue.in_use.load(Ordering::Acquire));
         }
         release(queue);
     }
