@@ -197,7 +197,7 @@ impl FlushPoints {
 
     /// Checkpoint writes go straight through: SQLite ignores CKPT_DONE's result and
     /// then publishes nBackfill, so nothing may still be queued by then (the file
-    /// flushes its queue before it starts).
+    /// flushes its queue at CKPT_START, and the rule holds whatever that flush returns).
     pub(crate) fn checkpoint_start(&mut self) {
         self.in_checkpoint = true;
     }

@@ -4,10 +4,11 @@
 
 mod common;
 
+use std::ffi::{c_char, c_int, CString};
 use std::sync::Arc;
 
 use common::{extended_code, integrity_ok, open, rows};
-use rusqlite::Connection;
+use rusqlite::{ffi, Connection};
 use sqlite_uring::{Backend, FaultKind, FaultPlan, FaultRule, OpKind, Options, Submission};
 
 const SQLITE_CORRUPT: i32 = 11;
@@ -664,6 +665,149 @@ fn a_database_never_submits_another_databases_queued_writes() {
     integrity_ok(&conn_a);
     assert_eq!(rows(&conn_b, "SELECT v FROM t WHERE id = 20"), vec!["b19"]);
     integrity_ok(&conn_b);
+}
+
+/// One file opened through a VFS's xOpen as SQLite opens it (named from one
+/// `sqlite3_create_filename` block, so a WAL is `<database>-wal`), its methods called one
+/// by one: calls of two connections interleaved as their threads can interleave them.
+struct RawFile {
+    file: *mut ffi::sqlite3_file,
+    _storage: Vec<u64>,
+    names: *const c_char,
+}
+
+impl RawFile {
+    /// xOpen of `database` (a main database), or of its WAL when `wal`.
+    fn open(vfs_name: &str, database: &std::path::Path, wal: bool) -> RawFile {
+        let vfs = common::system_calls::vfs(vfs_name);
+        let text = database.to_str().unwrap();
+        let c_database = CString::new(text).unwrap();
+        let c_journal = CString::new(format!("{text}-journal")).unwrap();
+        let c_wal = CString::new(format!("{text}-wal")).unwrap();
+        let kind = if wal {
+            ffi::SQLITE_OPEN_WAL
+        } else {
+            ffi::SQLITE_OPEN_MAIN_DB
+        };
+        let flags = kind | ffi::SQLITE_OPEN_READWRITE | ffi::SQLITE_OPEN_CREATE;
+        // SAFETY: NUL-terminated strings, copied by sqlite3_create_filename; the block
+        // is freed in Drop, after xClose; `storage` has szOsFile bytes, 8-aligned, for
+        // xOpen to fill.
+        unsafe {
+            let names = ffi::sqlite3_create_filename(
+                c_database.as_ptr(),
+                c_journal.as_ptr(),
+                c_wal.as_ptr(),
+                0,
+                std::ptr::null_mut(),
+            );
+            let name = if wal {
+                ffi::sqlite3_filename_wal(names)
+            } else {
+                names
+            };
+            let mut storage = vec![0u64; ((*vfs).szOsFile as usize).div_ceil(8)];
+            let file = storage.as_mut_ptr() as *mut ffi::sqlite3_file;
+            let mut out_flags = 0;
+            let rc = ((*vfs).xOpen.unwrap())(vfs, name, file, flags, &mut out_flags);
+            assert_eq!(rc, ffi::SQLITE_OK, "xOpen of {text} (wal: {wal})");
+            RawFile {
+                file,
+                _storage: storage,
+                names,
+            }
+        }
+    }
+
+    fn methods(&self) -> &ffi::sqlite3_io_methods {
+        // SAFETY: xOpen succeeded, so pMethods is set and static.
+        unsafe { &*(*self.file).pMethods }
+    }
+
+    fn write(&self, data: &[u8], offset: i64) -> c_int {
+        let amount = data.len() as c_int;
+        // SAFETY: a live file; `data` holds `amount` bytes.
+        unsafe { (self.methods().xWrite.unwrap())(self.file, data.as_ptr().cast(), amount, offset) }
+    }
+
+    fn file_size(&self) -> c_int {
+        let mut size = 0;
+        // SAFETY: a live file and a writable i64.
+        unsafe { (self.methods().xFileSize.unwrap())(self.file, &mut size) }
+    }
+
+    /// xFileControl of an opcode that takes no argument.
+    fn file_control(&self, op: c_int) -> c_int {
+        // SAFETY: a live file; `op` reads no argument.
+        unsafe { (self.methods().xFileControl.unwrap())(self.file, op, std::ptr::null_mut()) }
+    }
+}
+
+impl Drop for RawFile {
+    fn drop(&mut self) {
+        // SAFETY: the file is open and closed once; the names outlive the close.
+        unsafe {
+            (self.methods().xClose.unwrap())(self.file);
+            ffi::sqlite3_free_filename(self.names);
+        }
+    }
+}
+
+/// A checkpoint's writes reach the database at once even when SQLITE_FCNTL_CKPT_START
+/// returned a failure: SQLite ignores its result and checkpoints anyway, and held back
+/// until CKPT_DONE, whose result it ignores too, the writes could fail there unreported
+/// while SQLite records the frames as copied. Here the checkpointer's CKPT_START flushes
+/// a writer's spilled WAL frame, which fails; the writer's next call (on its own thread,
+/// in SQLite) learns of it; then the checkpoint copies page 1, whose write fails and must
+/// say so.
+#[test]
+fn a_checkpoint_whose_start_failed_still_writes_every_page_at_once() {
+    const VFS: &str = "checkpoint_start_failed";
+    let plan = faulty_vfs_with(VFS, Backend::IoUring, false, Submission::Syscall);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f.db");
+    let database = RawFile::open(VFS, &path, false);
+    let wal = RawFile::open(VFS, &path, true);
+    // A frame of page 2 with no commit size, then its page: both queued.
+    let mut header = [0u8; 24];
+    header[3] = 2;
+    assert_eq!(wal.write(&header, 32), ffi::SQLITE_OK);
+    assert_eq!(wal.write(&[7; 4096], 56), ffi::SQLITE_OK);
+    plan.add(rule(
+        OpKind::Write,
+        "f.db-wal",
+        u64::MAX,
+        FaultKind::Errno(libc::ENOSPC),
+    ));
+    assert_eq!(
+        database.file_control(ffi::SQLITE_FCNTL_CKPT_START) & 0xff,
+        SQLITE_FULL,
+        "the checkpoint's start flushes the writer's frame"
+    );
+    assert!(
+        plan.injected() > 0,
+        "nothing was queued: the test proved nothing"
+    );
+    assert_eq!(
+        wal.file_size() & 0xff,
+        SQLITE_FULL,
+        "the writer learns that its frame was lost"
+    );
+    plan.add(rule(
+        OpKind::Write,
+        "f.db",
+        u64::MAX,
+        FaultKind::Errno(libc::ENOSPC),
+    ));
+    assert_eq!(
+        database.write(&[1; 4096], 0) & 0xff,
+        SQLITE_FULL,
+        "the checkpoint's write of page 1 must reach the kernel before it returns"
+    );
+    assert_eq!(
+        database.file_control(ffi::SQLITE_FCNTL_CKPT_DONE),
+        ffi::SQLITE_NOTFOUND
+    );
 }
 
 /// Names the backend of the child process of

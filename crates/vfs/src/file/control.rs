@@ -246,10 +246,13 @@ impl File {
     pub(crate) fn file_control(&mut self, control: FileControl) -> Result<ControlReply, Failure> {
         match control {
             // Checkpoint writes go straight through: SQLite ignores CKPT_DONE's result and
-            // then publishes nBackfill, so nothing may still be queued by then.
+            // then publishes nBackfill, so nothing may still be queued by then. It ignores
+            // CKPT_START's result too and checkpoints anyway, so the rule is in force
+            // whatever the flush returns; a failure there is the writing file's, which is
+            // told too (`write_behind.rs`, "Failed flushes").
             FileControl::CheckpointStart => {
-                self.flush_queue(self.as_writer())?;
                 self.flush_points.checkpoint_start();
+                self.flush_queue(self.as_writer())?;
                 return Ok(ControlReply::NotFound);
             }
             FileControl::CheckpointDone => {
