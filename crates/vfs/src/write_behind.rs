@@ -94,7 +94,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::direct::WalDirect;
 use crate::io::fixed::publish_fixed_region;
-use crate::io::{EngineKind, FlushFailure, Submitter, SyncRequest, MAX_BATCH};
+use crate::io::{EngineKind, FlushFailure, Submitter, SyncRequest, WriteFailure, MAX_BATCH};
 use crate::stats::SharedStats;
 use crate::sys::fork::{register_child_hook, ForkLocal};
 use crate::sys::{Slot, SlotRegion};
@@ -154,6 +154,11 @@ impl Arena {
         self.0.bytes_mut()
     }
 }
+
+/// The failure of writes a panic stopped a flush of (with nothing in flight: the ring
+/// engine aborts the process otherwise). Whether any of them reached the file is unknown;
+/// they are lost as far as the queue goes, and reported as a failed write.
+const ABANDONED: FlushFailure = FlushFailure::Write(WriteFailure::Errno(libc::EIO));
 
 /// A broken invariant with I/O possibly in flight: unwinding would return to SQLite,
 /// which may free or reuse memory the kernel still uses. Stop the process instead.
@@ -387,7 +392,11 @@ impl Drop for QueueGuard<'_> {
             self.state.arena = None;
             self.state.arena_len = 0;
         }
-        debug_assert_eq!(self.state.violation(), None);
+        // Not while unwinding: a panic in a destructor then aborts the process, and a
+        // flush that panicked has already made the queue consistent (`QueueState::flush`).
+        if !std::thread::panicking() {
+            debug_assert_eq!(self.state.violation(), None);
+        }
         let in_use = self.state.owner.is_some() || self.state.unreported.is_some();
         self.in_use.store(in_use, Ordering::Release);
     }
@@ -447,6 +456,9 @@ pub(crate) enum Caller {
     Writer(Option<u64>),
     /// Lock, barrier or close calls: flush, report nothing.
     Quiet,
+    /// xClose of this file, whose writes are queued: flush, report nothing; a failure is
+    /// kept as a closed file's.
+    Closing(u64),
 }
 
 impl Caller {
@@ -659,9 +671,15 @@ impl QueueState {
         Some(batch)
     }
 
-    /// Submits the queue (and `sync`, if given, for the owner) and empties it, from the
-    /// pieces where they are: the lock is held throughout.
-    fn flush(&mut self, sync: Option<SyncRequest>) -> Result<(), FlushFailure> {
+    /// Submits the queue (and `sync`, if given, for the owner) for `caller` and empties
+    /// it, from the pieces where they are: the lock is held throughout.
+    ///
+    /// A panic on the way (with no ring I/O in flight: the ring engine aborts the process
+    /// then) empties the queue too, its writes lost, before it unwinds on to the caller's
+    /// FFI boundary (an I/O error there): no piece is left without its owner, to be
+    /// written later through another file's descriptor at its old offset. The loss is
+    /// kept for the owner as any failure is ([`QueueState::lost`]).
+    fn flush(&mut self, sync: Option<SyncRequest>, caller: Caller) -> Result<(), FlushFailure> {
         let Some(owner) = self.owner.take() else {
             return Ok(());
         };
@@ -670,12 +688,25 @@ impl QueueState {
         };
         // The pieces stay borrowed while the WAL side is: `wal_of` would borrow it all.
         let wal = wal_side_of(&mut self.wal_sides, owner.file_id);
-        let result = submit_pieces(&owner, arena.bytes(), &self.pieces, sync, wal);
+        let pieces = &self.pieces;
+        let submitted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            submit_pieces(&owner, arena.bytes(), pieces, sync, wal)
+        }));
         self.pieces.clear();
         self.arena_len = 0;
         // Keep the slot: the caller may queue again under the same lock; the guard
         // returns it if the queue stays empty.
-        result
+        match submitted {
+            Ok(result) => result,
+            Err(panic) => {
+                if let Some(wal) = self.wal_of(owner.file_id) {
+                    // What reached the file is unknown.
+                    wal.forget();
+                }
+                let _ = self.lost(owner.file_id, ABANDONED, caller);
+                std::panic::resume_unwind(panic)
+            }
+        }
     }
 
     /// The failure, if any, that `caller` must return before doing anything.
@@ -697,7 +728,7 @@ impl QueueState {
                 }
                 Err(failure)
             }
-            Caller::Reader(_) | Caller::Quiet => Ok(()),
+            Caller::Reader(_) | Caller::Quiet | Caller::Closing(_) => Ok(()),
         }
     }
 
@@ -705,40 +736,49 @@ impl QueueState {
     /// and returned to `caller` if it is a write, sync or delete.
     fn flush_for(&mut self, caller: Caller) -> Result<(), FlushFailure> {
         let owner_id = self.owner.as_ref().map(|o| o.file_id);
-        let Err(failure) = self.flush(None) else {
+        let Err(failure) = self.flush(None, caller) else {
             return Ok(());
         };
-        let owner_id = owner_id.expect("only a non-empty queue can fail");
+        self.lost(
+            owner_id.expect("only a non-empty queue can fail"),
+            failure,
+            caller,
+        )
+    }
+
+    /// File `owner_id`'s queued writes failed in a flush for `caller`: what `caller`
+    /// returns. A call of the owner itself returns the failure. Otherwise it is kept for
+    /// the owner, whose next call returns it: the owner may be another connection, which
+    /// would otherwise go on to publish what was never written (a WAL commit after its
+    /// spilled frames failed under a checkpointer's call). A write, sync or delete of
+    /// another file returns it too: it would be ordered after the lost data, and the
+    /// failure fails SQLite's transaction there, whose rollback only needs what was
+    /// flushed before (journal records are never left queued: see `File::write`).
+    ///
+    /// A failure is kept only while nothing is queued (no write is queued while one is
+    /// unreported: every write returns it first), so there is never an earlier one here;
+    /// if there were, it would stay, as the first loss.
+    fn lost(
+        &mut self,
+        owner_id: u64,
+        failure: FlushFailure,
+        caller: Caller,
+    ) -> Result<(), FlushFailure> {
         if caller.is_file(owner_id) {
             return Err(failure);
         }
-        // A write, sync or delete of another file returns it too: it would be ordered
-        // after the lost data. That fails SQLite's transaction there, whose rollback only
-        // needs what was flushed before (journal records are never left queued: see
-        // `File::write`). The owner is told all the same: it may be another connection,
-        // which would otherwise go on to publish what was never written (a WAL commit
-        // after its spilled frames failed under a checkpointer's sync).
         let returned = matches!(caller, Caller::Writer(_));
-        self.keep_for_owner(owner_id, failure, returned);
+        self.unreported.get_or_insert(Unreported {
+            file_id: owner_id,
+            owner_closed: caller == Caller::Closing(owner_id),
+            returned,
+            failure,
+        });
         if returned {
             Err(failure)
         } else {
             Ok(())
         }
-    }
-
-    /// Keeps `failure` of file `file_id`'s writes until that file's next call returns it
-    /// (`returned`: a call of another file has returned it already). A failure is kept
-    /// only while nothing is queued (no write is queued while one is unreported: every
-    /// write returns it first), so there is never an earlier one here; if there were, it
-    /// would stay, as the first loss.
-    fn keep_for_owner(&mut self, file_id: u64, failure: FlushFailure, returned: bool) {
-        self.unreported.get_or_insert(Unreported {
-            file_id,
-            owner_closed: false,
-            returned,
-            failure,
-        });
     }
 
     /// Copies `data` into the arena as a piece (coalesced with the last one when it
@@ -778,8 +818,10 @@ impl QueueState {
 
 impl Queue {
     fn lock(&self) -> QueueGuard<'_> {
-        // The queue's invariants hold between statements, so a panic elsewhere (caught at
-        // the FFI boundary) does not make it unusable.
+        // A panic while the lock is held leaves the queue consistent: a flush that
+        // panics empties it before unwinding on (`QueueState::flush`), and the other
+        // calls made under the lock (a write straight through the file's descriptor, the
+        // WAL side's bookkeeping) change no piece. So a poisoned lock is taken as it is.
         QueueGuard {
             state: self
                 .state
@@ -891,19 +933,28 @@ impl Queue {
             // database; the slot returns to the free mask once every completion is in.
             // The file's O_DIRECT WAL side goes with it and comes back after: only this
             // file, which is in this call, uses it.
+            // A panic on the way (with no ring I/O in flight: the engine aborts the
+            // process then) loses the batch, which is this file's and reaches this call as
+            // an I/O error; the WAL side comes back all the same, its cached block
+            // forgotten.
             let batch = queue.take_batch().expect("the queue has an owner");
             let mut wal = queue.take_wal_side(writer.file_id);
             drop(queue);
-            let result = batch.submit(Some(request), wal.as_mut().map(|side| &mut side.direct));
-            if let Some(side) = wal {
+            let submitted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                batch.submit(Some(request), wal.as_mut().map(|side| &mut side.direct))
+            }));
+            if let Some(mut side) = wal {
+                if submitted.is_err() {
+                    side.direct.forget();
+                }
                 self.lock().wal_sides.push(side);
             }
-            return result;
+            return submitted.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         }
         // Otherwise the fsync waits without the lock: held, it made every other thread's
         // writes wait for this file's fsync, and the sync needs nothing queued.
         if owns_queue {
-            queue.flush(None)?;
+            queue.flush(None, caller)?;
         } else {
             queue.flush_for(caller)?;
         }
@@ -939,7 +990,7 @@ impl Queue {
     pub(crate) fn flush_before_close(&self, file_id: u64) {
         let mut queue = self.lock();
         if queue.owner.as_ref().is_some_and(|o| o.file_id == file_id) {
-            let _ = queue.flush_for(Caller::Quiet);
+            let _ = queue.flush_for(Caller::Closing(file_id));
         }
         match queue.unreported.as_mut().filter(|u| u.file_id == file_id) {
             Some(unreported) if unreported.returned => queue.unreported = None,
@@ -1545,6 +1596,68 @@ mod tests {
             queue.sync(&other, data_sync()).unwrap();
             assert!(!queue.in_use.load(Ordering::Acquire));
         }
+        release(queue);
+    }
+
+    /// A panic while a flush submits the queue (by syscall, so nothing is in flight)
+    /// leaves the queue empty and consistent: its writes are lost, and kept as a failure
+    /// for the file that wrote them unless the panic reached that file's own call. No
+    /// lost piece stays behind to be written later through another file's descriptor.
+    #[cfg(feature = "test-support")]
+    #[test]
+    fn a_panic_while_flushing_empties_the_queue_and_the_writer_learns_of_it() {
+        use crate::io::fault::{FaultKind, FaultPlan, FaultRule};
+        let dir = tempfile::tempdir().unwrap();
+        let wal = std::fs::File::create(dir.path().join("wal")).unwrap();
+        let db = std::fs::File::create(dir.path().join("db")).unwrap();
+        let plan = FaultPlan::new(crate::config::Backend::Syscall);
+        let engine = EngineKind::Fault(plan.clone());
+        let stats = Arc::new(SharedStats::default());
+        let queue = queue_for_database(&format!("{}/panic.db", dir.path().display()));
+        let writer = buffered_writer(&wal, &engine, &stats);
+        let other = buffered_writer(&db, &engine, &stats);
+        let panic_at_next_write = || {
+            plan.add(FaultRule {
+                op: crate::io::op::OpKind::Write,
+                path_suffix: Some("/wal".into()),
+                skip: 0,
+                count: 1,
+                kind: FaultKind::PanicInFlight,
+            })
+        };
+        let flush_panics = |caller| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| queue.flush(caller))).is_err()
+        };
+        // The panic reaches another file's call: the writer is told at its next one.
+        queue.write(&writer, 0, &[1; 100], false).unwrap();
+        panic_at_next_write();
+        assert!(flush_panics(Caller::Writer(Some(other.file_id))));
+        assert_eq!(queue.lock().violation(), None);
+        assert_eq!(queue.flush(Caller::Reader(writer.file_id)), Err(ABANDONED));
+        queue.write(&other, 0, &[2; 10], false).unwrap();
+        queue.flush(Caller::Quiet).unwrap();
+        assert_eq!(std::fs::read(dir.path().join("db")).unwrap(), vec![2; 10]);
+        // The panic reaches the writer's own call: nothing more to tell it.
+        queue.write(&writer, 0, &[1; 100], false).unwrap();
+        panic_at_next_write();
+        assert!(flush_panics(Caller::Reader(writer.file_id)));
+        assert_eq!(queue.lock().violation(), None);
+        assert!(!queue.in_use.load(Ordering::Acquire));
+        queue.flush(Caller::Writer(Some(writer.file_id))).unwrap();
+        assert_eq!(std::fs::read(dir.path().join("wal")).unwrap(), b"");
+        // The panic reaches the writer's close: its failure goes to the next write.
+        queue.write(&writer, 0, &[1; 100], false).unwrap();
+        panic_at_next_write();
+        let closed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            queue.flush_before_close(writer.file_id)
+        }));
+        assert!(closed.is_err());
+        assert_eq!(queue.write(&other, 0, &[3; 10], false), Err(ABANDONED));
+        queue.write(&other, 0, &[3; 10], false).unwrap();
+        queue.flush(Caller::Quiet).unwrap();
+        assert_eq!(std::fs::read(dir.path().join("db")).unwrap(), vec![3; 10]);
+        assert_eq!(std::fs::read(dir.path().join("wal")).unwrap(), b"");
+        assert_eq!(plan.injected(), 3);
         release(queue);
     }
 
