@@ -534,6 +534,7 @@ unsafe fn decode_file_control(op: c_int, arg: *mut c_void) -> Option<FileControl
             SQLITE_FCNTL_CKPT_START => FileControl::CheckpointStart,
             SQLITE_FCNTL_CKPT_DONE => FileControl::CheckpointDone,
             SQLITE_FCNTL_SYNC => FileControl::Sync,
+            SQLITE_FCNTL_COMMIT_PHASETWO => FileControl::CommitPhaseTwo,
             SQLITE_FCNTL_PRAGMA if !arg.is_null() => {
                 // A `char*[3]`: [0] receives the result, [1] is the pragma's name, [2] its
                 // value or null.

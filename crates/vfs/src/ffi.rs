@@ -185,6 +185,7 @@ pub const SQLITE_FCNTL_TEMPFILENAME: c_int = 16;
 pub const SQLITE_FCNTL_MMAP_SIZE: c_int = 18;
 pub const SQLITE_FCNTL_HAS_MOVED: c_int = 20;
 pub const SQLITE_FCNTL_SYNC: c_int = 21;
+pub const SQLITE_FCNTL_COMMIT_PHASETWO: c_int = 22;
 pub const SQLITE_FCNTL_CKPT_DONE: c_int = 37;
 pub const SQLITE_FCNTL_CKPT_START: c_int = 39;
 pub const SQLITE_FCNTL_EXTERNAL_READER: c_int = 40;

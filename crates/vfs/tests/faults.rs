@@ -667,6 +667,65 @@ fn a_database_never_submits_another_databases_queued_writes() {
     integrity_ok(&conn_b);
 }
 
+/// With `synchronous=OFF` a rollback commit in `journal_mode=PERSIST` or
+/// `locking_mode=EXCLUSIVE` ends by zeroing the journal's header (pager.c
+/// `zeroJournalHdr`), a write that no call on the journal follows: the next call is
+/// SQLITE_FCNTL_COMMIT_PHASETWO on the database, whose result SQLite checks. A failure of
+/// that write fails the COMMIT there, as the failed `pwrite` does under `unix`, and the
+/// connection's view stays the disk's.
+#[test]
+fn a_failed_write_of_the_journal_header_reset_fails_the_commit() {
+    const SQLITE_IOERR: i32 = 10;
+    let plan = faulty_vfs("journal_header_reset", Backend::IoUring);
+    for mode in ["journal_mode=PERSIST", "locking_mode=EXCLUSIVE"] {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = seeded(dir.path(), "journal_header_reset");
+        conn.execute_batch(&format!(
+            "PRAGMA {mode}; PRAGMA synchronous=OFF;
+             BEGIN; UPDATE t SET v = 'x' WHERE id <= 10; PRAGMA user_version = 7;"
+        ))
+        .unwrap();
+        // Every page the commit changes is in the journal now, page 1 too (the header
+        // the commit changes): the only journal write left is the reset.
+        let injected = plan.injected();
+        plan.add(rule(
+            OpKind::Write,
+            "f.db-journal",
+            u64::MAX,
+            FaultKind::Errno(libc::EIO),
+        ));
+        let outcome = conn.execute_batch("COMMIT");
+        plan.clear();
+        assert_eq!(
+            plan.injected(),
+            injected + 1,
+            "{mode}: the commit's journal writes"
+        );
+        let error = outcome.expect_err(&format!(
+            "{mode}: the journal header's reset failed, yet COMMIT succeeded"
+        ));
+        assert_eq!(
+            extended_code(&error) & 0xff,
+            SQLITE_IOERR,
+            "{mode}: {error}"
+        );
+        let _ = conn.execute_batch("ROLLBACK");
+        // The first read after the error may roll the journal back, or fail once more.
+        let changed = |conn: &Connection| {
+            conn.query_row("SELECT count(*) FROM t WHERE v = 'x'", [], |r| {
+                r.get::<_, i64>(0)
+            })
+        };
+        let own_view = (0..3)
+            .find_map(|_| changed(&conn).ok())
+            .expect("the connection reads again");
+        drop(conn);
+        let fresh = open(&dir.path().join("f.db"), "journal_header_reset");
+        integrity_ok(&fresh);
+        assert_eq!(changed(&fresh).unwrap(), own_view, "{mode}");
+    }
+}
+
 /// One file opened through a VFS's xOpen as SQLite opens it (named from one
 /// `sqlite3_create_filename` block, so a WAL is `<database>-wal`), its methods called one
 /// by one: calls of two connections interleaved as their threads can interleave them.

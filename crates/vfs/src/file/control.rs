@@ -266,6 +266,14 @@ impl File {
                 self.flush_queue(self.as_writer())?;
                 return Ok(ControlReply::NotFound);
             }
+            // Sent as a rollback commit ends, right after the journal's reset (pager.c
+            // zeroJournalHdr: 28 bytes, queued, and followed by no call on the journal
+            // when synchronous=OFF); SQLite checks its result, so a failed reset fails
+            // the commit, as under `unix`.
+            FileControl::CommitPhaseTwo => {
+                self.flush_queue(self.as_writer())?;
+                return Ok(ControlReply::NotFound);
+            }
             FileControl::SizeHint(_) => self.flush_queue(self.as_writer())?,
             _ => self.flush_queue(write_behind::Caller::Quiet)?,
         }
@@ -311,6 +319,7 @@ impl File {
             FileControl::CheckpointStart
             | FileControl::CheckpointDone
             | FileControl::Sync
+            | FileControl::CommitPhaseTwo
             | FileControl::Other(_) => ControlReply::NotFound,
         })
     }
@@ -457,6 +466,7 @@ pub(crate) enum FileControl {
     CheckpointStart,
     CheckpointDone,
     Sync,
+    CommitPhaseTwo,
     Other(c_int),
 }
 
