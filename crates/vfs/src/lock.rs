@@ -86,7 +86,9 @@ use crate::ffi::{
     SQLITE_LOCK_SHARED,
 };
 use crate::sys::fd::FileKey;
-use crate::sys::fork::{fork_generation, register_child_hook, ForkLocal, NullDescriptor};
+use crate::sys::fork::{
+    fork_generation, is_older_generation, register_child_hook, ForkLocal, NullDescriptor,
+};
 use crate::sys::{calls, DbFd};
 
 /// Bytes of the shared range, which starts two bytes after the pending byte.
@@ -318,8 +320,9 @@ impl DbLock {
 
     /// Whether the lock state was attached in another process, whose child this is: its
     /// descriptor's locks are the parent's ("A connection carried across `fork()`").
+    #[inline]
     pub(crate) fn is_inherited(&self) -> bool {
-        self.inode.is_some() && self.generation != fork_generation()
+        self.inode.is_some() && is_older_generation(self.generation)
     }
 
     /// True the first time it is asked: the caller logs the file's use in a child once,

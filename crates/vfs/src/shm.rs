@@ -63,7 +63,9 @@ use crate::ffi::{
 };
 use crate::io::Submitter;
 use crate::lock::{conflicting_lock, lock_ignoring_poison, set_lock, LockType};
-use crate::sys::fork::{fork_generation, register_child_hook, ForkLocal, NullDescriptor};
+use crate::sys::fork::{
+    fork_generation, is_older_generation, register_child_hook, ForkLocal, NullDescriptor,
+};
 use crate::sys::{calls, DbFd, Mapping};
 
 /// Offset of the first lock slot in the `-shm` file (os_unix.c UNIX_SHM_BASE:
@@ -498,8 +500,9 @@ impl Shm {
 
     /// Whether the handle was attached in another process, whose child this is ("A handle
     /// carried across `fork()`").
+    #[inline]
     pub(crate) fn is_inherited(&self) -> bool {
-        self.generation != fork_generation()
+        is_older_generation(self.generation)
     }
 
     /// Whether another process uses the WAL index: a lock on the DMS byte that is not

@@ -60,9 +60,6 @@ impl File {
                 .set_level_without_os_lock(level.max(self.lock.level()));
             return Ok(());
         }
-        if self.lock.is_inherited() && self.lock.level() < level {
-            self.log_inherited_use();
-        }
         // The last connection of a WAL database locks it exclusively to checkpoint and
         // delete the WAL and its index: not while another process still uses the index.
         if level > SQLITE_LOCK_SHARED
@@ -71,7 +68,11 @@ impl File {
         {
             return Err(Failure::Busy);
         }
-        self.lock.lock(level)
+        let locked = self.lock.lock(level);
+        if locked.is_err() && self.lock.is_inherited() {
+            self.log_inherited_use();
+        }
+        locked
     }
 
     /// Logs, once per file, a lock or WAL-index request made through a connection that
@@ -342,9 +343,6 @@ impl File {
                 &self.vfs.api,
             )?);
         }
-        if self.shm.as_ref().is_some_and(Shm::is_inherited) {
-            self.log_inherited_use();
-        }
         let mut shm = self.shm.take().expect("opened above");
         let vfs = self.vfs;
         let result = shm.map(
@@ -354,7 +352,11 @@ impl File {
             region_size_bytes,
             extend,
         );
+        let inherited = shm.is_inherited();
         self.shm = Some(shm);
+        if result.is_err() && inherited {
+            self.log_inherited_use();
+        }
         result
     }
 
@@ -378,14 +380,15 @@ impl File {
         }
         // A read transaction starts or ends here.
         self.forget_cached_reads();
-        if self.shm.as_ref().is_some_and(Shm::is_inherited)
-            && matches!(request, ShmLockRequest::Shared | ShmLockRequest::Exclusive)
-        {
-            self.log_inherited_use();
-        }
         match self.shm.as_mut() {
             None => Err(Failure::ShmLock),
-            Some(shm) => shm.lock(offset, count, request),
+            Some(shm) => {
+                let locked = shm.lock(offset, count, request);
+                if locked.is_err() && shm.is_inherited() {
+                    self.log_inherited_use();
+                }
+                locked
+            }
         }
     }
 

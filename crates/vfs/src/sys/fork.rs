@@ -87,6 +87,15 @@ pub(crate) fn fork_generation() -> u64 {
     FORK_GENERATION.load(Ordering::Relaxed)
 }
 
+/// Whether `generation`, a value [`fork_generation`] gave, is of an earlier process
+/// than this one (a forked child's parent). One load: the value came from
+/// `fork_generation`, which installed the child handler, so every fork since bumped the
+/// counter.
+#[inline]
+pub(crate) fn is_older_generation(generation: u64) -> bool {
+    FORK_GENERATION.load(Ordering::Relaxed) != generation
+}
+
 /// Runs `hook` in the child after every later `fork()`. The hook runs in a process with
 /// one thread, where any lock may have been held by a thread that no longer exists: it
 /// must only `try_lock`, never block. Registering the same hook twice is a no-op.
