@@ -87,7 +87,8 @@ use crate::ffi::{
 };
 use crate::sys::fd::FileKey;
 use crate::sys::fork::{
-    fork_generation, is_older_generation, register_child_hook, ForkLocal, NullDescriptor,
+    fork_generation, is_older_generation, lock_in_child, register_child_hook, ForkLocal,
+    NullDescriptor,
 };
 use crate::sys::{calls, DbFd};
 
@@ -193,19 +194,15 @@ fn let_go_of_parents_lock_descriptors() {
     let Some(list) = INODES.last_published() else {
         return;
     };
-    let inodes = match list.try_lock() {
-        Ok(inodes) => inodes,
-        Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-        Err(std::sync::TryLockError::WouldBlock) => return,
+    let Some(inodes) = lock_in_child(list) else {
+        return;
     };
     let Some(null) = NullDescriptor::open() else {
         return;
     };
     for inode in inodes.iter() {
-        let state = match inode.state.try_lock() {
-            Ok(state) => state,
-            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => continue,
+        let Some(state) = lock_in_child(&inode.state) else {
+            continue;
         };
         if let Some(fd) = state.fd.as_deref() {
             null.put_over(fd.as_raw_fd());

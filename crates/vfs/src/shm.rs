@@ -64,7 +64,8 @@ use crate::ffi::{
 use crate::io::Submitter;
 use crate::lock::{conflicting_lock, lock_ignoring_poison, set_lock, LockType};
 use crate::sys::fork::{
-    fork_generation, is_older_generation, register_child_hook, ForkLocal, NullDescriptor,
+    fork_generation, is_older_generation, lock_in_child, register_child_hook, ForkLocal,
+    NullDescriptor,
 };
 use crate::sys::{calls, DbFd, Mapping};
 
@@ -140,19 +141,15 @@ fn let_go_of_parents_index_descriptors() {
     let Some(registry) = NODES.last_published() else {
         return;
     };
-    let nodes = match registry.try_lock() {
-        Ok(nodes) => nodes,
-        Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-        Err(std::sync::TryLockError::WouldBlock) => return,
+    let Some(nodes) = lock_in_child(registry) else {
+        return;
     };
     let Some(null) = NullDescriptor::open() else {
         return;
     };
     for node in nodes.iter() {
-        let state = match node.state.try_lock() {
-            Ok(state) => state,
-            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => continue,
+        let Some(state) = lock_in_child(&node.state) else {
+            continue;
         };
         for mapping in &state.mappings {
             mapping.let_go_of_file();

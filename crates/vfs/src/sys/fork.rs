@@ -112,6 +112,19 @@ pub(crate) fn register_child_hook(hook: fn()) {
     panic!("more than {MAX_HOOKS} fork hooks registered");
 }
 
+/// For a fork hook: `mutex` locked, unless a thread of the parent held it at the fork
+/// (it then stays locked for good in the child, and the hook passes it over). A poisoned
+/// one is taken all the same: the hooks only read what it guards.
+pub(crate) fn lock_in_child<T>(
+    mutex: &std::sync::Mutex<T>,
+) -> Option<std::sync::MutexGuard<'_, T>> {
+    match mutex.try_lock() {
+        Ok(guard) => Some(guard),
+        Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
+}
+
 /// `/dev/null`, opened by a fork hook to put over the child's copies of descriptors whose
 /// open file description is the parent's, with the OFD locks on it: once the child's
 /// copy no longer refers to it, the parent's locks go when the parent's own descriptors
