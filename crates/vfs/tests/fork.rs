@@ -48,6 +48,40 @@ fn lock_seen_by_others(path: &Path, start: i64, len: i64) -> i16 {
     probe.l_type
 }
 
+/// The tests of this file run one at a time: a child forked while another test's thread
+/// was inside SQLite (holding one of its process-wide mutexes, the memory statistics'
+/// among them) would wait on that mutex for good.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Waits for child `pid` up to 60 s (then kills it and fails: a child that never ends
+/// must fail the test, not hang it); its wait status.
+fn wait_for(pid: libc::pid_t, what: &str) -> i32 {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let mut status = 0;
+        // SAFETY: waits for our own child without blocking.
+        let done = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if done == pid {
+            return status;
+        }
+        assert_eq!(done, 0, "waitpid on {what}");
+        if std::time::Instant::now() > deadline {
+            // SAFETY: our own child, not yet reaped.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, &mut status, 0);
+            }
+            panic!("{what} was still running after 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 /// Forks; the child runs `child` and exits with its result (0 when true), without
 /// running the parent's handlers or destructors. Returns the child's exit status.
 fn in_forked_child(child: impl FnOnce() -> bool) -> i32 {
@@ -60,9 +94,7 @@ fn in_forked_child(child: impl FnOnce() -> bool) -> i32 {
         // SAFETY: ends the child at once.
         unsafe { libc::_exit(if matches!(passed, Ok(true)) { 0 } else { 1 }) };
     }
-    let mut status = 0;
-    // SAFETY: waits for the child just forked.
-    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    let status = wait_for(pid, "the forked child");
     assert!(
         libc::WIFEXITED(status),
         "the child ended by signal: {status}"
@@ -83,6 +115,7 @@ fn close_in_child(connection: &Connection) -> i32 {
 
 #[test]
 fn a_child_closing_an_inherited_wal_connection_leaves_the_parents_locks_and_files() {
+    let _serial = serial();
     register();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("wal.db");
@@ -127,6 +160,7 @@ fn a_child_closing_an_inherited_wal_connection_leaves_the_parents_locks_and_file
 
 #[test]
 fn a_child_closing_an_inherited_connection_mid_transaction_leaves_the_parents_lock() {
+    let _serial = serial();
     register();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("rollback.db");
@@ -166,6 +200,7 @@ fn a_child_closing_an_inherited_connection_mid_transaction_leaves_the_parents_lo
 
 #[test]
 fn a_lock_through_an_inherited_connection_is_refused_and_the_parents_locks_stay() {
+    let _serial = serial();
     register();
     let dir = tempfile::tempdir().unwrap();
     for (name, journal) in [("rollback.db", "delete"), ("wal.db", "wal")] {
@@ -210,6 +245,7 @@ fn a_lock_through_an_inherited_connection_is_refused_and_the_parents_locks_stay(
 
 #[test]
 fn the_last_connection_keeps_the_wal_while_another_process_holds_its_index() {
+    let _serial = serial();
     register();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("shared.db");
@@ -265,9 +301,7 @@ fn the_last_connection_keeps_the_wal_while_another_process_holds_its_index() {
     let kept = wal.exists() && shm.exists();
 
     drop(release_write);
-    let mut status = 0;
-    // SAFETY: waits for the helper just forked.
-    unsafe { libc::waitpid(pid, &mut status, 0) };
+    wait_for(pid, "the process holding the index");
     assert!(
         kept,
         "the last connection deleted the WAL and its index while another process held it"
@@ -291,6 +325,7 @@ fn the_last_connection_keeps_the_wal_while_another_process_holds_its_index() {
 
 #[test]
 fn a_process_locks_die_with_it_while_a_child_it_forked_lives_on() {
+    let _serial = serial();
     register();
     let dir = tempfile::tempdir().unwrap();
     let rollback = dir.path().join("rollback.db");
@@ -333,9 +368,7 @@ fn a_process_locks_die_with_it_while_a_child_it_forked_lives_on() {
     }
     drop(ready_write);
     drop(release_read);
-    let mut status = 0;
-    // SAFETY: waits for the holder just forked.
-    assert_eq!(unsafe { libc::waitpid(holder, &mut status, 0) }, holder);
+    wait_for(holder, "the lock holder");
     let mut held = [0u8; 1];
     std::io::Read::read_exact(&mut { ready_read }, &mut held).unwrap();
     assert_eq!(held[0], 1, "the holder took its locks");
