@@ -2264,17 +2264,23 @@ mod tests {
         groups
     }
 
-    /// A page of type `type_byte` holding `cells` (each cell's bytes, key order), an
-    /// interior page's right-most pointer last.
-    fn page_with_cells(type_byte: u8, cells: &[Vec<u8>], right_most: Option<u32>) -> Vec<u8> {
-        let mut page = vec![0u8; PAGE_BYTES as usize];
+    /// A page of `page_bytes` and type `type_byte` holding `cells` (each cell's bytes, key
+    /// order), an interior page's right-most pointer last. Also the row read-ahead tests'
+    /// page builder.
+    pub(super) fn page_with_cells(
+        page_bytes: usize,
+        type_byte: u8,
+        cells: &[Vec<u8>],
+        right_most: Option<u32>,
+    ) -> Vec<u8> {
+        let mut page = vec![0u8; page_bytes];
         let header = if right_most.is_some() { 12 } else { 8 };
         page[0] = type_byte;
         page[3..5].copy_from_slice(&(cells.len() as u16).to_be_bytes());
         if let Some(right_most) = right_most {
             page[8..12].copy_from_slice(&right_most.to_be_bytes());
         }
-        let mut content = PAGE_BYTES as usize;
+        let mut content = page_bytes;
         for (index, cell) in cells.iter().enumerate() {
             content -= cell.len().max(4);
             page[content..content + cell.len()].copy_from_slice(cell);
@@ -2282,7 +2288,8 @@ mod tests {
             page[pointer..pointer + 2].copy_from_slice(&(content as u16).to_be_bytes());
         }
         assert!(content >= header + 2 * cells.len(), "the cells fit");
-        page[5..7].copy_from_slice(&(content as u16).to_be_bytes());
+        // 65,536 is written as 0, as SQLite writes it.
+        page[5..7].copy_from_slice(&((content % 65_536) as u16).to_be_bytes());
         page
     }
 
@@ -2298,7 +2305,7 @@ mod tests {
                 cell
             })
             .collect();
-        page_with_cells(0x05, &cells, children.last().copied())
+        page_with_cells(PAGE_BYTES as usize, 0x05, &cells, children.last().copied())
     }
 
     /// An index entry's record: a 1-byte key, then the rowid as a 4-byte integer.
@@ -2319,7 +2326,7 @@ mod tests {
                 cell
             })
             .collect();
-        page_with_cells(0x0a, &cells, None)
+        page_with_cells(PAGE_BYTES as usize, 0x0a, &cells, None)
     }
 
     /// An index interior page over `children`, its entries' rowids `separators`.
@@ -2335,7 +2342,7 @@ mod tests {
                 cell
             })
             .collect();
-        page_with_cells(0x02, &cells, children.last().copied())
+        page_with_cells(PAGE_BYTES as usize, 0x02, &cells, children.last().copied())
     }
 
     /// A table and an index on it, with their pages interleaved in the file.

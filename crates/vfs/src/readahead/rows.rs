@@ -829,6 +829,7 @@ struct OutOfCopies;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::readahead::tests::page_with_cells;
 
     const PAGE_BYTES: usize = 4096;
 
@@ -1005,39 +1006,24 @@ mod tests {
     /// A table interior page of `page_bytes` with `cells` (left child, a 1-byte key) and
     /// right-most child `right_most`.
     fn table_interior(page_bytes: usize, cells: &[(u32, u8)], right_most: u32) -> Vec<u8> {
-        let mut page = vec![0u8; page_bytes];
-        page[0] = 0x05;
-        page[3..5].copy_from_slice(&(cells.len() as u16).to_be_bytes());
-        let mut content = page_bytes;
-        for (index, &(child, key)) in cells.iter().enumerate() {
-            content -= 5;
-            page[content..content + 4].copy_from_slice(&child.to_be_bytes());
-            page[content + 4] = key;
-            let pointer = 12 + 2 * index;
-            page[pointer..pointer + 2].copy_from_slice(&(content as u16).to_be_bytes());
-        }
-        // 65,536 is written as 0, as SQLite writes it.
-        page[5..7].copy_from_slice(&((content % 65_536) as u16).to_be_bytes());
-        page[8..12].copy_from_slice(&right_most.to_be_bytes());
-        page
+        assert!(
+            cells.iter().all(|&(_, key)| key < 0x80),
+            "one-byte varint keys"
+        );
+        let cells: Vec<Vec<u8>> = cells
+            .iter()
+            .map(|&(child, key)| [child.to_be_bytes().as_slice(), &[key]].concat())
+            .collect();
+        page_with_cells(page_bytes, 0x05, &cells, Some(right_most))
     }
 
     /// An index leaf of `page_bytes` holding as many entries as fit, each the smallest
     /// record ending in an integer (`[3, 2, 1, rowid]`), the rowids `rowid_of(entry)`.
     fn full_index_leaf(page_bytes: usize, rowid_of: impl Fn(usize) -> u8) -> Vec<u8> {
-        let entries = (page_bytes - 8) / 6;
-        let mut page = vec![0u8; page_bytes];
-        page[0] = 0x0a;
-        page[3..5].copy_from_slice(&(entries as u16).to_be_bytes());
-        let mut content = page_bytes;
-        for entry in 0..entries {
-            content -= 4;
-            page[content..content + 4].copy_from_slice(&[3, 2, 1, rowid_of(entry)]);
-            let pointer = 8 + 2 * entry;
-            page[pointer..pointer + 2].copy_from_slice(&(content as u16).to_be_bytes());
-        }
-        page[5..7].copy_from_slice(&((content % 65_536) as u16).to_be_bytes());
-        page
+        let cells: Vec<Vec<u8>> = (0..(page_bytes - 8) / 6)
+            .map(|entry| vec![3, 2, 1, rowid_of(entry)])
+            .collect();
+        page_with_cells(page_bytes, 0x0a, &cells, None)
     }
 
     /// A page cache that has every page, each holding what `page_of` makes of its number,
