@@ -261,17 +261,13 @@ impl File {
                 self.flush_queue(write_behind::Caller::Quiet)?;
                 return Ok(ControlReply::NotFound);
             }
-            // Sent after a commit's database writes, before xSync or instead of it with
-            // synchronous=OFF; SQLite checks its result: a reportable flush point.
-            FileControl::Sync => {
-                self.flush_queue(self.as_writer())?;
-                return Ok(ControlReply::NotFound);
-            }
-            // Sent as a rollback commit ends, right after the journal's reset (pager.c
-            // zeroJournalHdr: 28 bytes, queued, and followed by no call on the journal
-            // when synchronous=OFF); SQLite checks its result, so a failed reset fails
-            // the commit, as under `unix`.
-            FileControl::CommitPhaseTwo => {
+            // Reportable flush points, whose result SQLite checks. SYNC: sent after a
+            // commit's database writes, before xSync or instead of it with
+            // synchronous=OFF. COMMIT_PHASETWO: sent as a rollback commit ends, right after
+            // the journal's reset (pager.c zeroJournalHdr: 28 bytes, queued, and followed
+            // by no call on the journal when synchronous=OFF), so a failed reset fails the
+            // commit, as under `unix`.
+            FileControl::Sync | FileControl::CommitPhaseTwo => {
                 self.flush_queue(self.as_writer())?;
                 return Ok(ControlReply::NotFound);
             }

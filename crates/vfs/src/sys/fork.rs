@@ -71,11 +71,13 @@ fn install_handler_now() {
 #[link_section = ".init_array"]
 static INSTALL_AT_LOAD: extern "C" fn() = install_at_load;
 
-/// Set by [`install_at_load`], for the test that it ran.
+/// Set by [`install_at_load`] in the unit tests' build, for the test that it ran.
+#[cfg(test)]
 static INSTALLED_AT_LOAD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 extern "C" fn install_at_load() {
     install_handler();
+    #[cfg(test)]
     INSTALLED_AT_LOAD.store(true, Ordering::Relaxed);
 }
 
