@@ -1532,6 +1532,7 @@ impl Drop for ReadAhead {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::btree_page::page_with_cells;
     use std::collections::{BTreeMap, BTreeSet};
 
     const PAGE_BYTES: u32 = 4096;
@@ -2262,35 +2263,6 @@ mod tests {
         }
         groups.reverse();
         groups
-    }
-
-    /// A page of `page_bytes` and type `type_byte` holding `cells` (each cell's bytes, key
-    /// order), an interior page's right-most pointer last. Also the row read-ahead tests'
-    /// page builder.
-    pub(super) fn page_with_cells(
-        page_bytes: usize,
-        type_byte: u8,
-        cells: &[Vec<u8>],
-        right_most: Option<u32>,
-    ) -> Vec<u8> {
-        let mut page = vec![0u8; page_bytes];
-        let header = if right_most.is_some() { 12 } else { 8 };
-        page[0] = type_byte;
-        page[3..5].copy_from_slice(&(cells.len() as u16).to_be_bytes());
-        if let Some(right_most) = right_most {
-            page[8..12].copy_from_slice(&right_most.to_be_bytes());
-        }
-        let mut content = page_bytes;
-        for (index, cell) in cells.iter().enumerate() {
-            content -= cell.len().max(4);
-            page[content..content + cell.len()].copy_from_slice(cell);
-            let pointer = header + 2 * index;
-            page[pointer..pointer + 2].copy_from_slice(&(content as u16).to_be_bytes());
-        }
-        assert!(content >= header + 2 * cells.len(), "the cells fit");
-        // 65,536 is written as 0, as SQLite writes it.
-        page[5..7].copy_from_slice(&((content % 65_536) as u16).to_be_bytes());
-        page
     }
 
     /// A table interior page: `children[i]` holds the rowids up to `keys[i]`, the last child

@@ -829,7 +829,7 @@ struct OutOfCopies;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::readahead::tests::page_with_cells;
+    use crate::btree_page::page_with_cells;
 
     const PAGE_BYTES: usize = 4096;
 
