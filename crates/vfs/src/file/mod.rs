@@ -176,6 +176,26 @@ struct ReadAheadSide {
     /// `ReadAheadSide::sampled_read`): by reading from the page cache only first
     /// (`RWF_NOWAIT`), or, where the file system refused that, by its duration.
     nowait_probe: bool,
+    /// How long a sampled read must take to have reached the device.
+    device_read: DeviceReadDurations,
+}
+
+/// How long a sampled read must take to count as a device read that wakes read-ahead
+/// (`rw.rs`): [`crate::readahead::DEVICE_READ`] when only its duration tells, and
+/// [`crate::readahead::DEVICE_READ_AFTER_MISS`] after the page cache said it lacked the
+/// bytes. The unit tests set both to zero, so what they assert does not depend on how fast
+/// their disk answers.
+#[derive(Clone, Copy)]
+struct DeviceReadDurations {
+    alone: std::time::Duration,
+    after_miss: std::time::Duration,
+}
+
+impl DeviceReadDurations {
+    const MEASURED: Self = Self {
+        alone: crate::readahead::DEVICE_READ,
+        after_miss: crate::readahead::DEVICE_READ_AFTER_MISS,
+    };
 }
 
 /// A file's O_DIRECT sides (`direct.rs`), each there only when opened with it.

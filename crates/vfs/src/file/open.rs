@@ -29,7 +29,8 @@ use crate::vfs::VfsState;
 use crate::write_behind;
 
 use super::{
-    Descriptor, DirectSides, File, PrefetchFd, ReadAheadSide, Settings, SizeCache, NEXT_FILE_ID,
+    Descriptor, DeviceReadDurations, DirectSides, File, PrefetchFd, ReadAheadSide, Settings,
+    SizeCache, NEXT_FILE_ID,
 };
 
 /// A file's options: the VFS's defaults as its URI parameters change them.
@@ -573,6 +574,7 @@ impl File {
                 btree: crate::readahead::ReadAhead::dormant(),
                 prefetch_fd: PrefetchFd::NotYet,
                 nowait_probe: true,
+                device_read: DeviceReadDurations::MEASURED,
             })
         });
         let file = File {

@@ -10,10 +10,12 @@ use crate::error::Failure;
 use crate::ffi::{SQLITE_CANTOPEN, SQLITE_IOERR_CLOSE, SQLITE_IOERR_FSYNC, SQLITE_IOERR_TRUNCATE};
 use crate::io::syscall::pread_fully;
 use crate::io::Submitter;
-use crate::readahead::{PageSource, DEVICE_READ, DEVICE_READ_AFTER_MISS};
+use crate::readahead::PageSource;
 use crate::stats::{IoStats, SharedStats};
 use crate::sys::{calls, open_directory_of};
 
+#[cfg(test)]
+use super::DeviceReadDurations;
 use super::{File, PrefetchFd, ReadAheadSide};
 
 impl File {
@@ -346,9 +348,10 @@ impl ReadAheadSide {
     /// The page cache is asked alone first (`RWF_NOWAIT`, outside the system-call table:
     /// it fails nothing SQLite sees). Cached bytes are the answer, in one call. Bytes it
     /// did not give are read through the table's `pread`, which waits for the device; that
-    /// read wakes read-ahead if it also took [`DEVICE_READ_AFTER_MISS`], since `EAGAIN`
-    /// alone can mean a lock a writer holds (XFS) or, before Linux 6.12, a cached page
-    /// that carries the kernel's read-ahead mark. A read told by its duration alone
+    /// read wakes read-ahead if it also took `device_read.after_miss`
+    /// ([`crate::readahead::DEVICE_READ_AFTER_MISS`]), since `EAGAIN` alone can mean a
+    /// lock a writer holds (XFS) or, before Linux 6.12, a cached page that carries the
+    /// kernel's read-ahead mark. A read told by its duration alone
     /// mistakes a hot read that was descheduled or interrupted for a device read: on a VM,
     /// about one in 500 hot reads, each waking read-ahead for nothing. Durations alone are
     /// the rule only while a test replaces the table's I/O calls (every read must reach
@@ -377,17 +380,18 @@ impl ReadAheadSide {
         };
         let started = std::time::Instant::now();
         let (rest, preads) = pread_fully(fd, &mut buf[cached..], at + cached as u64);
-        if rest.is_ok_and(|more| more > 0) && started.elapsed() >= DEVICE_READ_AFTER_MISS {
+        if rest.is_ok_and(|more| more > 0) && started.elapsed() >= self.device_read.after_miss {
             self.btree.note_uncached_read();
         }
         (rest.map(|more| cached + more), preads + 1)
     }
 
-    /// `pread_fully`, and read-ahead woken if it took as long as a device read.
+    /// `pread_fully`, and read-ahead woken if it read something and took as long as a
+    /// device read.
     fn timed_read(&mut self, fd: RawFd, buf: &mut [u8], at: u64) -> (Result<usize, i32>, u64) {
         let started = std::time::Instant::now();
         let read = pread_fully(fd, buf, at);
-        if started.elapsed() >= DEVICE_READ {
+        if read.0.is_ok_and(|n| n > 0) && started.elapsed() >= self.device_read.alone {
             self.btree.note_uncached_read();
         }
         read
@@ -498,6 +502,11 @@ mod tests {
             btree: ReadAhead::dormant(),
             prefetch_fd: PrefetchFd::NotYet,
             nowait_probe: true,
+            // Any read that reached the device wakes read-ahead, however fast the disk.
+            device_read: DeviceReadDurations {
+                alone: std::time::Duration::ZERO,
+                after_miss: std::time::Duration::ZERO,
+            },
         }
     }
 
