@@ -999,6 +999,24 @@ fn file_controls_that_ignore_their_argument_accept_null_like_unix() {
     }
 }
 
+/// After SQLITE_FCNTL_NULL_IO the file has no descriptor: its writes, syncs and reads fail
+/// at once with the closed descriptor's EBADF, as under `unix` (a write is not queued for
+/// a later call to report).
+#[test]
+fn io_after_null_io_fails_at_once_like_unix() {
+    let _serial = setup();
+    same(|file| {
+        let page = buffer(4096);
+        let mut back = buffer(4096);
+        let null_io = file.file_control(ffi::SQLITE_FCNTL_NULL_IO, std::ptr::null_mut());
+        let write = file.write(&page, 4096, 0);
+        let write_errno = file.last_errno();
+        let sync = file.sync();
+        let read = file.read(&mut back, 4096, 0);
+        format!("{null_io} {write} {write_errno} {sync} {read}")
+    });
+}
+
 #[test]
 fn file_controls_given_a_null_argument_are_misuse_not_a_crash() {
     let _serial = setup();

@@ -184,8 +184,10 @@ impl File {
         if let Some(direct) = self.direct.database.as_mut() {
             direct.invalidate_range(offset as u64, buf.len());
         }
-        // An O_DIRECT WAL side learns of the write in the queue (`Queue::write`).
-        let result = if self.settings.write_behind {
+        // An O_DIRECT WAL side learns of the write in the queue (`Queue::write`). A file
+        // without a descriptor (after SQLITE_FCNTL_NULL_IO) writes at once, so its EBADF
+        // is this call's answer, as under `unix`, not a later call's.
+        let result = if self.settings.write_behind && self.descriptor.borrowed().is_some() {
             let flush_now = decision.flush_now();
             // An aligned page write of an O_DIRECT file is queued for its direct fd; a
             // write that must reach the kernel at once (a checkpoint's) is one lone write,
