@@ -364,6 +364,9 @@ mod tests {
         /// Decisions for this reason are taken as `Queue`: a machine with that rule
         /// broken, which the model must catch.
         broken: Option<FlushReason>,
+        /// SQLITE_FCNTL_COMMIT_PHASETWO flushes the database's queue and returns the
+        /// flush's result (false: a machine that does not, which the model must catch).
+        phase_two_reports: bool,
         /// The WAL: the next frame's number (1-based), and the first frame of the
         /// open transaction.
         next_frame: u64,
@@ -402,6 +405,7 @@ mod tests {
                 unreported: [false; 3],
                 mapped: false,
                 broken,
+                phase_two_reports: true,
                 next_frame: 1,
                 transaction_first_frame: 1,
                 journal_end: 0,
@@ -431,6 +435,16 @@ mod tests {
                 self.unreported[index(file)] = false;
             }
             sync
+        }
+
+        /// SQLITE_FCNTL_COMMIT_PHASETWO, a call on the database: its flush writes the
+        /// whole queue of the database, and its failure, whichever file's write failed, is
+        /// the call's result.
+        fn commit_phase_two(&mut self) {
+            self.call(F::Db, CallKind::Other, false);
+            if self.phase_two_reports {
+                self.unreported = [false; 3];
+            }
         }
 
         fn read(&mut self, file: F, offset: u64) {
@@ -591,6 +605,7 @@ mod tests {
                     pages,
                     page_one,
                     full,
+                    end,
                 } => {
                     let mut pages: Vec<u32> = pages.iter().map(|p| p + 1).collect();
                     if *page_one {
@@ -610,8 +625,25 @@ mod tests {
                     if *full {
                         self.call(F::Db, CallKind::Sync, true);
                     }
-                    self.call(F::Journal, CallKind::Other, true); // truncate or header zeroed
+                    match end {
+                        // The journal's xClose (its flush reports); xDelete is no file
+                        // call. Or its xTruncate.
+                        JournalEnd::Delete | JournalEnd::Truncate => {
+                            self.call(F::Journal, CallKind::Other, true);
+                        }
+                        JournalEnd::Persist { synced } => {
+                            self.write(F::Journal, 0, &[0; 28]);
+                            if *synced {
+                                self.call(F::Journal, CallKind::Sync, true);
+                            }
+                        }
+                    }
                     self.journal_end = 0;
+                    self.commit_phase_two();
+                    // Once the lock drops, another connection's hot-journal check reads
+                    // the journal's header: a reset that never reached the file would
+                    // roll a committed transaction back.
+                    self.observe(F::Journal, "a finished journal at the commit's unlock")?;
                     self.call(F::Db, CallKind::Other, false); // unlock
                 }
                 Op::RollbackSpill { pages, size_hint } => {
@@ -940,12 +972,14 @@ mod tests {
         /// The database is memory-mapped from now on, or no more.
         Map(bool),
         /// Journal records, the journal's sync, the pages in order (page 1 first
-        /// unless `page_one` is false), `SQLITE_FCNTL_SYNC`, and with `full` the syncs
-        /// of `synchronous=FULL`. Pages are 1-based after adding 1.
+        /// unless `page_one` is false), `SQLITE_FCNTL_SYNC`, with `full` the syncs
+        /// of `synchronous=FULL`, the journal's end as `end` says, and
+        /// `SQLITE_FCNTL_COMMIT_PHASETWO`. Pages are 1-based after adding 1.
         RollbackCommit {
             pages: std::collections::BTreeSet<u32>,
             page_one: bool,
             full: bool,
+            end: JournalEnd,
         },
         /// A cache spill or `sqlite3_db_cacheflush()` in rollback mode: journal
         /// records, the journal's sync, then the pages (never page 1).
@@ -964,6 +998,18 @@ mod tests {
         },
     }
 
+    /// How a rollback commit ends its journal (pager.c `pager_end_transaction`).
+    #[derive(Clone, Copy, Debug)]
+    enum JournalEnd {
+        /// `journal_mode=DELETE`: xClose, then xDelete.
+        Delete,
+        /// `journal_mode=TRUNCATE`: xTruncate to 0 (and its sync, if any).
+        Truncate,
+        /// `journal_mode=PERSIST` (`zeroJournalHdr`): the header's 28 bytes zeroed by an
+        /// xWrite, then synced unless `synchronous=OFF` (`synced` false).
+        Persist { synced: bool },
+    }
+
     #[derive(Clone, Debug)]
     struct WalCommitShape {
         sync: bool,
@@ -977,6 +1023,14 @@ mod tests {
 
     fn pages() -> impl Strategy<Value = std::collections::BTreeSet<u32>> {
         proptest::collection::btree_set(1u32..40, 1..6)
+    }
+
+    fn journal_end() -> impl Strategy<Value = JournalEnd> {
+        prop_oneof![
+            Just(JournalEnd::Delete),
+            Just(JournalEnd::Truncate),
+            any::<bool>().prop_map(|synced| JournalEnd::Persist { synced }),
+        ]
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -998,8 +1052,13 @@ mod tests {
             1 => (1u32..40).prop_map(|page| Op::ReadDb { page }),
             1 => any::<u64>().prop_map(|frame| Op::ReadWal { frame }),
             1 => any::<bool>().prop_map(Op::Map),
-            2 => (pages(), any::<bool>(), any::<bool>())
-                .prop_map(|(pages, page_one, full)| Op::RollbackCommit { pages, page_one, full }),
+            2 => (pages(), any::<bool>(), any::<bool>(), journal_end())
+                .prop_map(|(pages, page_one, full, end)| Op::RollbackCommit {
+                    pages,
+                    page_one,
+                    full,
+                    end,
+                }),
             2 => (pages(), any::<bool>())
                 .prop_map(|(pages, size_hint)| Op::RollbackSpill { pages, size_hint }),
             3 => (0u64..4, proptest::option::of(commit))
@@ -1028,6 +1087,23 @@ mod tests {
         fn nothing_queued_where_unix_would_be_seen(ops in proptest::collection::vec(op(), 1..40)) {
             prop_assert_eq!(run(&ops, None), Ok(()));
         }
+    }
+
+    /// The model can fail: a machine whose SQLITE_FCNTL_COMMIT_PHASETWO does not report
+    /// its flush leaves `journal_mode=PERSIST`'s reset unreported under
+    /// `synchronous=OFF`.
+    #[test]
+    fn the_model_catches_a_silent_commit_phase_two() {
+        let commit = Op::RollbackCommit {
+            pages: [2u32, 5].into_iter().collect(),
+            page_one: true,
+            full: false,
+            end: JournalEnd::Persist { synced: false },
+        };
+        let mut silent = Thread::new(None);
+        silent.phase_two_reports = false;
+        assert!(silent.run(&commit).is_err());
+        assert_eq!(Thread::new(None).run(&commit), Ok(()));
     }
 
     /// The model can fail: with any one rule broken, a sequence that needs it does.
@@ -1061,6 +1137,7 @@ mod tests {
                     pages: some_pages(),
                     page_one: true,
                     full: false,
+                    end: JournalEnd::Delete,
                 }],
             ),
             (
@@ -1071,6 +1148,7 @@ mod tests {
                         pages: some_pages(),
                         page_one: true,
                         full: false,
+                        end: JournalEnd::Delete,
                     },
                 ],
             ),

@@ -671,15 +671,16 @@ impl QueueState {
         Some(batch)
     }
 
-    /// Submits the queue (and `sync`, if given, for the owner) for `caller` and empties
-    /// it, from the pieces where they are: the lock is held throughout.
+    /// Submits the queue for `caller` and empties it, from the pieces where they are: the
+    /// lock is held throughout. (A sync that follows the writes goes after the lock is
+    /// dropped, or with a batch taken out of the queue: `Queue::sync`.)
     ///
     /// A panic on the way (with no ring I/O in flight: the ring engine aborts the process
     /// then) empties the queue too, its writes lost, before it unwinds on to the caller's
     /// FFI boundary (an I/O error there): no piece is left without its owner, to be
     /// written later through another file's descriptor at its old offset. The loss is
     /// kept for the owner as any failure is ([`QueueState::lost`]).
-    fn flush(&mut self, sync: Option<SyncRequest>, caller: Caller) -> Result<(), FlushFailure> {
+    fn flush(&mut self, caller: Caller) -> Result<(), FlushFailure> {
         let Some(owner) = self.owner.take() else {
             return Ok(());
         };
@@ -690,7 +691,7 @@ impl QueueState {
         let wal = wal_side_of(&mut self.wal_sides, owner.file_id);
         let pieces = &self.pieces;
         let submitted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            submit_pieces(&owner, arena.bytes(), pieces, sync, wal)
+            submit_pieces(&owner, arena.bytes(), pieces, None, wal)
         }));
         self.pieces.clear();
         self.arena_len = 0;
@@ -736,7 +737,7 @@ impl QueueState {
     /// and returned to `caller` if it is a write, sync or delete.
     fn flush_for(&mut self, caller: Caller) -> Result<(), FlushFailure> {
         let owner_id = self.owner.as_ref().map(|o| o.file_id);
-        let Err(failure) = self.flush(None, caller) else {
+        let Err(failure) = self.flush(caller) else {
             return Ok(());
         };
         self.lost(
@@ -954,7 +955,7 @@ impl Queue {
         // Otherwise the fsync waits without the lock: held, it made every other thread's
         // writes wait for this file's fsync, and the sync needs nothing queued.
         if owns_queue {
-            queue.flush(None, caller)?;
+            queue.flush(caller)?;
         } else {
             queue.flush_for(caller)?;
         }
