@@ -380,6 +380,12 @@ pub(super) fn fcntl_dupfd_cloexec(fd: RawFd, min_fd: c_int) -> c_int {
     // SAFETY: `Fcntl` is the entry's C signature; F_DUPFD_CLOEXEC takes an int.
     unsafe { function::<Fcntl>(FCNTL)(fd, libc::F_DUPFD_CLOEXEC, min_fd) }
 }
+/// fcntl(F_GETFD): whether descriptor slot `fd` holds an open descriptor.
+pub(super) fn is_open(fd: RawFd) -> bool {
+    // SAFETY: `Fcntl` is the entry's C signature; F_GETFD takes no third argument, and a
+    // zero there is ignored.
+    unsafe { function::<Fcntl>(FCNTL)(fd, libc::F_GETFD, 0) != -1 }
+}
 /// Reads at `offset` into `buf`: `pread`, or `lseek` + `read` when only `read` is
 /// replaced.
 ///

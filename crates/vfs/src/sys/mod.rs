@@ -33,6 +33,11 @@ const MINIMUM_FILE_DESCRIPTOR: RawFd = 3;
 /// above, and the low slot it was handed plugged with `/dev/null`, so later opens do not
 /// land there again (os_unix.c robust_open does both). Every descriptor this VFS opens on
 /// a database file goes through here: the buffered one and the O_DIRECT one alike.
+///
+/// The descriptor left in the low slot is closed as any descriptor of a database is
+/// ([`DbFd::close`]): parked while this process holds POSIX locks on the file, which a
+/// plain close would drop (os_unix.c's plain close there drops a same-process `unix`
+/// connection's locks). A parked descriptor keeps its slot, which is then not plugged.
 pub(crate) fn open_above_stdio(
     path: &CStr,
     os_flags: c_int,
@@ -55,11 +60,14 @@ pub(crate) fn open_above_stdio(
     }
     let moved = calls::fcntl_dupfd_cloexec(fd.as_raw_fd(), MINIMUM_FILE_DESCRIPTOR);
     let errno = last_errno();
-    // As os_unix.c robust_open: the low slot is closed plainly, then plugged with
-    // /dev/null, which is deliberately never closed (owned by no one, for the life of
-    // the process), so later opens do not land there again.
-    let _ = fd.close();
-    calls::open(c"/dev/null", libc::O_RDONLY, 0);
+    // As os_unix.c robust_open: the low slot is freed, then plugged with /dev/null,
+    // which is deliberately never closed (owned by no one, for the life of the process),
+    // so later opens do not land there again.
+    let low = fd.as_raw_fd();
+    DbFd::from(fd).close(|_| {});
+    if !calls::is_open(low) {
+        calls::open(c"/dev/null", libc::O_RDONLY, 0);
+    }
     if moved < 0 {
         return Err(errno);
     }
