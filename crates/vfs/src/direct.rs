@@ -34,7 +34,7 @@ use std::ffi::CStr;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 
 use crate::io::Submitter;
-use crate::sys::{AlignedBuffer, DbFd, Fd, BUFFER_ALIGN_BYTES};
+use crate::sys::{AlignedBuffer, DbFd, Fd, Reuse, BUFFER_ALIGN_BYTES};
 
 /// Largest read-ahead window.
 pub(crate) const MAX_READAHEAD_BYTES: usize = 256 << 10;
@@ -78,16 +78,22 @@ impl DirectOpenError {
     }
 }
 
-/// Opens `path` again with O_DIRECT (never creating it: the buffered descriptor did).
-fn open_direct(path: &CStr, readwrite: bool) -> Result<Fd, DirectOpenError> {
+/// Opens `path` again with O_DIRECT (never creating it: the buffered descriptor did);
+/// `reuse_parked`: a database's descriptor parked at a close may be taken back.
+fn open_direct(path: &CStr, readwrite: bool, reuse_parked: bool) -> Result<Fd, DirectOpenError> {
     let access = if readwrite {
         libc::O_RDWR
     } else {
         libc::O_RDONLY
     };
+    let flags = access | libc::O_DIRECT | libc::O_CLOEXEC;
     // The file exists (the buffered descriptor opened it first): no mode is needed.
-    crate::sys::open_above_stdio(path, access | libc::O_DIRECT | libc::O_CLOEXEC, 0)
-        .map_err(DirectOpenError::Open)
+    if reuse_parked {
+        crate::sys::open_reusing_parked(path, flags, 0)
+    } else {
+        crate::sys::open_above_stdio(path, flags, 0)
+    }
+    .map_err(DirectOpenError::Open)
 }
 
 /// Direct-I/O alignment of an open file: `statx(STATX_DIOALIGN)` (Linux 6.1+), the larger
@@ -134,7 +140,7 @@ impl DirectFile {
     /// Opens `path` again with O_DIRECT (never creating it: the buffered descriptor did).
     pub(crate) fn open(path: &CStr, readwrite: bool) -> Result<DirectFile, DirectOpenError> {
         // Dropped on an error below: closed like any descriptor of the database.
-        let fd = DbFd::from(open_direct(path, readwrite)?);
+        let fd = DbFd::reusable(open_direct(path, readwrite, true)?, Reuse::Open);
         let align_bytes = direct_io_alignment(&fd)?;
         Ok(DirectFile {
             fd,
@@ -313,7 +319,7 @@ struct TailBlock {
 impl WalDirect {
     /// Opens the WAL at `path` again with O_DIRECT.
     pub(crate) fn open(path: &CStr) -> Result<WalDirect, DirectOpenError> {
-        let fd = open_direct(path, true)?;
+        let fd = open_direct(path, true, false)?;
         let align_bytes = direct_io_alignment(&fd)?;
         Ok(WalDirect {
             fd,

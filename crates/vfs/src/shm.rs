@@ -67,7 +67,7 @@ use crate::sys::fork::{
     fork_generation, is_older_generation, lock_in_child, register_child_hook, ForkLocal,
     NullDescriptor,
 };
-use crate::sys::{calls, DbFd, Mapping};
+use crate::sys::{calls, DbFd, Mapping, Reuse};
 
 /// Offset of the first lock slot in the `-shm` file (os_unix.c UNIX_SHM_BASE:
 /// `(22 + SQLITE_SHM_NLOCK) * 4`, just past the two copies of the WAL-index header and
@@ -536,7 +536,9 @@ impl Shm {
     }
 
     /// xShmLock on slots `[offset, offset + count)` (os_unix.c unixShmLock's rules; see
-    /// the module docs). `entry.rs` decoded the flags and checked the range.
+    /// the module docs). `entry.rs` decoded the flags and checked the range. Inline into
+    /// `File::shm_lock`, its one caller.
+    #[inline]
     pub(crate) fn lock(
         &mut self,
         offset: i32,
@@ -710,13 +712,14 @@ fn open_node_state(
     let fd = match read_write {
         // A descriptor of the -shm file, on which a `unix` connection of this process may
         // hold POSIX locks.
-        Ok(fd) => DbFd::from(fd),
+        Ok(fd) => DbFd::reusable(fd, Reuse::Open),
         Err(_) => {
             readonly = true;
-            DbFd::from(open(libc::O_RDONLY).map_err(|errno| {
+            let fd = open(libc::O_RDONLY).map_err(|errno| {
                 log.os_error(SQLITE_CANTOPEN, "open", &path.to_string_lossy(), errno);
                 Failure::CantOpen(errno)
-            })?)
+            })?;
+            DbFd::reusable(fd, Reuse::Open)
         }
     };
     // Running as root must not leave a -shm file other users of the database cannot open

@@ -22,8 +22,8 @@ use crate::mmap::MemoryMap;
 use crate::open_name::OpenName;
 use crate::stats::{ReadCounts, SharedStats};
 use crate::sys::{
-    calls, give_created_mode, open_above_stdio, stat_c_path, stat_path, with_c_prefix, DbFd, Fd,
-    FilePath, Filesystem, DEFAULT_FILE_MODE,
+    calls, give_created_mode, open_above_stdio, open_reusing_parked, stat_c_path, stat_path,
+    with_c_prefix, DbFd, Fd, FilePath, Filesystem, Reuse, DEFAULT_FILE_MODE,
 };
 use crate::vfs::VfsState;
 use crate::write_behind;
@@ -272,7 +272,14 @@ fn open_descriptor(
 ) -> Result<(Fd, c_int), Failure> {
     let os_flags = open.os_flags();
     let effective_mode = if mode == 0 { DEFAULT_FILE_MODE } else { mode };
-    let open_with = |os_flags: c_int| open_above_stdio(c_path, os_flags, effective_mode);
+    // A main database may take back a descriptor of the file parked at a close.
+    let open_with = |os_flags: c_int| {
+        if open.is(SQLITE_OPEN_MAIN_DB) {
+            open_reusing_parked(c_path, os_flags, effective_mode)
+        } else {
+            open_above_stdio(c_path, os_flags, effective_mode)
+        }
+    };
     let errno = match unnamed_fd.map_or_else(|| open_with(os_flags), Ok) {
         Ok(fd) => return Ok((fd, open.flags)),
         Err(errno) => errno,
@@ -370,7 +377,7 @@ fn close_unattached(vfs: &VfsState, path: &str, fd: Fd, is_main_db: bool) {
     };
     if is_main_db {
         // A main database's descriptor.
-        DbFd::from(fd).close(failed_close);
+        DbFd::reusable(fd, Reuse::Open).close(failed_close);
     } else if let Err(errno) = fd.close() {
         // Nobody locks any other file's.
         failed_close(errno);
@@ -400,8 +407,8 @@ fn attach_descriptor(
         });
     }
     // A database's descriptor closes only without dropping the process's POSIX locks on
-    // the file.
-    let fd = DbFd::from(fd);
+    // the file; parked, a later open of the file may take it back.
+    let fd = DbFd::reusable(fd, Reuse::Open);
     match crate::sys::fstat(fd.as_fd()) {
         Ok(st) => {
             let fd = Arc::new(fd);

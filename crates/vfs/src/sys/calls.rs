@@ -172,6 +172,7 @@ const GETEUID: usize = 21;
 const MMAP: usize = 22;
 const MUNMAP: usize = 23;
 const GETPAGESIZE: usize = 25;
+const LSTAT: usize = 27;
 const FSYNC: usize = 29;
 const FDATASYNC: usize = 30;
 const FSTATFS: usize = 31;
@@ -379,6 +380,19 @@ pub(crate) fn fcntl_ofd_getlk(fd: RawFd, lock: &mut libc::flock) -> c_int {
 pub(super) fn fcntl_dupfd_cloexec(fd: RawFd, min_fd: c_int) -> c_int {
     // SAFETY: `Fcntl` is the entry's C signature; F_DUPFD_CLOEXEC takes an int.
     unsafe { function::<Fcntl>(FCNTL)(fd, libc::F_DUPFD_CLOEXEC, min_fd) }
+}
+/// fcntl(F_GETFL): the file status flags and access mode of `fd`'s open file
+/// description, or -1.
+pub(super) fn fcntl_getfl(fd: RawFd) -> c_int {
+    // SAFETY: `Fcntl` is the entry's C signature; F_GETFL takes no third argument, and a
+    // zero there is ignored.
+    unsafe { function::<Fcntl>(FCNTL)(fd, libc::F_GETFL, 0) }
+}
+/// lstat(2): `stat` of the link itself where `path` names a symbolic link.
+pub(crate) fn lstat(path: &CStr, out: &mut libc::stat) -> c_int {
+    // SAFETY: `Stat` is the entry's C signature (lstat's is stat's); `path` is
+    // NUL-terminated and `out` writable, both for the whole call.
+    unsafe { function::<Stat>(LSTAT)(path.as_ptr(), out) }
 }
 /// fcntl(F_GETFD): whether descriptor slot `fd` holds an open descriptor.
 pub(super) fn is_open(fd: RawFd) -> bool {

@@ -9,7 +9,10 @@
 //!   them all (fcntl(2), "Advisory record locking"), so it never closes plainly: consumed
 //!   by [`DbFd::close`] or dropped, it goes through [`close_preserving_process_locks`],
 //!   which parks it instead while such a lock stands. An `Fd` opened on a database
-//!   becomes one with `DbFd::from`; nothing turns a `DbFd` back into an `Fd`.
+//!   becomes one with `DbFd::from`, or `DbFd::reusable` when a later open of the same
+//!   file may take it back once parked ([`take_parked`], as os_unix.c reuses its own
+//!   pending descriptors, `findReusableFd`); nothing else turns a `DbFd` back into an
+//!   `Fd`.
 //!
 //! Neither type can be copied, and closing consumes it, so a descriptor cannot be closed
 //! twice or used after it closed; one that is never closed by hand is closed when its
@@ -24,6 +27,7 @@
 //! queue between calls), under the rule that a file's queued and in-flight I/O ends
 //! before its descriptors close (`write_behind::Queue::flush_before_close`).
 
+use std::ffi::c_int;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 
 use super::calls;
@@ -94,20 +98,49 @@ impl Drop for Fd {
 pub(crate) struct DbFd {
     /// `None` only while it is being closed.
     fd: Option<Fd>,
+    /// What a later open may take it back for once it is parked; `None`: never.
+    reuse: Option<Reuse>,
+}
+
+/// What a parked descriptor may be taken back for ([`take_parked`]). Without reuse, a
+/// process in which a `unix` connection holds its lock on a database for good (a WAL
+/// connection holds SHARED for its whole life) would park one more descriptor at every
+/// close of a connection of ours, until opens failed with EMFILE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reuse {
+    /// A database's or `-shm`'s descriptor as SQLite's calls use it (buffered, or the
+    /// O_DIRECT side): for an open of the same file with the same access mode and
+    /// O_DIRECT flag.
+    Open,
+    /// Read-ahead's own descriptor of a database, with `POSIX_FADV_RANDOM` on its open
+    /// file description: for read-ahead's next descriptor of the same file alone.
+    Prefetch,
 }
 
 impl DbFd {
+    /// A descriptor that, once parked, an open of the same file for `reuse` may take
+    /// back ([`take_parked`]).
+    pub(crate) fn reusable(fd: Fd, reuse: Reuse) -> DbFd {
+        DbFd {
+            fd: Some(fd),
+            reuse: Some(reuse),
+        }
+    }
+
     /// Closes it, or parks it while this process holds POSIX locks on its file
     /// ([`close_preserving_process_locks`]); each failed close(2) goes to `failed_close`.
     pub(crate) fn close(mut self, failed_close: impl FnMut(i32)) {
         let fd = self.fd.take().expect("a DbFd is closed once");
-        close_preserving_process_locks(fd, failed_close);
+        close_preserving_process_locks(fd, self.reuse, failed_close);
     }
 }
 
 impl From<Fd> for DbFd {
     fn from(fd: Fd) -> DbFd {
-        DbFd { fd: Some(fd) }
+        DbFd {
+            fd: Some(fd),
+            reuse: None,
+        }
     }
 }
 
@@ -129,7 +162,7 @@ impl AsRawFd for DbFd {
 impl Drop for DbFd {
     fn drop(&mut self) {
         if let Some(fd) = self.fd.take() {
-            close_preserving_process_locks(fd, |_| {});
+            close_preserving_process_locks(fd, self.reuse, |_| {});
         }
     }
 }
@@ -170,7 +203,76 @@ impl FileKey {
 /// Parked descriptors, owned by the list alone. A forked child starts with none: the
 /// parent's (the same open files, through the descriptors it inherited) stay open in it
 /// untouched, as the list may have been locked at the fork.
-static PARKED: super::fork::ForkLocal<std::sync::Mutex<Vec<Fd>>> = super::fork::ForkLocal::new();
+static PARKED: super::fork::ForkLocal<std::sync::Mutex<Vec<Parked>>> =
+    super::fork::ForkLocal::new();
+
+/// A parked descriptor, and the open that may take it back.
+struct Parked {
+    fd: Fd,
+    reusable: Option<Reusable>,
+}
+
+/// The open a parked descriptor may be taken back by: of its file, for its use, with its
+/// access mode and O_DIRECT flag ([`REUSE_FLAGS`] of `F_GETFL`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Reusable {
+    reuse: Reuse,
+    file: FileKey,
+    flags: c_int,
+}
+
+/// The open flags a parked descriptor must share with the open that takes it back.
+const REUSE_FLAGS: c_int = libc::O_ACCMODE | libc::O_DIRECT;
+
+impl Parked {
+    fn new(fd: Fd, reuse: Option<Reuse>) -> Parked {
+        // Two calls on a path taken only while a `unix` connection holds a lock.
+        let reusable = reuse.and_then(|reuse| {
+            let file = file_key(fd.as_raw_fd())?;
+            let flags = calls::fcntl_getfl(fd.as_raw_fd());
+            (flags >= 0).then_some(Reusable {
+                reuse,
+                file,
+                flags: flags & REUSE_FLAGS,
+            })
+        });
+        Parked { fd, reusable }
+    }
+}
+
+fn parked_list() -> std::sync::MutexGuard<'static, Vec<Parked>> {
+    PARKED
+        .get()
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Whether some parked descriptor may be taken back: only then does an open look its
+/// file up first ([`take_parked`]).
+pub(crate) fn any_reusable_parked() -> bool {
+    parked_list().iter().any(|parked| parked.reusable.is_some())
+}
+
+/// A parked descriptor of `file`, for `reuse`, opened with `os_flags`' access mode and
+/// O_DIRECT flag, taken off the list for its new owner (which locks through it, or
+/// closes it as any descriptor of the file); `None` when none is parked, or when the open
+/// must create the file (`O_EXCL`). The descriptor holds no lock: this VFS released its
+/// own before parking it.
+pub(crate) fn take_parked(file: FileKey, os_flags: c_int, reuse: Reuse) -> Option<Fd> {
+    if os_flags & libc::O_EXCL != 0 {
+        return None;
+    }
+    let wanted = Reusable {
+        reuse,
+        file,
+        flags: os_flags & REUSE_FLAGS,
+    };
+    let mut parked = parked_list();
+    let at = parked
+        .iter()
+        .position(|parked| parked.reusable == Some(wanted))?;
+    Some(parked.swap_remove(at).fd)
+}
 
 /// Closes that found a lock on the file (or a parked descriptor) and so had to find out
 /// whose locks they are (for tests: the one-fcntl path must be the usual one).
@@ -272,6 +374,18 @@ fn files_with_process_posix_locks(files: &[FileKey]) -> Option<Vec<FileKey>> {
     Some(locked)
 }
 
+/// A descriptor a close looks at: the one closed, or a parked one.
+struct Candidate {
+    fd: Fd,
+    /// A parked one's open that may take it back (`Ok`), or the closed one's use once
+    /// parked (`Err`).
+    reusable: Result<Option<Reusable>, Option<Reuse>>,
+    /// What its whole-file probe says.
+    probe: Probe,
+    /// Its file, when the probe could not settle whether this process holds a lock on it.
+    file: Option<FileKey>,
+}
+
 /// Closes `fd` (of a database or -shm file, which carry SQLite's locks) unless that would
 /// release POSIX locks this process holds on the same file; then parks it. The caller
 /// has released the OFD locks taken through `fd` first, so a parked descriptor blocks
@@ -279,16 +393,13 @@ fn files_with_process_posix_locks(files: &[FileKey]) -> Option<Vec<FileKey>> {
 /// close(2) that fails is reported to `failed_close` with its errno (os_unix.c's
 /// robust_close logs those of its closeUnixFile, closePendingFds and unixShmPurge); the
 /// descriptor is gone either way, as Linux frees it whatever close(2) returns.
-fn close_preserving_process_locks(fd: Fd, mut failed_close: impl FnMut(i32)) {
+fn close_preserving_process_locks(fd: Fd, reuse: Option<Reuse>, mut failed_close: impl FnMut(i32)) {
     let mut close = |fd: Fd| {
         if let Err(errno) = fd.close() {
             failed_close(errno);
         }
     };
-    let mut parked = PARKED
-        .get()
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut parked = parked_list();
     // The common case in one fcntl: nobody holds any lock on any byte of the file.
     // Otherwise the process's descriptors of the file tell whose locks they are.
     let this = probe(fd.as_fd());
@@ -299,26 +410,40 @@ fn close_preserving_process_locks(fd: Fd, mut failed_close: impl FnMut(i32)) {
     #[cfg(feature = "test-support")]
     LOCK_OWNER_CHECKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     // Each descriptor with what its probe says, and its file when the probe cannot settle
-    // whether this process holds a lock on it.
-    let mut candidates: Vec<(Fd, Probe, Option<FileKey>)> = Vec::with_capacity(parked.len() + 1);
-    candidates.extend(parked.drain(..).map(|fd| {
-        let probe = probe(fd.as_fd());
-        (fd, probe, None)
+    // whether this process holds a lock on it; the parked ones with what may take them
+    // back, the new one with what may once it is parked.
+    let mut candidates: Vec<Candidate> = Vec::with_capacity(parked.len() + 1);
+    candidates.extend(parked.drain(..).map(|parked| Candidate {
+        probe: probe(parked.fd.as_fd()),
+        fd: parked.fd,
+        reusable: Ok(parked.reusable),
+        file: None,
     }));
-    candidates.push((fd, this, None));
-    for (fd, probe, file) in candidates.iter_mut() {
-        if *probe == Probe::Unknown {
-            *file = file_key(fd.as_raw_fd());
+    candidates.push(Candidate {
+        fd,
+        reusable: Err(reuse),
+        probe: this,
+        file: None,
+    });
+    for candidate in candidates.iter_mut() {
+        if candidate.probe == Probe::Unknown {
+            candidate.file = file_key(candidate.fd.as_raw_fd());
         }
     }
-    let unsettled: Vec<FileKey> = candidates.iter().filter_map(|c| c.2).collect();
+    let unsettled: Vec<FileKey> = candidates.iter().filter_map(|c| c.file).collect();
     // One walk of the descriptor table for the files the probes could not settle.
     let locked_files = if unsettled.is_empty() {
         Some(Vec::new())
     } else {
         files_with_process_posix_locks(&unsettled)
     };
-    for (fd, probe, file) in candidates {
+    for Candidate {
+        fd,
+        reusable,
+        probe,
+        file,
+    } in candidates
+    {
         let keep = match probe {
             Probe::Free => false,
             Probe::ThisProcess => true,
@@ -331,7 +456,10 @@ fn close_preserving_process_locks(fd: Fd, mut failed_close: impl FnMut(i32)) {
             },
         };
         if keep {
-            parked.push(fd);
+            parked.push(match reusable {
+                Ok(reusable) => Parked { fd, reusable },
+                Err(reuse) => Parked::new(fd, reuse),
+            });
         } else {
             close(fd);
         }

@@ -21,7 +21,7 @@ use std::ffi::{c_int, CStr, CString};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 
 pub(crate) use calls::{last_errno, UNKNOWN_ERRNO};
-pub(crate) use fd::{flock, DbFd, Fd};
+pub(crate) use fd::{flock, DbFd, Fd, FileKey, Reuse};
 pub(crate) use mapping::{Mapping, Slot, SlotRegion};
 pub(crate) use path::{with_c_prefix, FilePath};
 
@@ -75,6 +75,33 @@ pub(crate) fn open_above_stdio(
     Ok(unsafe { Fd::from_raw(moved) })
 }
 
+/// A descriptor of the database or `-shm` file at `path` for `os_flags`: one this VFS
+/// parked for the same file, access mode and O_DIRECT flag, taken back
+/// ([`fd::take_parked`], as os_unix.c's unixOpen first looks for a reusable descriptor,
+/// `findReusableFd`), or else a new one ([`open_above_stdio`]). The path is looked up as
+/// the open would follow it (`lstat` with `O_NOFOLLOW`), and only while some descriptor
+/// is parked. Its owner must close it as a [`DbFd::reusable`] for [`Reuse::Open`].
+pub(crate) fn open_reusing_parked(
+    path: &CStr,
+    os_flags: c_int,
+    mode: libc::mode_t,
+) -> Result<Fd, i32> {
+    if fd::any_reusable_parked() {
+        let mut stat = zeroed_stat();
+        let looked_up = if os_flags & libc::O_NOFOLLOW != 0 {
+            calls::lstat(path, &mut stat)
+        } else {
+            calls::stat(path, &mut stat)
+        };
+        if looked_up == 0 {
+            if let Some(fd) = fd::take_parked(FileKey::of(&stat), os_flags, Reuse::Open) {
+                return Ok(fd);
+            }
+        }
+    }
+    open_above_stdio(path, os_flags, mode)
+}
+
 /// os_unix.c SQLITE_DEFAULT_FILE_PERMISSIONS.
 pub(crate) const DEFAULT_FILE_MODE: libc::mode_t = 0o644;
 
@@ -94,16 +121,17 @@ pub(crate) fn give_created_mode(fd: BorrowedFd<'_>, mode: libc::mode_t) {
     }
 }
 
-/// open(2) of a file `unix` opens through robust_open with a `mode`: created with `mode`
-/// (or [`DEFAULT_FILE_MODE`] when it is 0), above the stdio descriptors, then given
-/// exactly `mode` ([`give_created_mode`]).
+/// open(2) of a `-shm` file, which `unix` opens through robust_open with a `mode`: a
+/// parked descriptor of it taken back ([`open_reusing_parked`]), or one created with
+/// `mode` (or [`DEFAULT_FILE_MODE`] when it is 0), above the stdio descriptors; then
+/// given exactly `mode` ([`give_created_mode`]).
 pub(crate) fn open_with_created_mode(
     path: &CStr,
     os_flags: c_int,
     mode: libc::mode_t,
 ) -> Result<Fd, i32> {
     let create_mode = if mode == 0 { DEFAULT_FILE_MODE } else { mode };
-    let fd = open_above_stdio(path, os_flags | libc::O_CLOEXEC, create_mode)?;
+    let fd = open_reusing_parked(path, os_flags | libc::O_CLOEXEC, create_mode)?;
     give_created_mode(fd.as_fd(), mode);
     Ok(fd)
 }

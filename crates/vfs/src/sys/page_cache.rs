@@ -7,7 +7,7 @@
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::fd::{DbFd, Fd};
+use super::fd::{DbFd, Fd, Reuse};
 
 /// `cachestat(2)` (Linux 6.5); answered ENOSYS once, it is not tried again.
 const SYS_CACHESTAT: libc::c_long = 451;
@@ -105,6 +105,16 @@ pub(crate) fn read_nowait(fd: RawFd, buf: &mut [u8], offset: u64) -> Result<usiz
 /// holds some. The same goes for a reopening that lands on 0, 1 or 2 and is moved above
 /// them.
 pub(crate) fn open_for_prefetch(fd: RawFd) -> Option<DbFd> {
+    // One parked by an earlier connection's read-ahead on the file, taken back.
+    if super::fd::any_reusable_parked() {
+        let mut stat = super::zeroed_stat();
+        if super::calls::fstat(fd, &mut stat) == 0 {
+            let file = super::FileKey::of(&stat);
+            if let Some(parked) = super::fd::take_parked(file, libc::O_RDONLY, Reuse::Prefetch) {
+                return Some(DbFd::reusable(parked, Reuse::Prefetch));
+            }
+        }
+    }
     let path = std::ffi::CString::new(format!("/proc/self/fd/{fd}")).ok()?;
     // SAFETY: `path` is NUL-terminated and not retained.
     let opened = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
@@ -112,20 +122,20 @@ pub(crate) fn open_for_prefetch(fd: RawFd) -> Option<DbFd> {
         return None;
     }
     // SAFETY: open just returned `opened`, and nothing else has it.
-    let opened = DbFd::from(unsafe { Fd::from_raw(opened) });
+    let opened = unsafe { Fd::from_raw(opened) };
     let prefetch_fd = if opened.as_raw_fd() >= 3 {
-        opened
+        DbFd::reusable(opened, Reuse::Prefetch)
     } else {
         // SAFETY: fcntl takes no pointers; `opened` is open.
         let moved = unsafe { libc::fcntl(opened.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
         // The slot's descriptor goes as any descriptor of the database does, a `unix`
         // connection's locks kept.
-        drop(opened);
+        drop(DbFd::from(opened));
         if moved < 0 {
             return None;
         }
         // SAFETY: F_DUPFD_CLOEXEC just returned `moved`, and nothing else has it.
-        DbFd::from(unsafe { Fd::from_raw(moved) })
+        DbFd::reusable(unsafe { Fd::from_raw(moved) }, Reuse::Prefetch)
     };
     // A failure only leaves the kernel's heuristics on for this descriptor.
     advise(prefetch_fd.as_raw_fd(), libc::POSIX_FADV_RANDOM);
