@@ -573,6 +573,7 @@ impl ReadAhead {
     }
 
     /// Samples one read in [`READS_PER_SAMPLE`] again (a lock change, a device read).
+    #[inline]
     fn sample_closely(&mut self) {
         self.reads_per_sample = READS_PER_SAMPLE;
         self.cached_samples = 0;
@@ -637,9 +638,23 @@ impl ReadAhead {
 
     /// Forgets the paths and the page count: called where another connection may have
     /// changed the file (lock changes), so no stale child list drives a batch and no page
-    /// past the file's new end passes for one inside it.
+    /// past the file's new end passes for one inside it. Inline: a hot WAL read
+    /// transaction makes two lock changes, which mostly find read-ahead asleep between
+    /// two bursts with nothing learnt since the last.
+    #[inline]
     pub(crate) fn forget(&mut self) {
         self.sample_closely();
+        if !self.awake && self.forgets_until_burst > 0 && self.forgotten {
+            self.burst_samples = 0;
+            self.forgets_until_burst -= 1;
+            return;
+        }
+        self.forget_otherwise();
+    }
+
+    /// `forget` but for its usual case.
+    #[inline(never)]
+    fn forget_otherwise(&mut self) {
         if self.awake {
             // Awake, the data was cold a moment ago: a burst at every lock change once it
             // falls asleep, until bursts find it cached.

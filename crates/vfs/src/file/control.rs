@@ -358,7 +358,9 @@ impl File {
 
     /// xShmLock on slots `[offset, offset + count)`, within the eight (`entry.rs` refuses
     /// others). With no WAL index mapped it is SQLITE_IOERR_SHMLOCK, as os_unix.c
-    /// answers before looking at the request.
+    /// answers before looking at the request. Inline into xShmLock, its one caller: a WAL
+    /// read transaction makes two of these calls.
+    #[inline(always)]
     pub(crate) fn shm_lock(
         &mut self,
         offset: c_int,
