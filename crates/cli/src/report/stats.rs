@@ -94,16 +94,21 @@ impl Relative {
     /// `1.00`, `2.31 ± 0.12`: the form of hyperfine's "Relative" column. Ratios below 0.1
     /// get more decimals so that a much faster command does not read as `0.00`.
     pub fn display(&self) -> String {
-        let decimals = if self.ratio > 0.0 && self.ratio < 0.1 {
-            // Two significant digits: 0.042, 0.0013, …
-            ((-self.ratio.log10()).floor() as usize + 2).min(6)
-        } else {
-            2
-        };
+        let decimals = ratio_decimals(self.ratio);
         match self.error {
             Some(error) => format!("{:.*} ± {:.*}", decimals, self.ratio, decimals, error),
             None => format!("{:.*}", decimals, self.ratio),
         }
+    }
+}
+
+/// Decimals a ratio is shown with: 2, or two significant digits below 0.1 (0.042,
+/// 0.0013, …, at most 6 decimals).
+fn ratio_decimals(ratio: f64) -> usize {
+    if ratio > 0.0 && ratio < 0.1 {
+        ((-ratio.log10()).floor() as usize + 2).min(6)
+    } else {
+        2
     }
 }
 
@@ -149,22 +154,29 @@ impl PairedRatio {
         })
     }
 
-    /// `0.97 [0.95, 0.99]`, or `0.97` without an interval.
+    /// `0.97 [0.95, 0.99]`, or `0.97` without an interval; with as many decimals as
+    /// [`Relative::display`] gives the median (a ratio below 0.1 keeps two significant
+    /// digits: `0.0082 [0.0080, 0.0085]`).
     pub fn display(&self) -> String {
+        let decimals = ratio_decimals(self.median);
         match self.interval {
-            Some((low, high)) => format!("{:.2} [{low:.2}, {high:.2}]", self.median),
-            None => format!("{:.2}", self.median),
+            Some((low, high)) => format!(
+                "{:.decimals$} [{low:.decimals$}, {high:.decimals$}]",
+                self.median
+            ),
+            None => format!("{:.decimals$}", self.median),
         }
     }
 }
 
-/// P(B ≤ k) for B ~ Binomial(n, ½).
+/// P(B ≤ k) for B ~ Binomial(n, ½). The terms are summed from their logarithms: 2^-n
+/// alone is below the smallest `f64` from n = 1075 runs on.
 fn binomial_half_cdf(n: usize, k: usize) -> f64 {
-    let mut term = 0.5f64.powi(n as i32); // C(n, 0) / 2^n
-    let mut sum = term;
+    let mut log_term = -(n as f64) * std::f64::consts::LN_2; // ln(C(n, 0) / 2^n)
+    let mut sum = log_term.exp();
     for i in 1..=k.min(n) {
-        term *= (n + 1 - i) as f64 / i as f64;
-        sum += term;
+        log_term += ((n + 1 - i) as f64 / i as f64).ln();
+        sum += log_term.exp();
     }
     sum
 }
@@ -222,13 +234,29 @@ fn median_with_interval(mut values: Vec<f64>) -> (f64, Option<(f64, f64)>) {
     let n = values.len();
     // The largest k with P(B ≤ k − 1) ≤ α/2: then [v_(k), v_(n+1−k)] (1-based) covers
     // the median with probability 1 − 2·P(B ≤ k − 1) ≥ 1 − α.
+    let k = interval_rank(n);
+    let interval = (k >= 1).then(|| (values[k - 1], values[n - k]));
+    (median(&values), interval)
+}
+
+/// The rank k of the sign test's interval over `n` values: the largest k with
+/// P(B ≤ k − 1) ≤ α/2 for B ~ Binomial(n, ½) (0: no interval, below 6 values).
+fn interval_rank(n: usize) -> usize {
     let tail = (1.0 - PAIRED_CONFIDENCE) / 2.0;
     let mut k = 0;
     while k < n / 2 && binomial_half_cdf(n, k) <= tail {
         k += 1;
     }
-    let interval = (k >= 1).then(|| (values[k - 1], values[n - k]));
-    (median(&values), interval)
+    k
+}
+
+/// How often the interval over `pairs` pairs lies wholly on one given side of the true
+/// median by chance: P(B ≤ k − 1), at most α/2 = 1/40 and less for most counts, since the
+/// order statistics' coverage comes in steps (1 in 93 at 10 pairs, 1 in 52 at 40);
+/// `None` without an interval.
+pub fn chance_per_side(pairs: usize) -> Option<f64> {
+    let k = interval_rank(pairs);
+    (k >= 1).then(|| binomial_half_cdf(pairs, k - 1))
 }
 
 /// Median of unsorted samples (mean of the two middle values for an even count).
@@ -468,6 +496,52 @@ mod tests {
             paired_ratio(&[1.0; 10], &[1.0; 10]).unwrap().interval,
             Some((1.0, 1.0))
         );
+    }
+
+    /// 2^-n is below the smallest `f64` from n = 1075 on: the interval must not collapse
+    /// to the middle pair there (the exact one for 2000 runs is about [x₉₅₆, x₁₀₄₅]).
+    #[test]
+    fn thousands_of_runs_keep_a_95_percent_interval() {
+        assert!(close(binomial_half_cdf(2000, 2000), 1.0));
+        let tail = binomial_half_cdf(2000, 955);
+        assert!(tail > 0.01 && tail <= 0.025, "P(B ≤ 955) = {tail}");
+        let samples: Vec<f64> = (1..=2000).rev().map(f64::from).collect();
+        let (low, high) = paired_ratio(&samples, &vec![1.0; 2000])
+            .unwrap()
+            .interval
+            .unwrap();
+        assert!((940.0..970.0).contains(&low), "[{low}, {high}]");
+        assert_eq!(high, 2001.0 - low);
+    }
+
+    /// The chance that an interval misses on one side is the exact tail of its rank.
+    #[test]
+    fn chance_per_side_is_the_exact_tail() {
+        assert_eq!(chance_per_side(5), None);
+        let ten = chance_per_side(10).unwrap();
+        assert!(close(ten, 11.0 / 1024.0), "{ten}");
+        let forty = chance_per_side(40).unwrap();
+        assert!((0.019..0.0193).contains(&forty), "{forty}");
+        for pairs in 6..300 {
+            assert!(chance_per_side(pairs).unwrap() <= 0.025);
+        }
+    }
+
+    /// A paired ratio far below 1 keeps two significant digits, as a relative time does.
+    #[test]
+    fn small_paired_ratios_keep_their_digits() {
+        let small = PairedRatio {
+            median: 0.0042,
+            interval: Some((0.0040, 0.0045)),
+            pairs: 10,
+        };
+        assert_eq!(small.display(), "0.0042 [0.0040, 0.0045]");
+        let usual = PairedRatio {
+            median: 0.974,
+            interval: Some((0.951, 0.992)),
+            pairs: 10,
+        };
+        assert_eq!(usual.display(), "0.97 [0.95, 0.99]");
     }
 
     /// Pairing removes what both members of a pair share: here every run's time drifts

@@ -77,11 +77,12 @@ pub struct BlobsArgs {
     pub max_seconds: f64,
 
     /// Runs of every case (a fresh database each); 3 or more give σ and error bars.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=crate::bench::common::options::MAX_RUNS))]
     pub runs: u32,
 
     /// Discarded runs of every case before the measured ones (warms caches and files).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0,
+          value_parser = clap::value_parser!(u32).range(0..=crate::bench::common::options::MAX_RUNS))]
     pub warmup: u32,
 
     /// Parts to run.

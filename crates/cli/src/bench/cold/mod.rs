@@ -85,7 +85,7 @@ pub struct ColdArgs {
     /// Measured runs per case and target (at least 1; 6 or more give the paired 95 %
     /// interval, which the closing verdict needs).
     #[arg(long, default_value_t = DEFAULT_RUNS, value_name = "RUNS",
-          value_parser = clap::value_parser!(u32).range(1..))]
+          value_parser = clap::value_parser!(u32).range(1..=crate::bench::common::options::MAX_RUNS))]
     pub runs: u32,
 
     #[command(flatten)]

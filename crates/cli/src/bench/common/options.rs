@@ -8,6 +8,10 @@ use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 
 use super::settings::{JournalMode, Synchronous};
+
+/// The most measured (and warm-up) runs a benchmark takes per case: far more than any
+/// interval needs, and small enough that their sum never overflows a run counter.
+pub const MAX_RUNS: i64 = 100_000;
 use super::targets::{self, Target};
 
 /// Where the measured runs of `bench speed` and `bench blobs` execute.
@@ -157,7 +161,8 @@ pub struct PairingOptions {
     pub synchronous: Synchronous,
 
     /// Unmeasured runs per case and target before the measured ones (warm caches).
-    #[arg(long, default_value_t = 1, value_name = "RUNS")]
+    #[arg(long, default_value_t = 1, value_name = "RUNS",
+          value_parser = clap::value_parser!(u32).range(0..=MAX_RUNS))]
     pub warmup: u32,
 }
 

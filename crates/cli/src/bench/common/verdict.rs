@@ -7,11 +7,13 @@
 //! "Beyond the noise" is the paired comparison's own rule: the 95 % interval of the
 //! median run-by-run ratio (sign test, [`crate::report::stats::paired_ratio`]) lies
 //! wholly below 1 (faster) or above it (slower). Where there is no difference, a test
-//! still lands on one side by chance up to 1 time in 40 per side, so over 16 tests one or
-//! two such calls are expected from chance alone: a side counts towards the conclusion
-//! only with more calls than chance makes in 95 % of suites ([`chance_limit`]).
+//! still lands on one side by chance, at most 1 time in 40 per side and exactly as often
+//! as the interval's rank gives for the number of runs (1 in 93 with 10 runs, 1 in 52 with
+//! 40: [`crate::report::stats::chance_per_side`]), so over 16 tests one such call is
+//! expected now and then from chance alone: a side counts towards the conclusion only
+//! with more calls than chance makes in 95 % of suites ([`chance_limit`]).
 
-use crate::report::stats::{PairedRatio, Verdict, PAIRED_CONFIDENCE};
+use crate::report::stats::{self, PairedRatio, Verdict, PAIRED_CONFIDENCE};
 
 /// What the items of one target in one group showed against the baseline.
 #[derive(Clone, Debug, PartialEq)]
@@ -32,6 +34,12 @@ pub struct Comparison {
     pub unpaired: Vec<u32>,
     /// The paired median ratios of the items, where positive and finite.
     pub medians: Vec<f64>,
+    /// Paired medians left out of `medians` (zero: the target measured nothing where
+    /// the baseline did; or not finite), said in [`Comparison::line`].
+    pub medians_left_out: usize,
+    /// The largest chance, over the decided items, that an item's interval lies wholly
+    /// on one given side with no real difference (it depends on the runs it had).
+    pub chance_per_side: f64,
 }
 
 impl Comparison {
@@ -45,28 +53,38 @@ impl Comparison {
             undecided: vec![],
             unpaired: vec![],
             medians: vec![],
+            medians_left_out: 0,
+            chance_per_side: 0.0,
         }
     }
 
-    /// Files `item` by its paired ratio (`None`: too few runs for one). The ratio is of
-    /// times (below 1 is faster) unless `rates`: of operations per second (above 1 is
-    /// faster).
+    /// Files `item` by its paired ratio (`None`: no ratio, a baseline run measured
+    /// nothing to divide by; one without an interval: too few runs for one). The ratio
+    /// is of times (below 1 is faster) unless `rates`: of operations per second (above 1
+    /// is faster).
     pub fn add(&mut self, item: u32, paired: Option<PairedRatio>, rates: bool) {
+        let Some(paired) = paired else {
+            self.unpaired.push(item);
+            return;
+        };
         let faster = if rates {
             Verdict::Above
         } else {
             Verdict::Below
         };
-        match paired.and_then(|p| p.verdict()) {
+        match paired.verdict() {
             Some(Verdict::Straddles) => self.same.push(item),
             Some(verdict) if verdict == faster => self.faster.push(item),
             Some(_) => self.slower.push(item),
             None => self.undecided.push(item),
         }
-        if let Some(median) = paired.map(|p| p.median) {
-            if median > 0.0 && median.is_finite() {
-                self.medians.push(median);
-            }
+        if let Some(chance) = stats::chance_per_side(paired.pairs) {
+            self.chance_per_side = self.chance_per_side.max(chance);
+        }
+        if paired.median > 0.0 && paired.median.is_finite() {
+            self.medians.push(paired.median);
+        } else {
+            self.medians_left_out += 1;
         }
     }
 
@@ -79,13 +97,19 @@ impl Comparison {
         if decided == 0 {
             return Conclusion::Undecided;
         }
-        let limit = chance_limit(decided);
+        let limit = self.chance_limit();
         match (self.faster.len() > limit, self.slower.len() > limit) {
             (true, false) => Conclusion::Faster,
             (false, true) => Conclusion::Slower,
             (true, true) => Conclusion::Mixed,
             (false, false) => Conclusion::Same,
         }
+    }
+
+    /// The most calls on one side that chance alone makes among the decided items, in 95 %
+    /// of suites ([`chance_limit`]).
+    pub fn chance_limit(&self) -> usize {
+        chance_limit(self.decided(), self.chance_per_side)
     }
 
     /// Geometric mean of the paired median ratios.
@@ -96,7 +120,7 @@ impl Comparison {
     /// `delete: faster on tests 2, 5, 9 · slower on test 12 (within chance) · same on 12
     /// of 16 · time ×0.94`, `label` first, the items of a side written by `items`.
     pub fn line(&self, label: &str, items: impl Fn(&[u32]) -> String) -> String {
-        let limit = chance_limit(self.decided());
+        let limit = self.chance_limit();
         let side = |found: &[u32]| {
             if found.is_empty() {
                 return "no test".to_string();
@@ -113,7 +137,7 @@ impl Comparison {
             side(&self.faster),
             side(&self.slower),
             self.same.len(),
-            self.decided() + self.undecided.len(),
+            self.decided() + self.undecided.len() + self.unpaired.len(),
         );
         if !self.undecided.is_empty() {
             line.push_str(&format!(
@@ -121,8 +145,21 @@ impl Comparison {
                 self.undecided.len()
             ));
         }
+        if !self.unpaired.is_empty() {
+            line.push_str(&format!(
+                " · {} without a ratio (a baseline run measured nothing)",
+                self.unpaired.len()
+            ));
+        }
         if let Some(ratio) = self.typical_ratio() {
             line.push_str(&format!(" · time ×{ratio:.2}"));
+            if self.medians_left_out > 0 {
+                line.push_str(&format!(
+                    " (over {} of them: {} ratio(s) of 0 left out)",
+                    self.medians.len(),
+                    self.medians_left_out
+                ));
+            }
         }
         line
     }
@@ -181,14 +218,15 @@ pub enum Conclusion {
     Undecided,
 }
 
-/// Probability that a test without a real difference still lands on a given side.
-const CHANCE_PER_SIDE: f64 = (1.0 - PAIRED_CONFIDENCE) / 2.0;
-
 /// The most calls on one side that chance alone makes, among `tests` tests without any
-/// real difference, in 95 % of suites: the largest `k` with P(X ≥ k) > 5 % for
-/// X ~ Binomial(tests, 1/40). A side with more calls than this is a finding.
-pub fn chance_limit(tests: usize) -> usize {
-    let p = CHANCE_PER_SIDE;
+/// real difference, each landing on that side with probability `per_side`, in 95 % of
+/// suites: the largest `k` with P(X ≥ k) > 5 % for X ~ Binomial(tests, per_side). A side
+/// with more calls than this is a finding.
+pub fn chance_limit(tests: usize, per_side: f64) -> usize {
+    let p = per_side.clamp(0.0, (1.0 - PAIRED_CONFIDENCE) / 2.0);
+    if tests == 0 || p == 0.0 {
+        return 0;
+    }
     // P(X = 0), then P(X = i) from P(X = i − 1).
     let mut term = (1.0 - p).powi(tests as i32);
     let mut at_least = 1.0; // P(X ≥ 0)
@@ -277,16 +315,51 @@ mod tests {
 
     #[test]
     fn chance_limit_is_what_chance_alone_gives_in_95_percent_of_suites() {
+        let nominal = 1.0 / 40.0;
         // 16 tests at 1/40 per side: P(X ≥ 2) = 5.9 % > 5 %, P(X ≥ 3) = 0.7 %.
-        assert_eq!(chance_limit(16), 2);
+        assert_eq!(chance_limit(16, nominal), 2);
         // 32: P(X ≥ 3) = 4.5 % ≤ 5 %.
-        assert_eq!(chance_limit(32), 2);
+        assert_eq!(chance_limit(32, nominal), 2);
         // 1 test: P(X ≥ 1) = 2.5 %: a single call is a finding.
-        assert_eq!(chance_limit(1), 0);
-        assert_eq!(chance_limit(0), 0);
+        assert_eq!(chance_limit(1, nominal), 0);
+        assert_eq!(chance_limit(0, nominal), 0);
+        // The exact rate of 10 runs (11/1024) and of 40 (1.92 %): over 16 tests
+        // P(X ≥ 2) = 1.3 % and 3.7 %, so one call is chance and two are a finding.
+        let ten = stats::chance_per_side(10).unwrap();
+        let forty = stats::chance_per_side(40).unwrap();
+        assert_eq!(chance_limit(16, ten), 1);
+        assert_eq!(chance_limit(16, forty), 1);
         for tests in 1..200 {
-            assert!(chance_limit(tests) <= chance_limit(tests + 1));
+            assert!(chance_limit(tests, forty) <= chance_limit(tests + 1, forty));
+            assert!(chance_limit(tests, forty) <= chance_limit(tests, nominal));
         }
+    }
+
+    /// The limit follows the runs the items had: two slower tests of 16 are within chance
+    /// at the nominal 1/40, a finding at 40 runs' exact rate.
+    #[test]
+    fn two_slower_tests_of_sixteen_count_at_forty_runs() {
+        let mut forty = Comparison::new("io_uring", "delete");
+        for test in 1..=16 {
+            let (low, high) = match test {
+                7 | 16 => (1.01, 1.03),
+                _ => (0.99, 1.01),
+            };
+            forty.add(
+                test,
+                Some(PairedRatio {
+                    median: (low + high) / 2.0,
+                    interval: Some((low, high)),
+                    pairs: 40,
+                }),
+                false,
+            );
+        }
+        assert_eq!(forty.slower, [7, 16]);
+        assert_eq!(forty.conclusion(), Conclusion::Slower);
+        assert!(forty
+            .line("delete", test_numbers)
+            .contains("slower on tests 7, 16 · "));
     }
 
     #[test]
@@ -302,7 +375,16 @@ mod tests {
         let mut rates = Comparison::new("io_uring", "wal");
         times.add(1, ratio(0.8, 0.9), false);
         times.add(2, ratio(1.1, 1.2), false);
-        times.add(3, None, false);
+        times.add(
+            3,
+            Some(PairedRatio {
+                median: 1.0,
+                interval: None,
+                pairs: 3,
+            }),
+            false,
+        );
+        times.add(4, None, false);
         rates.add(1, ratio(0.8, 0.9), true);
         rates.add(2, ratio(1.1, 1.2), true);
         rates.add(3, ratio(0.9, 1.1), true);
@@ -311,6 +393,7 @@ mod tests {
             (vec![1], vec![2])
         );
         assert_eq!(times.undecided, [3]);
+        assert_eq!(times.unpaired, [4]);
         assert_eq!(
             (rates.faster.clone(), rates.slower.clone()),
             (vec![2], vec![1])
@@ -318,8 +401,33 @@ mod tests {
         assert_eq!(rates.same, [3]);
         assert_eq!(
             times.line("wal", test_numbers),
-            "wal: faster on test 1 · slower on test 2 · same on 0 of 3 · 1 with too few runs \
-             (need ≥ 6) · time ×0.99"
+            "wal: faster on test 1 · slower on test 2 · same on 0 of 4 · 1 with too few runs \
+             (need ≥ 6) · 1 without a ratio (a baseline run measured nothing) · time ×0.99"
+        );
+    }
+
+    /// A target that measured nothing where the baseline did (a rate of 0) cannot enter
+    /// the geometric mean; the line says the mean is over the others.
+    #[test]
+    fn a_zero_ratio_left_out_of_the_mean_is_said() {
+        let mut rates = Comparison::new("io_uring", "databases (wal) commits/s");
+        for (n, median) in [(1, 1.05), (2, 1.05), (4, 1.05), (64, 0.0)] {
+            rates.add(
+                n,
+                Some(PairedRatio {
+                    median,
+                    interval: Some((median * 0.99, median * 1.01)),
+                    pairs: 10,
+                }),
+                true,
+            );
+        }
+        assert_eq!(rates.slower, [64]);
+        assert_eq!(rates.medians_left_out, 1);
+        let line = rates.line("databases", test_numbers);
+        assert!(
+            line.ends_with("time ×1.05 (over 3 of them: 1 ratio(s) of 0 left out)"),
+            "{line}"
         );
     }
 }

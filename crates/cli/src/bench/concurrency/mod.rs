@@ -74,7 +74,7 @@ pub struct ConcurrencyArgs {
     /// Measured runs per cell and target (at least 1; 6 or more give the paired 95 %
     /// interval the verdict needs).
     #[arg(long, default_value_t = DEFAULT_RUNS, value_name = "RUNS",
-          value_parser = clap::value_parser!(u32).range(1..))]
+          value_parser = clap::value_parser!(u32).range(1..=crate::bench::common::options::MAX_RUNS))]
     pub runs: u32,
 
     /// Rows of each database's table (100-byte payloads; at least 50, a scan's length).

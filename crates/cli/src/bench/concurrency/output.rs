@@ -267,6 +267,13 @@ pub fn verdict(results: &[CellResult], baseline: &str) -> Vec<String> {
             }
             if let Some(ratio) = c.typical_ratio() {
                 line.push_str(&format!(" · rate ×{ratio:.2}"));
+                if c.medians_left_out > 0 {
+                    line.push_str(&format!(
+                        " (over {} N: {} rate(s) of 0 left out)",
+                        c.medians.len(),
+                        c.medians_left_out
+                    ));
+                }
             }
             lines.push(line);
             faster += c.faster.len();
@@ -282,7 +289,12 @@ pub fn verdict(results: &[CellResult], baseline: &str) -> Vec<String> {
             ));
             continue;
         }
-        let limit = chance_limit(decided);
+        let per_side = comparisons
+            .iter()
+            .filter(|c| c.target == target)
+            .map(|c| c.chance_per_side)
+            .fold(0.0, f64::max);
+        let limit = chance_limit(decided, per_side);
         let side = |count: usize| {
             if count > limit {
                 format!("{count} (beyond chance)")

@@ -50,7 +50,7 @@ pub struct SpeedArgs {
 
     /// Measured runs per test and target (at least 1; 3 or more give σ and error bars, 6 or
     /// more the paired 95 % interval, which the closing verdict needs).
-    #[arg(long, default_value_t = DEFAULT_RUNS, value_name = "RUNS", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = DEFAULT_RUNS, value_name = "RUNS", value_parser = clap::value_parser!(u32).range(1..=crate::bench::common::options::MAX_RUNS))]
     pub runs: u32,
 
     /// Multiplies every row and statement count of speed.html (0.1 = a tenth of the
@@ -580,6 +580,8 @@ mod tests {
             (vec!["--scale", "-1"], "--scale"),
             (vec!["--scale", "abc"], "--scale"),
             (vec!["--runs", "0"], "--runs"),
+            (vec!["--runs", "100001"], "--runs"),
+            (vec!["--warmup", "4294967295"], "--warmup"),
             (vec!["--journal", "wall"], "--journal"),
             (vec!["--tests", "17"], "--tests"),
             (vec!["--synchronous", "maybe"], "--synchronous"),
