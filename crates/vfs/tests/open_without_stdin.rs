@@ -56,13 +56,6 @@ fn a_database_opened_where_stdin_was_keeps_a_unix_connections_lock() {
         vec!["1".to_string()]
     );
     assert!(slot_0_plugged, "slot 0 left free for the next open");
-    assert!(
-        !writer.status.success() && String::from_utf8_lossy(&writer.stderr).contains("locked"),
-        "another process took EXCLUSIVE while a unix connection here held SHARED: {}",
-        common::describe("stock sqlite3", &writer)
-    );
-    common::expect_success(
-        "stock writer after the unix connection's read ended",
-        &common::stock_run(&path, 1000, "BEGIN EXCLUSIVE; COMMIT;"),
-    );
+    common::assert_unix_shared_lock_held(&writer);
+    common::expect_stock_writer_gets_in(&path);
 }

@@ -16,7 +16,7 @@ mod common;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 
-use common::{create_db, open, register, rows, stock_ok, Mode};
+use common::{create_db, file_counter, open, register, rows, stock_ok, Mode};
 use rusqlite::Connection;
 
 /// Open descriptors of this process.
@@ -33,19 +33,6 @@ fn evict(file: &std::fs::File) {
     // SAFETY: posix_fadvise takes no pointers; the descriptor is open.
     let errno = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
     assert_eq!(errno, 0);
-}
-
-/// A counter from `PRAGMA io_uring_stats`' per-file object.
-fn file_counter(conn: &Connection, name: &str) -> u64 {
-    let json = rows(conn, "PRAGMA io_uring_stats").remove(0);
-    let file = &json[json.find("\"file\":").expect("file counters")..];
-    let key = format!("\"{name}\":");
-    let at = file.find(&key).expect("the counter") + key.len();
-    file[at..]
-        .split(|c: char| !c.is_ascii_digit())
-        .next()
-        .and_then(|digits| digits.parse().ok())
-        .expect("a number")
 }
 
 /// Opens `path` through `io_uring`, scans the table, and closes: what the scan read, and
@@ -66,22 +53,8 @@ fn build(path: &Path, mode: Mode) {
         "CREATE TABLE r(id INTEGER PRIMARY KEY, v TEXT);",
     );
     let conn = Connection::open(path).unwrap();
-    conn.execute_batch("BEGIN").unwrap();
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut insert = conn
-        .prepare("INSERT OR IGNORE INTO r VALUES (?1, ?2)")
-        .unwrap();
-    for _ in 0..20_000 {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        let value = "v".repeat(40 + (state % 120) as usize);
-        insert
-            .execute(((state % 10_000_000) as i64, value))
-            .unwrap();
-    }
-    drop(insert);
-    conn.execute_batch("COMMIT; PRAGMA wal_checkpoint(TRUNCATE);")
+    common::fill_random_rowid_table(&conn);
+    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
         .unwrap();
 }
 

@@ -14,7 +14,7 @@ mod common;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 
-use common::{register, rows};
+use common::{file_counter, register, rows};
 use rusqlite::{Connection, OpenFlags};
 
 /// Opens `path` through `vfs` with a page cache far smaller than the database, so a scan
@@ -30,23 +30,9 @@ fn open(path: &Path, vfs: &str) -> Connection {
 /// A rowid table filled in random key order, so its leaves are scattered in the file.
 fn build(path: &Path) {
     let conn = Connection::open(path).unwrap();
-    conn.execute_batch("CREATE TABLE r(id INTEGER PRIMARY KEY, v TEXT); BEGIN;")
+    conn.execute_batch("CREATE TABLE r(id INTEGER PRIMARY KEY, v TEXT);")
         .unwrap();
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut insert = conn
-        .prepare("INSERT OR IGNORE INTO r VALUES (?1, ?2)")
-        .unwrap();
-    for _ in 0..20_000 {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        let value = "v".repeat(40 + (state % 120) as usize);
-        insert
-            .execute(((state % 10_000_000) as i64, value))
-            .unwrap();
-    }
-    drop(insert);
-    conn.execute_batch("COMMIT").unwrap();
+    common::fill_random_rowid_table(&conn);
 }
 
 /// Writes back and evicts every page of `path` from the page cache.
@@ -56,19 +42,6 @@ fn evict(path: &Path) {
     // SAFETY: posix_fadvise takes no pointers; the descriptor is open.
     let errno = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
     assert_eq!(errno, 0, "evicting {}", path.display());
-}
-
-/// A counter from `PRAGMA io_uring_stats`' per-file object.
-fn file_counter(conn: &Connection, name: &str) -> u64 {
-    let json = rows(conn, "PRAGMA io_uring_stats").remove(0);
-    let file = &json[json.find("\"file\":").expect("file counters")..];
-    let key = format!("\"{name}\":");
-    let at = file.find(&key).expect("the counter") + key.len();
-    file[at..]
-        .split(|c: char| !c.is_ascii_digit())
-        .next()
-        .and_then(|digits| digits.parse().ok())
-        .expect("a number")
 }
 
 #[test]
@@ -109,13 +82,6 @@ fn readahead_opening_its_descriptor_where_stdin_was_keeps_a_unix_connections_loc
     }
     assert_eq!(scanned.len(), 1);
     assert!(prefetched > 0, "read-ahead opened no descriptor");
-    assert!(
-        !writer.status.success() && String::from_utf8_lossy(&writer.stderr).contains("locked"),
-        "another process took EXCLUSIVE while a unix connection here held SHARED: {}",
-        common::describe("stock sqlite3", &writer)
-    );
-    common::expect_success(
-        "stock writer after the unix connection's read ended",
-        &common::stock_run(&path, 1000, "BEGIN EXCLUSIVE; COMMIT;"),
-    );
+    common::assert_unix_shared_lock_held(&writer);
+    common::expect_stock_writer_gets_in(&path);
 }

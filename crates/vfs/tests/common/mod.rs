@@ -513,3 +513,56 @@ pub fn io_uring_threads() -> Vec<String> {
         .filter(|name| name.starts_with("iou-"))
         .collect()
 }
+
+/// Fills `r(id INTEGER PRIMARY KEY, v TEXT)` with 20,000 rows in random key order (a
+/// fixed xorshift sequence), in one transaction, so its leaves are scattered in the file
+/// and a cold scan of it wakes read-ahead.
+pub fn fill_random_rowid_table(conn: &Connection) {
+    conn.execute_batch("BEGIN").unwrap();
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut insert = conn
+        .prepare("INSERT OR IGNORE INTO r VALUES (?1, ?2)")
+        .unwrap();
+    for _ in 0..20_000 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let value = "v".repeat(40 + (state % 120) as usize);
+        insert
+            .execute(((state % 10_000_000) as i64, value))
+            .unwrap();
+    }
+    drop(insert);
+    conn.execute_batch("COMMIT").unwrap();
+}
+
+/// A counter from `PRAGMA io_uring_stats`' per-file object.
+pub fn file_counter(conn: &Connection, name: &str) -> u64 {
+    let json = rows(conn, "PRAGMA io_uring_stats").remove(0);
+    let file = &json[json.find("\"file\":").expect("file counters")..];
+    let key = format!("\"{name}\":");
+    let at = file.find(&key).expect("the counter") + key.len();
+    file[at..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .and_then(|digits| digits.parse().ok())
+        .expect("a number")
+}
+
+/// `writer` (a stock `sqlite3` that asked for EXCLUSIVE at once) was locked out by the
+/// SHARED lock a `unix` connection of this process held on the database.
+pub fn assert_unix_shared_lock_held(writer: &Output) {
+    assert!(
+        !writer.status.success() && String::from_utf8_lossy(&writer.stderr).contains("locked"),
+        "another process took EXCLUSIVE while a unix connection here held SHARED: {}",
+        describe("stock sqlite3", writer)
+    );
+}
+
+/// A stock writer gets EXCLUSIVE on `path` (the `unix` connection's read has ended).
+pub fn expect_stock_writer_gets_in(path: &Path) {
+    expect_success(
+        "stock writer after the unix connection's read ended",
+        &stock_run(path, 1000, "BEGIN EXCLUSIVE; COMMIT;"),
+    );
+}
