@@ -247,27 +247,36 @@ fn parked_list() -> std::sync::MutexGuard<'static, Vec<Parked>> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Whether some parked descriptor may be taken back: only then does an open look its
-/// file up first ([`take_parked`]).
-pub(crate) fn any_reusable_parked() -> bool {
-    parked_list().iter().any(|parked| parked.reusable.is_some())
-}
-
-/// A parked descriptor of `file`, for `reuse`, opened with `os_flags`' access mode and
-/// O_DIRECT flag, taken off the list for its new owner (which locks through it, or
-/// closes it as any descriptor of the file); `None` when none is parked, or when the open
-/// must create the file (`O_EXCL`). The descriptor holds no lock: this VFS released its
-/// own before parking it.
-pub(crate) fn take_parked(file: FileKey, os_flags: c_int, reuse: Reuse) -> Option<Fd> {
+/// A parked descriptor of the file `file` names, for `reuse`, opened with `os_flags`'
+/// access mode and O_DIRECT flag, taken off the list for its new owner (which locks
+/// through it, or closes it as any descriptor of the file); `None` when none is parked,
+/// or when the open must create the file (`O_EXCL`). `file` (a `stat` of the path, or an
+/// `fstat`) is called only when some parked descriptor has that use and those flags, so
+/// an open with nothing parked makes no call. The descriptor holds no lock: this VFS
+/// released its own before parking it.
+pub(crate) fn take_parked(
+    os_flags: c_int,
+    reuse: Reuse,
+    file: impl FnOnce() -> Option<FileKey>,
+) -> Option<Fd> {
     if os_flags & libc::O_EXCL != 0 {
+        return None;
+    }
+    let flags = os_flags & REUSE_FLAGS;
+    let mut parked = parked_list();
+    let candidate = |parked: &Parked| {
+        parked
+            .reusable
+            .is_some_and(|r| r.reuse == reuse && r.flags == flags)
+    };
+    if !parked.iter().any(candidate) {
         return None;
     }
     let wanted = Reusable {
         reuse,
-        file,
-        flags: os_flags & REUSE_FLAGS,
+        file: file()?,
+        flags,
     };
-    let mut parked = parked_list();
     let at = parked
         .iter()
         .position(|parked| parked.reusable == Some(wanted))?;

@@ -79,27 +79,27 @@ pub(crate) fn open_above_stdio(
 /// parked for the same file, access mode and O_DIRECT flag, taken back
 /// ([`fd::take_parked`], as os_unix.c's unixOpen first looks for a reusable descriptor,
 /// `findReusableFd`), or else a new one ([`open_above_stdio`]). The path is looked up as
-/// the open would follow it (`lstat` with `O_NOFOLLOW`), and only while some descriptor
-/// is parked. Its owner must close it as a [`DbFd::reusable`] for [`Reuse::Open`].
+/// the open would follow it (`lstat` with `O_NOFOLLOW`), and only while a descriptor of
+/// that kind is parked. Its owner must close it as a [`DbFd::reusable`] for
+/// [`Reuse::Open`].
 pub(crate) fn open_reusing_parked(
     path: &CStr,
     os_flags: c_int,
     mode: libc::mode_t,
 ) -> Result<Fd, i32> {
-    if fd::any_reusable_parked() {
+    let file = || {
         let mut stat = zeroed_stat();
         let looked_up = if os_flags & libc::O_NOFOLLOW != 0 {
             calls::lstat(path, &mut stat)
         } else {
             calls::stat(path, &mut stat)
         };
-        if looked_up == 0 {
-            if let Some(fd) = fd::take_parked(FileKey::of(&stat), os_flags, Reuse::Open) {
-                return Ok(fd);
-            }
-        }
+        (looked_up == 0).then(|| FileKey::of(&stat))
+    };
+    match fd::take_parked(os_flags, Reuse::Open, file) {
+        Some(fd) => Ok(fd),
+        None => open_above_stdio(path, os_flags, mode),
     }
-    open_above_stdio(path, os_flags, mode)
 }
 
 /// os_unix.c SQLITE_DEFAULT_FILE_PERMISSIONS.

@@ -106,14 +106,12 @@ pub(crate) fn read_nowait(fd: RawFd, buf: &mut [u8], offset: u64) -> Result<usiz
 /// them.
 pub(crate) fn open_for_prefetch(fd: RawFd) -> Option<DbFd> {
     // One parked by an earlier connection's read-ahead on the file, taken back.
-    if super::fd::any_reusable_parked() {
+    let file = || {
         let mut stat = super::zeroed_stat();
-        if super::calls::fstat(fd, &mut stat) == 0 {
-            let file = super::FileKey::of(&stat);
-            if let Some(parked) = super::fd::take_parked(file, libc::O_RDONLY, Reuse::Prefetch) {
-                return Some(DbFd::reusable(parked, Reuse::Prefetch));
-            }
-        }
+        (super::calls::fstat(fd, &mut stat) == 0).then(|| super::FileKey::of(&stat))
+    };
+    if let Some(parked) = super::fd::take_parked(libc::O_RDONLY, Reuse::Prefetch, file) {
+        return Some(DbFd::reusable(parked, Reuse::Prefetch));
     }
     let path = std::ffi::CString::new(format!("/proc/self/fd/{fd}")).ok()?;
     // SAFETY: `path` is NUL-terminated and not retained.
