@@ -1626,6 +1626,14 @@ mod tests {
         fn page(&self, number: u32) -> Vec<u8> {
             self.pages.get(&number).cloned().unwrap_or_else(leaf)
         }
+
+        /// An overflow chain through `chain`'s pages in order, its last naming no next.
+        fn insert_overflow_chain(&mut self, chain: &[u32]) {
+            for pair in chain.windows(2) {
+                self.pages.insert(pair[0], overflow(pair[1]));
+            }
+            self.pages.insert(*chain.last().unwrap(), overflow(0));
+        }
     }
 
     impl PageSource for Model {
@@ -2012,10 +2020,7 @@ mod tests {
         let scattered = [50u32, 17, 300, 122, 7, 99];
         let consecutive: Vec<u32> = (200..260).collect();
         for chain in [&scattered[..], &consecutive[..]] {
-            for pair in chain.windows(2) {
-                model.pages.insert(pair[0], overflow(pair[1]));
-            }
-            model.pages.insert(*chain.last().unwrap(), overflow(0));
+            model.insert_overflow_chain(chain);
         }
         let mut readahead = ReadAhead::new();
         read(&mut readahead, &mut model, 1);
@@ -2048,10 +2053,7 @@ mod tests {
         let (mut model, parents, leaves) = two_level_tree(2, 5);
         model.page_count = 400;
         let chain: Vec<u32> = (300..340).collect();
-        for pair in chain.windows(2) {
-            model.pages.insert(pair[0], overflow(pair[1]));
-        }
-        model.pages.insert(339, overflow(0));
+        model.insert_overflow_chain(&chain);
         let mut readahead = ReadAhead::new();
         read(&mut readahead, &mut model, 1);
         read(&mut readahead, &mut model, 2);
@@ -2094,10 +2096,7 @@ mod tests {
         let mut model = Model::new(100);
         model.pages.insert(1, header_page());
         let chain: Vec<u32> = (150..190).collect();
-        for pair in chain.windows(2) {
-            model.pages.insert(pair[0], overflow(pair[1]));
-        }
-        model.pages.insert(189, overflow(0));
+        model.insert_overflow_chain(&chain);
         let mut readahead = ReadAhead::new();
         read(&mut readahead, &mut model, 1);
         readahead.forget();

@@ -1525,17 +1525,23 @@ mod tests {
         crate::io::WriteFailure::Errno(libc::EBADF),
     ));
 
+    /// A directory with a `wal` opened read-only (every write to it fails with EBADF) and
+    /// a writable `db`.
+    fn unwritable_wal_and_db() -> (tempfile::TempDir, std::fs::File, std::fs::File) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("wal"), b"").unwrap();
+        let wal = std::fs::File::open(dir.path().join("wal")).unwrap();
+        let db = std::fs::File::create(dir.path().join("db")).unwrap();
+        (dir, wal, db)
+    }
+
     /// A queued write that fails when another file's sync (or write, or delete) flushes
     /// it is returned to that call and kept for the file that wrote it, whose next call
     /// returns it too: a WAL writer whose spilled frames a checkpointer's sync flushed
     /// must not go on to commit them. Until it does, the other files' writes fail.
     #[test]
     fn a_failure_returned_to_another_files_call_is_kept_for_the_writer() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("wal"), b"").unwrap();
-        // Read-only: every write to it fails with EBADF.
-        let wal = std::fs::File::open(dir.path().join("wal")).unwrap();
-        let db = std::fs::File::create(dir.path().join("db")).unwrap();
+        let (dir, wal, db) = unwritable_wal_and_db();
         let stats = Arc::new(SharedStats::default());
         let engine = EngineKind::Syscall;
         let queue = queue_for_database(&format!("{}/kept.db", dir.path().display()));
@@ -1571,10 +1577,7 @@ mod tests {
     /// goes to the next write, sync or delete of the database.
     #[test]
     fn a_kept_failure_outlives_its_closed_writer_only_until_some_call_returns_it() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("wal"), b"").unwrap();
-        let wal = std::fs::File::open(dir.path().join("wal")).unwrap();
-        let db = std::fs::File::create(dir.path().join("db")).unwrap();
+        let (dir, wal, db) = unwritable_wal_and_db();
         let stats = Arc::new(SharedStats::default());
         let engine = EngineKind::Syscall;
         let queue = queue_for_database(&format!("{}/closed.db", dir.path().display()));
