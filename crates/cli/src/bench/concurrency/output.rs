@@ -206,12 +206,8 @@ fn comparisons(results: &[CellResult], baseline: &str) -> Vec<Comparison> {
                 cell.journal.name(),
                 row.kind.rate_unit()
             );
-            let comparison = entry(&mut found, &row.target, &what);
-            match row.paired {
-                // Rate ratios: above 1 is faster.
-                Some(paired) => comparison.add(cell.threads, Some(paired), true),
-                None => comparison.unpaired.push(cell.threads),
-            }
+            // Rate ratios: above 1 is faster. No ratio files the cell as unpaired.
+            entry(&mut found, &row.target, &what).add(cell.threads, row.paired, true);
         }
     }
     found
