@@ -7,9 +7,9 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 
-use crate::ffi::sqlite3_vfs;
+use crate::ffi::{sqlite3_syscall_ptr, sqlite3_vfs};
 use crate::open_name::{OpenName, UriParameters};
-use crate::sys::FilePath;
+use crate::sys::{unix_fcntl_gate, FilePath, GateInstall};
 
 type VfsFind = unsafe extern "C" fn(*const c_char) -> *mut sqlite3_vfs;
 type VfsRegister = unsafe extern "C" fn(*mut sqlite3_vfs, c_int) -> c_int;
@@ -37,6 +37,48 @@ impl FoundVfs {
     /// The object's address, for calling its methods (`entry.rs`).
     pub(crate) fn as_ptr(self) -> *mut sqlite3_vfs {
         self.0.as_ptr()
+    }
+
+    /// What the VFS's system call `name` does now (its xGetSystemCall); `None` for an
+    /// unknown name or a VFS without the method.
+    pub(crate) fn system_call(self, name: &CStr) -> sqlite3_syscall_ptr {
+        let vfs = self.as_ptr();
+        // SAFETY: `vfs` is SQLite's live, never-freed object (see the type); the method
+        // only reads the NUL-terminated name. Version 3 objects have the method.
+        unsafe {
+            match ((*vfs).i_version >= 3, (*vfs).x_get_system_call) {
+                (true, Some(get)) => get(vfs, name.as_ptr()),
+                _ => None,
+            }
+        }
+    }
+
+    /// Puts the gate between this VFS's closes of a database's descriptors and `unix`
+    /// connections' lock requests (`sys/fd.rs`) in this (`unix`) VFS's system-call
+    /// table, unless it is there or the `fcntl` entry is not the C library's. Made at
+    /// every open of a main database: someone may have reset the table since.
+    pub(crate) fn gate_lock_requests(self) {
+        if let GateInstall::Replace(gate) = unix_fcntl_gate(self.system_call(c"fcntl")) {
+            // SAFETY: the gate takes fcntl's C signature and forwards to the C library's
+            // `fcntl`, which was the entry (`sys/fd.rs`).
+            unsafe { self.set_system_call(c"fcntl", gate) };
+        }
+    }
+
+    /// Replaces the VFS's system call `name` by `function` (its xSetSystemCall); whether
+    /// it took it.
+    ///
+    /// # Safety
+    /// `function` must be callable as system call `name` is, with its contract.
+    unsafe fn set_system_call(self, name: &CStr, function: sqlite3_syscall_ptr) -> bool {
+        let vfs = self.as_ptr();
+        // SAFETY: as in `system_call`; the function's signature is the caller's contract.
+        unsafe {
+            match ((*vfs).i_version >= 3, (*vfs).x_set_system_call) {
+                (true, Some(set)) => set(vfs, name.as_ptr(), function) == crate::ffi::SQLITE_OK,
+                _ => false,
+            }
+        }
     }
 }
 

@@ -150,6 +150,15 @@ pub fn lock_owner_checks() -> u64 {
     sys::fd::lock_owner_checks()
 }
 
+/// Runs `hook` once, in the next close of a database's or -shm's descriptor, between
+/// its first probe for locks and its close(2)s, with `unix`'s lock requests held back
+/// (hidden: for tests of that gate, `sys/fd.rs`).
+#[cfg(feature = "test-support")]
+#[doc(hidden)]
+pub fn run_between_probe_and_close(hook: Box<dyn FnOnce() + Send>) {
+    sys::fd::run_between_probe_and_close(hook)
+}
+
 /// Fsyncs the calling thread's ring issued linked behind queued writes in one submission
 /// (`uring_sync_plan=linked` on the ring; hidden: for tests).
 #[cfg(feature = "test-support")]

@@ -508,6 +508,10 @@ impl File {
         flags: c_int,
     ) -> Result<(File, c_int), Failure> {
         let open = OpenFlags::decode(flags);
+        if open.is(SQLITE_OPEN_MAIN_DB) {
+            // Its descriptors close only once `unix`'s lock requests wait for the close.
+            vfs.parent.gate_lock_requests();
+        }
         let named = name.path.is_some();
         let (path, unnamed_fd) = path_or_anonymous(name.path.take(), &open)?;
         let options = FileOptions::for_open(vfs, &name, open.file_type, &path)?;

@@ -184,6 +184,119 @@ impl Drop for DbFd {
 // other processes taking and dropping locks, this process's own line goes missing now and
 // then, and the close then dropped a `unix` connection's EXCLUSIVE lock.
 
+// ─── The gate between these closes and `unix` connections' lock requests ────────────────
+//
+// A close below decides from probes, then closes: two steps. A `unix` connection of
+// another thread that takes its first lock on the file between them would lose it to the
+// close(2), and go on holding a SQLite lock the kernel no longer does (another process
+// could then write under its reader, or beside its writer). os_unix.c keeps its own
+// connections out of that window with the inode's mutex, which its closes and its lock
+// requests both take; this VFS cannot take that mutex. So it puts a gate in `unix`'s
+// system-call table instead (`FoundVfs::gate_lock_requests`, at every open of a main
+// database): `unix`'s POSIX lock requests (F_SETLK through its `fcntl` entry) pass it
+// shared, and a close here holds it exclusively from its first probe to its last
+// close(2), so such a request waits for the close (microseconds) and then finds the file
+// as the close left it. Every other `fcntl` of `unix`'s goes straight through, F_SETLKW
+// among them: a request the kernel makes wait (SQLite built with
+// SQLITE_ENABLE_SETLK_TIMEOUT) could wait for a lock of the very thread that is closing,
+// and holding the gate meanwhile would deadlock the two.
+//
+// The gate forwards to the C library's `fcntl`, and goes in only where `unix`'s entry is
+// that one: an entry someone replaced (a test's fault injection) is left alone, and with
+// it the window. `xSetSystemCall` resetting `unix`'s table takes the gate out until the
+// next open of a database puts it back. Its entry is a non-variadic function standing in
+// for C's variadic `fcntl`, which the two ABIs this gate is built for (x86-64 System V,
+// AArch64 AAPCS64 on Linux) allow: a variadic call passes its integer and pointer
+// arguments in the registers a plain call uses. Elsewhere there is no gate.
+
+/// The gate, shared by `unix`'s lock requests, held alone by a close. A forked child
+/// starts with an open one (a thread of the parent may have held it at the fork).
+static UNIX_LOCK_GATE: super::fork::ForkLocal<std::sync::RwLock<()>> =
+    super::fork::ForkLocal::new();
+
+/// `unix`'s `fcntl` entry once gated: POSIX lock requests that do not wait in the kernel
+/// wait here while a close is deciding.
+///
+/// # Safety
+/// The contract of fcntl(2) for `cmd` and its argument, as `unix` calls it.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+unsafe extern "C" fn gated_fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+    if cmd == libc::F_SETLK {
+        let _open = UNIX_LOCK_GATE
+            .get()
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // SAFETY: forwarded caller contract; `arg` carries the caller's third argument
+        // in the register it came in (see the section's comment).
+        return unsafe { libc::fcntl(fd, cmd, arg) };
+    }
+    // SAFETY: as above.
+    unsafe { libc::fcntl(fd, cmd, arg) }
+}
+
+/// What `unix`'s `fcntl` entry should become: the gate, when the entry is the C
+/// library's `fcntl` (`current`); `None` when it is the gate already, was replaced by
+/// someone else, or this target has no gate.
+pub(crate) fn unix_fcntl_gate(current: crate::ffi::sqlite3_syscall_ptr) -> GateInstall {
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    {
+        let address = |entry: crate::ffi::sqlite3_syscall_ptr| entry.map(|f| f as usize);
+        // SAFETY: only the address is kept; SQLite calls the entry with fcntl's C
+        // signature, which `gated_fcntl` takes (see the section's comment).
+        let gate: crate::ffi::sqlite3_syscall_ptr = Some(unsafe {
+            std::mem::transmute::<
+                unsafe extern "C" fn(c_int, c_int, usize) -> c_int,
+                unsafe extern "C" fn(),
+            >(gated_fcntl)
+        });
+        let plain = Some(libc::fcntl as *const () as usize);
+        match address(current) {
+            now if now == address(gate) => GateInstall::InPlace,
+            now if now == plain => GateInstall::Replace(gate),
+            _ => GateInstall::NotOurs,
+        }
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        let _ = current;
+        GateInstall::NotOurs
+    }
+}
+
+/// What [`unix_fcntl_gate`] found in `unix`'s table.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum GateInstall {
+    /// The gate is there.
+    InPlace,
+    /// The C library's `fcntl` is there: put this entry in its place.
+    Replace(crate::ffi::sqlite3_syscall_ptr),
+    /// Another function is there (or this target has no gate): left alone.
+    NotOurs,
+}
+
+/// Closes this process's `unix` connections' lock requests out until it is dropped.
+fn close_gate() -> std::sync::RwLockWriteGuard<'static, ()> {
+    UNIX_LOCK_GATE
+        .get()
+        .write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Runs between a close's first probe and its close(2)s, with the gate held (tests: a
+/// `unix` connection's lock request made there must wait for the close).
+#[cfg(feature = "test-support")]
+static BETWEEN_PROBE_AND_CLOSE: std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>> =
+    std::sync::Mutex::new(None);
+
+/// Sets the function the next close runs between its first probe and its close(2)s
+/// (once), with the gate held.
+#[cfg(feature = "test-support")]
+pub(crate) fn run_between_probe_and_close(hook: Box<dyn FnOnce() + Send>) {
+    *BETWEEN_PROBE_AND_CLOSE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(hook);
+}
+
 /// A file, as fstat(2) names it: its device and inode.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct FileKey {
@@ -409,9 +522,21 @@ fn close_preserving_process_locks(fd: Fd, reuse: Option<Reuse>, mut failed_close
         }
     };
     let mut parked = parked_list();
+    // From the first probe to the last close(2), `unix`'s lock requests wait (see the gate).
+    let _gate = close_gate();
     // The common case in one fcntl: nobody holds any lock on any byte of the file.
     // Otherwise the process's descriptors of the file tell whose locks they are.
     let this = probe(fd.as_fd());
+    #[cfg(feature = "test-support")]
+    {
+        let hook = BETWEEN_PROBE_AND_CLOSE
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some(hook) = hook {
+            hook();
+        }
+    }
     if parked.is_empty() && this == Probe::Free {
         close(fd);
         return;

@@ -21,7 +21,7 @@ use std::ffi::{c_int, CStr, CString};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 
 pub(crate) use calls::{last_errno, UNKNOWN_ERRNO};
-pub(crate) use fd::{flock, DbFd, Fd, FileKey, Reuse};
+pub(crate) use fd::{flock, unix_fcntl_gate, DbFd, Fd, FileKey, GateInstall, Reuse};
 pub(crate) use mapping::{Mapping, Slot, SlotRegion};
 pub(crate) use path::{with_c_prefix, FilePath};
 
