@@ -41,6 +41,7 @@ impl FoundVfs {
 
     /// What the VFS's system call `name` does now (its xGetSystemCall); `None` for an
     /// unknown name or a VFS without the method.
+    #[cold]
     pub(crate) fn system_call(self, name: &CStr) -> sqlite3_syscall_ptr {
         let vfs = self.as_ptr();
         // SAFETY: `vfs` is SQLite's live, never-freed object (see the type); the method
@@ -57,6 +58,7 @@ impl FoundVfs {
     /// connections' lock requests (`sys/fd.rs`) in this (`unix`) VFS's system-call
     /// table, unless it is there or the `fcntl` entry is not the C library's. Made at
     /// every open of a main database: someone may have reset the table since.
+    #[cold]
     pub(crate) fn gate_lock_requests(self) {
         if let GateInstall::Replace(gate) = unix_fcntl_gate(self.system_call(c"fcntl")) {
             // SAFETY: the gate takes fcntl's C signature and forwards to the C library's
@@ -70,6 +72,7 @@ impl FoundVfs {
     ///
     /// # Safety
     /// `function` must be callable as system call `name` is, with its contract.
+    #[cold]
     unsafe fn set_system_call(self, name: &CStr, function: sqlite3_syscall_ptr) -> bool {
         let vfs = self.as_ptr();
         // SAFETY: as in `system_call`; the function's signature is the caller's contract.

@@ -8,19 +8,23 @@
 //! transaction exactly there (the `test-support` hook between probe and close), then asks
 //! another process whether the lock is held.
 //!
-//! This file holds a single test on purpose: the hook is process-wide, and the tests of
-//! one file run as threads of one process.
+//! The hook is process-wide and the tests of one file run as threads of one process, so
+//! the tests here take turns.
 
 mod common;
 
-use std::sync::mpsc;
-use std::time::Duration;
+use std::sync::{mpsc, Mutex};
+use std::time::{Duration, Instant};
 
 use common::{register, rows};
 use rusqlite::{Connection, OpenFlags};
 
+/// The tests here set the process-wide hook one at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
 #[test]
 fn a_unix_lock_asked_for_during_a_close_waits_for_it_and_is_kept() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     register();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("close.db");
@@ -76,4 +80,69 @@ fn a_unix_lock_asked_for_during_a_close_waits_for_it_and_is_kept() {
     );
     common::assert_unix_shared_lock_held(&writer);
     common::expect_stock_writer_gets_in(&path);
+}
+
+/// A child forked while a close holds the gate (a thread of the parent closing) finds it
+/// open: its `unix` connections take their locks as usual instead of waiting for a close
+/// that will never end in the child.
+#[test]
+fn a_child_forked_during_a_close_finds_the_gate_open() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    register();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fork.db");
+    Connection::open_with_flags_and_vfs(&path, OpenFlags::default(), "unix")
+        .unwrap()
+        .execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1);")
+        .unwrap();
+    let ours =
+        Connection::open_with_flags_and_vfs(&path, OpenFlags::default(), "io_uring").unwrap();
+    assert_eq!(rows(&ours, "SELECT count(*) FROM t"), vec!["1".to_string()]);
+
+    let (forked, child) = mpsc::channel();
+    let child_path = path.clone();
+    sqlite_uring::run_between_probe_and_close(Box::new(move || {
+        // SAFETY: the child runs one `unix` read transaction and leaves with _exit, running
+        // no destructor of the parent's state.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let read = std::panic::catch_unwind(|| {
+                let conn =
+                    Connection::open_with_flags_and_vfs(&child_path, OpenFlags::default(), "unix")
+                        .unwrap();
+                conn.execute_batch("BEGIN; SELECT count(*) FROM t; COMMIT;")
+                    .is_ok()
+            });
+            // SAFETY: ends the child at once.
+            unsafe { libc::_exit(if matches!(read, Ok(true)) { 0 } else { 1 }) };
+        }
+        forked.send(pid).unwrap();
+    }));
+    drop(ours);
+    let pid = child
+        .recv_timeout(Duration::from_secs(10))
+        .expect("closing the io_uring connection closed its database descriptor through the hook");
+    assert!(pid > 0, "fork failed");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut status = 0;
+    loop {
+        // SAFETY: `status` is a valid place for waitpid's answer.
+        let reaped = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if reaped == pid {
+            break;
+        }
+        if Instant::now() > deadline {
+            // SAFETY: the child is ours and has not been reaped.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, &mut status, 0);
+            }
+            panic!("the child's unix lock request waited at a gate its parent's close held");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the child's unix read transaction failed (wait status {status})"
+    );
 }

@@ -29,6 +29,7 @@
 
 use std::ffi::c_int;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::calls;
 
@@ -201,7 +202,8 @@ impl Drop for DbFd {
 // SQLITE_ENABLE_SETLK_TIMEOUT) could wait for a lock of the very thread that is closing,
 // and holding the gate meanwhile would deadlock the two.
 //
-// The gate forwards to the C library's `fcntl`, and goes in only where `unix`'s entry is
+// The gate is two atomics' worth of state, no allocation and no lock a forked child could
+// inherit held. The gate forwards to the C library's `fcntl`, and goes in only where `unix`'s entry is
 // that one: an entry someone replaced (a test's fault injection) is left alone, and with
 // it the window. `xSetSystemCall` resetting `unix`'s table takes the gate out until the
 // next open of a database puts it back. Its entry is a non-variadic function standing in
@@ -209,10 +211,53 @@ impl Drop for DbFd {
 // AArch64 AAPCS64 on Linux) allow: a variadic call passes its integer and pointer
 // arguments in the registers a plain call uses. Elsewhere there is no gate.
 
-/// The gate, shared by `unix`'s lock requests, held alone by a close. A forked child
-/// starts with an open one (a thread of the parent may have held it at the fork).
-static UNIX_LOCK_GATE: super::fork::ForkLocal<std::sync::RwLock<()>> =
-    super::fork::ForkLocal::new();
+/// The gate: how many `unix` lock requests are passing it, with [`GATE_CLOSED`] set while
+/// a close holds it. Plain atomics, no allocation, so a forked child can open it again
+/// (`open_gate_after_fork`: a thread of the parent may have held it at the fork).
+static UNIX_LOCK_GATE: AtomicU32 = AtomicU32::new(0);
+/// The bit of [`UNIX_LOCK_GATE`] a close sets.
+const GATE_CLOSED: u32 = 1 << 31;
+
+/// A `unix` lock request passing the gate: waits, yielding the CPU, while a close holds
+/// it (microseconds; longer only for a close that reads /proc to find whose lock it saw).
+struct GatePass;
+
+impl GatePass {
+    fn enter() -> GatePass {
+        loop {
+            let now = UNIX_LOCK_GATE.load(Ordering::Acquire);
+            if now & GATE_CLOSED == 0
+                && UNIX_LOCK_GATE
+                    .compare_exchange_weak(now, now + 1, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return GatePass;
+            }
+            std::thread::yield_now();
+        }
+    }
+}
+
+impl Drop for GatePass {
+    fn drop(&mut self) {
+        UNIX_LOCK_GATE.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// The gate held by a close, until it is dropped. Closes are one at a time already (they
+/// hold the parked list), so the close only waits for the requests inside to leave.
+struct ClosedGate;
+
+impl Drop for ClosedGate {
+    fn drop(&mut self) {
+        UNIX_LOCK_GATE.fetch_and(!GATE_CLOSED, Ordering::Release);
+    }
+}
+
+/// In a forked child (one thread, holding nothing): the gate open and empty.
+fn open_gate_after_fork() {
+    UNIX_LOCK_GATE.store(0, Ordering::Relaxed);
+}
 
 /// `unix`'s `fcntl` entry once gated: POSIX lock requests that do not wait in the kernel
 /// wait here while a close is deciding.
@@ -220,23 +265,28 @@ static UNIX_LOCK_GATE: super::fork::ForkLocal<std::sync::RwLock<()>> =
 /// # Safety
 /// The contract of fcntl(2) for `cmd` and its argument, as `unix` calls it.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[cold]
 unsafe extern "C" fn gated_fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
-    if cmd == libc::F_SETLK {
-        let _open = UNIX_LOCK_GATE
-            .get()
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if cmd != libc::F_SETLK {
         // SAFETY: forwarded caller contract; `arg` carries the caller's third argument
         // in the register it came in (see the section's comment).
         return unsafe { libc::fcntl(fd, cmd, arg) };
     }
+    let open = GatePass::enter();
+    // SAFETY: as above; errno is this thread's own variable.
+    let (result, errno) = unsafe { (libc::fcntl(fd, cmd, arg), *libc::__errno_location()) };
+    // Letting go of the gate may wake a close (a futex call): `unix` reads the lock
+    // request's errno (EAGAIN or EACCES: busy) after this returns, as fcntl left it.
+    drop(open);
     // SAFETY: as above.
-    unsafe { libc::fcntl(fd, cmd, arg) }
+    unsafe { *libc::__errno_location() = errno };
+    result
 }
 
-/// What `unix`'s `fcntl` entry should become: the gate, when the entry is the C
-/// library's `fcntl` (`current`); `None` when it is the gate already, was replaced by
-/// someone else, or this target has no gate.
+/// Whether `unix`'s `fcntl` entry (`current`) should become the gate: only when it is
+/// the C library's `fcntl`, not when it is the gate already, another function someone
+/// put there, or on a target without the gate.
+#[cold]
 pub(crate) fn unix_fcntl_gate(current: crate::ffi::sqlite3_syscall_ptr) -> GateInstall {
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     {
@@ -252,7 +302,12 @@ pub(crate) fn unix_fcntl_gate(current: crate::ffi::sqlite3_syscall_ptr) -> GateI
         let plain = Some(libc::fcntl as *const () as usize);
         match address(current) {
             now if now == address(gate) => GateInstall::InPlace,
-            now if now == plain => GateInstall::Replace(gate),
+            now if now == plain => {
+                // Before any request can pass it: a child forked while one was inside
+                // must find it open.
+                super::fork::register_child_hook(open_gate_after_fork);
+                GateInstall::Replace(gate)
+            }
             _ => GateInstall::NotOurs,
         }
     }
@@ -274,12 +329,20 @@ pub(crate) enum GateInstall {
     NotOurs,
 }
 
-/// Closes this process's `unix` connections' lock requests out until it is dropped.
-fn close_gate() -> std::sync::RwLockWriteGuard<'static, ()> {
-    UNIX_LOCK_GATE
-        .get()
-        .write()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+/// Closes this process's `unix` connections' lock requests out until it is dropped. The
+/// caller holds the parked list, which keeps closes one at a time.
+fn close_gate() -> ClosedGate {
+    super::fork::register_child_hook(open_gate_after_fork);
+    let before = UNIX_LOCK_GATE.fetch_or(GATE_CLOSED, Ordering::AcqRel);
+    debug_assert_eq!(
+        before & GATE_CLOSED,
+        0,
+        "one close at a time holds the gate"
+    );
+    while UNIX_LOCK_GATE.load(Ordering::Acquire) & !GATE_CLOSED != 0 {
+        std::thread::yield_now();
+    }
+    ClosedGate
 }
 
 /// Runs between a close's first probe and its close(2)s, with the gate held (tests: a
