@@ -13,6 +13,7 @@
 
 mod common;
 
+use std::path::PathBuf;
 use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -22,12 +23,12 @@ use rusqlite::{Connection, OpenFlags};
 /// The tests here set the process-wide hook one at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-#[test]
-fn a_unix_lock_asked_for_during_a_close_waits_for_it_and_is_kept() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+/// A one-row database `name` in a new directory, written through `unix`, and an
+/// `io_uring` connection that has read it (so it has the database's descriptor open).
+fn read_through_io_uring(name: &str) -> (tempfile::TempDir, PathBuf, Connection) {
     register();
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("close.db");
+    let path = dir.path().join(name);
     Connection::open_with_flags_and_vfs(&path, OpenFlags::default(), "unix")
         .unwrap()
         .execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1);")
@@ -35,6 +36,13 @@ fn a_unix_lock_asked_for_during_a_close_waits_for_it_and_is_kept() {
     let ours =
         Connection::open_with_flags_and_vfs(&path, OpenFlags::default(), "io_uring").unwrap();
     assert_eq!(rows(&ours, "SELECT count(*) FROM t"), vec!["1".to_string()]);
+    (dir, path, ours)
+}
+
+#[test]
+fn a_unix_lock_asked_for_during_a_close_waits_for_it_and_is_kept() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (_dir, path, ours) = read_through_io_uring("close.db");
     // Opened now, locking nothing until its transaction starts.
     let holder = Connection::open_with_flags_and_vfs(&path, OpenFlags::default(), "unix").unwrap();
 
@@ -88,16 +96,7 @@ fn a_unix_lock_asked_for_during_a_close_waits_for_it_and_is_kept() {
 #[test]
 fn a_child_forked_during_a_close_finds_the_gate_open() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    register();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("fork.db");
-    Connection::open_with_flags_and_vfs(&path, OpenFlags::default(), "unix")
-        .unwrap()
-        .execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1);")
-        .unwrap();
-    let ours =
-        Connection::open_with_flags_and_vfs(&path, OpenFlags::default(), "io_uring").unwrap();
-    assert_eq!(rows(&ours, "SELECT count(*) FROM t"), vec!["1".to_string()]);
+    let (_dir, path, ours) = read_through_io_uring("fork.db");
 
     let (forked, child) = mpsc::channel();
     let child_path = path.clone();
