@@ -67,19 +67,19 @@ impl FoundVfs {
         }
     }
 
-    /// Replaces the VFS's system call `name` by `function` (its xSetSystemCall); whether
-    /// it took it.
+    /// Replaces the VFS's system call `name` by `function` (its xSetSystemCall; an
+    /// unknown name or a VFS without the method changes nothing, as the next
+    /// [`FoundVfs::system_call`] shows).
     ///
     /// # Safety
     /// `function` must be callable as system call `name` is, with its contract.
     #[cold]
-    unsafe fn set_system_call(self, name: &CStr, function: sqlite3_syscall_ptr) -> bool {
+    unsafe fn set_system_call(self, name: &CStr, function: sqlite3_syscall_ptr) {
         let vfs = self.as_ptr();
         // SAFETY: as in `system_call`; the function's signature is the caller's contract.
         unsafe {
-            match ((*vfs).i_version >= 3, (*vfs).x_set_system_call) {
-                (true, Some(set)) => set(vfs, name.as_ptr(), function) == crate::ffi::SQLITE_OK,
-                _ => false,
+            if let (true, Some(set)) = ((*vfs).i_version >= 3, (*vfs).x_set_system_call) {
+                set(vfs, name.as_ptr(), function);
             }
         }
     }

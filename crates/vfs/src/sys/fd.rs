@@ -265,7 +265,6 @@ fn open_gate_after_fork() {
 /// # Safety
 /// The contract of fcntl(2) for `cmd` and its argument, as `unix` calls it.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-#[cold]
 unsafe extern "C" fn gated_fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
     if cmd != libc::F_SETLK {
         // SAFETY: forwarded caller contract; `arg` carries the caller's third argument
@@ -473,7 +472,7 @@ pub(crate) fn lock_owner_checks() -> u64 {
 /// `/proc/self/fd` meets descriptors this VFS does not own, which may even close
 /// meanwhile (then fstat fails, or describes what took the number, which the walk
 /// tolerates).
-fn file_key(fd: RawFd) -> Option<FileKey> {
+pub(super) fn file_key(fd: RawFd) -> Option<FileKey> {
     // SAFETY: `stat` is plain C data, for which all-zero bytes are a valid value.
     let mut stat: libc::stat = unsafe { std::mem::zeroed() };
     (calls::fstat(fd, &mut stat) == 0).then(|| FileKey::of(&stat))

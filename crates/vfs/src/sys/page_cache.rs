@@ -106,11 +106,9 @@ pub(crate) fn read_nowait(fd: RawFd, buf: &mut [u8], offset: u64) -> Result<usiz
 /// them.
 pub(crate) fn open_for_prefetch(fd: RawFd) -> Option<DbFd> {
     // One parked by an earlier connection's read-ahead on the file, taken back.
-    let file = || {
-        let mut stat = super::zeroed_stat();
-        (super::calls::fstat(fd, &mut stat) == 0).then(|| super::FileKey::of(&stat))
-    };
-    if let Some(parked) = super::fd::take_parked(libc::O_RDONLY, Reuse::Prefetch, file) {
+    if let Some(parked) =
+        super::fd::take_parked(libc::O_RDONLY, Reuse::Prefetch, || super::fd::file_key(fd))
+    {
         return Some(DbFd::reusable(parked, Reuse::Prefetch));
     }
     let path = std::ffi::CString::new(format!("/proc/self/fd/{fd}")).ok()?;

@@ -8,11 +8,11 @@ use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 
 use super::settings::{JournalMode, Synchronous};
+use super::targets::{self, Target};
 
 /// The most measured (and warm-up) runs a benchmark takes per case: far more than any
 /// interval needs, and small enough that their sum never overflows a run counter.
 pub const MAX_RUNS: i64 = 100_000;
-use super::targets::{self, Target};
 
 /// Where the measured runs of `bench speed` and `bench blobs` execute.
 ///
