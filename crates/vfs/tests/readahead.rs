@@ -378,11 +378,21 @@ fn wal_mode_and_vacuum_scan_as_unix_does() {
     open(&path, "unix", "")
         .execute_batch("PRAGMA journal_mode=delete; VACUUM;")
         .unwrap();
-    let (expected, _) = cold_scans(&path, "unix", "");
     // VACUUM lays each table out in key order: the kernel's own read-ahead of a file read
     // in order finds the next pages, so read-ahead may find them cached and ask for none.
+    let (expected, _) = cold_scans(&path, "unix", "");
     let (got, _) = cold_scans(&path, "io_uring", "");
-    assert_eq!(got, expected);
+    assert_eq!(got, expected, "rollback mode after VACUUM");
+    // And back in WAL mode, VACUUMed again, with changes that stay in the WAL.
+    open(&path, "unix", "")
+        .execute_batch(
+            "PRAGMA journal_mode=wal; VACUUM; PRAGMA wal_autocheckpoint=0;
+             UPDATE w SET v = 'y' || v WHERE k > 'c';",
+        )
+        .unwrap();
+    let (expected, _) = cold_scans(&path, "unix", "");
+    let (got, _) = cold_scans(&path, "io_uring", "");
+    assert_eq!(got, expected, "WAL mode after VACUUM");
 }
 
 /// Overwrites bytes of interior pages: child pointers out of range, a cell pointer past
@@ -455,6 +465,17 @@ fn cold_total(conn: &Connection, path: &Path) -> i64 {
         .unwrap()
 }
 
+/// Every row of the bank, in key order, by a scan of the evicted file.
+fn cold_bank(conn: &Connection, path: &Path) -> String {
+    evict(path);
+    conn.query_row(
+        "SELECT group_concat(id || ':' || amount || ':' || hex(pad), ',') FROM (SELECT * FROM bank ORDER BY id)",
+        [],
+        |row| row.get(0),
+    )
+    .unwrap()
+}
+
 #[test]
 fn scans_under_a_writer_in_another_process_see_only_committed_states() {
     for mode in [Mode::Rollback, Mode::Wal] {
@@ -508,6 +529,17 @@ fn scans_under_a_writer_in_another_process_see_only_committed_states() {
         // How many scans overlapped the writer above depends on the scheduler; here a
         // stock process commits between every two cold scans, so the file always changes
         // under the path and the prefetch descriptor read-ahead keeps.
+        let prefetched_under_writer = file_counter(&conn, "prefetched_pages");
+        let unix = open(&path, "unix", "");
+        if mode == Mode::Wal {
+            // The writer's 400 commits left most of the table's pages in the WAL, where
+            // SQLite reads them without the database file (nor its read-ahead): bring them
+            // back, so the scans below read the table from the database file again.
+            let busy: i64 = unix
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| row.get(0))
+                .unwrap();
+            assert_eq!(busy, 0, "the checkpoint was blocked");
+        }
         let mut stock = common::StockSession::start(&path, 10_000);
         for i in 0..20 {
             stock.run_ok(&format!(
@@ -521,7 +553,25 @@ fn scans_under_a_writer_in_another_process_see_only_committed_states() {
                 500_000,
                 "{mode:?}: a scan after commit {i} saw a wrong state"
             );
+            // The stock process keeps the database open between its commits: every row,
+            // byte for byte, as `unix` reads the same committed state.
+            assert_eq!(
+                cold_bank(&conn, &path),
+                cold_bank(&unix, &path),
+                "{mode:?}: the rows after commit {i}"
+            );
         }
+        // The scans above were cold (the table's leaves lie in random key order), so
+        // read-ahead ran under the writer and after each commit.
+        assert!(
+            prefetched_under_writer > 0,
+            "{mode:?}: read-ahead asked for no page while the writer ran"
+        );
+        assert!(
+            file_counter(&conn, "prefetched_pages") > prefetched_under_writer,
+            "{mode:?}: read-ahead asked for no page between the commits"
+        );
+        drop(unix);
         stock.finish();
         common::ours_integrity(&path);
     }
