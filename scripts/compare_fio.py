@@ -3,6 +3,7 @@
 
 Usage:
   python3 scripts/compare_fio.py BINARY DIR [ROUNDS] > table.md
+  python3 scripts/compare_fio.py --combine RUNS.json... > table.md
   python3 scripts/compare_fio.py --reads [--size 1GiB] [--reads-per-run 16384]
       [--queue-depths 1,4,32,128] [--cache buffered,direct] BINARY DIR [ROUNDS] > table.md
 
@@ -325,8 +326,38 @@ def main_reads(args):
     json.dump(raw, sys.stderr, indent=1)
 
 
+def main_combine(paths):
+    """The table of BENCH_IO.md: the write runs of several result files (stderr JSON of
+    earlier runs) taken together, method by method."""
+    runs = {}
+    for path in paths:
+        with open(path) as f:
+            for row in json.load(f):
+                key = (row["scenario"], row["size"], row["method"])
+                ours, theirs = runs.setdefault(key, ([], []))
+                ours.extend(row["sqlite_uring_bytes_per_s"])
+                theirs.extend(row["fio_bytes_per_s"])
+    counts = {len(ours) for ours, _ in runs.values()}
+    n = counts.pop() if len(counts) == 1 else "N"
+    print(f"| scenario | method | sqlite-uring MB/s, mean of {n} (min–max) | fio MB/s, mean of {n} (min–max) "
+          "| difference of means | of medians | within 15 % |")
+    print("|---|---|---:|---:|---:|---:|---|")
+    for (scenario, size, method), (ours, theirs) in runs.items():
+        a = statistics.mean(ours) / 1e6
+        b = statistics.mean(theirs) / 1e6
+        diff = (a - b) / b * 100
+        median_diff = (statistics.median(ours) / statistics.median(theirs) - 1) * 100
+        ok = "yes" if abs(diff) <= 15 else "**no**"
+        print(f"| {scenario} ({size}) | {method} | {a:.1f} ({min(ours) / 1e6:.0f}–{max(ours) / 1e6:.0f}) "
+              f"| {b:.1f} ({min(theirs) / 1e6:.0f}–{max(theirs) / 1e6:.0f}) "
+              f"| {diff:+.0f} % | {median_diff:+.0f} % | {ok} |")
+
+
 def main():
     global BIN, DIR, ROUNDS
+    if len(sys.argv) > 2 and sys.argv[1] == "--combine":
+        main_combine(sys.argv[2:])
+        return
     parser = argparse.ArgumentParser(
         description="Compare `sqlite-uring bench io` with fio (docs/BENCH_IO.md).")
     parser.add_argument("binary", help="the sqlite-uring binary (a release build)")
