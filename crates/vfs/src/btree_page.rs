@@ -46,8 +46,9 @@
 //!
 //! # Corpus
 //!
-//! `tests/corpus/btree_page/` holds hand-made malformed pages, each 512 bytes with no reserved
-//! bytes, parsed as page 2 of a 10-page database (the error each must give in parentheses):
+//! `tests/corpus/btree_page/` holds hand-made malformed pages, each 512 bytes, parsed as page 2
+//! of a 10-page database with no reserved bytes but where said (the error each must give in
+//! parentheses):
 //!
 //! - `bad_type.bin`: type byte 0x07 (`PageType`);
 //! - `cell_pointer_out_of_range.bin`: a table leaf's cell pointer at offset 512, past the usable
@@ -59,7 +60,14 @@
 //!   high bit set in every byte up to the end of the page (`CellSize`);
 //! - `cell_count_too_large.bin`: a table leaf claiming 200 cells where at most 84 fit
 //!   (`CellCount`);
-//! - `page_size_mismatch.bin`: a valid table leaf cut to 511 bytes (`Length`).
+//! - `page_size_mismatch.bin`: a valid table leaf cut to 511 bytes (`Length`);
+//! - `overflow_page_past_page_count.bin`: a table leaf cell's overflow chain starts at page 11
+//!   (`OverflowPage`);
+//! - `overflow_page_is_self.bin`: the chain starts at page 2, the page itself (`OverflowPage`);
+//! - `payload_needs_more_pages_than_the_file.bin`: a cell claiming an 8 KiB payload, whose
+//!   chain would need 16 overflow pages in a 10-page database (`PayloadSize`);
+//! - `cells_in_reserved_bytes.bin`: a valid table interior page read with 32 reserved bytes,
+//!   its cells lying in them (`ContentStart`).
 
 /// Deepest B-tree SQLite handles (btreeInt.h `BTCURSOR_MAX_DEPTH`).
 pub(crate) const MAX_DEPTH: usize = 20;
@@ -1800,11 +1808,12 @@ mod tests {
 
     const CORPUS_PAGE_COUNT: u32 = 10;
 
-    /// The corpus (see the module documentation): file name, bytes, expected error. All are
-    /// parsed as page 2 of a 10-page database with 512-byte pages and no reserved bytes.
-    /// `write_corpus` writes these bytes to the files; `corpus_pages_are_refused` checks the
-    /// files still hold them and are refused as expected.
-    fn corpus_pages() -> Vec<(&'static str, Vec<u8>, Malformed)> {
+    /// The corpus (see the module documentation): file name, bytes, the geometry it is read
+    /// with, expected error. All are parsed as page 2 of a 10-page database with 512-byte
+    /// pages (with no reserved bytes but where the entry says otherwise). `write_corpus`
+    /// writes these bytes to the files; `corpus_pages_are_refused` checks the files still
+    /// hold them and are refused as expected.
+    fn corpus_pages() -> Vec<(&'static str, Vec<u8>, Geometry, Malformed)> {
         let (geometry, interior) = small_interior();
         let (_, leaf) = small_leaf();
         let mut bad_type = interior.clone();
@@ -1822,27 +1831,94 @@ mod tests {
         count_large[3..5].copy_from_slice(&200u16.to_be_bytes());
         let size_mismatch = leaf[..511].to_vec();
         varint_off[508..512].copy_from_slice(&[0xff; 4]);
+        // The leaf's one cell ends the page: its overflow page number is the last 4 bytes.
+        let overflow_at = 512 - 4;
+        assert_eq!(leaf[overflow_at..], 7u32.to_be_bytes());
+        let mut overflow_past = leaf.clone();
+        overflow_past[overflow_at..].copy_from_slice(&(CORPUS_PAGE_COUNT + 1).to_be_bytes());
+        let mut overflow_self = leaf.clone();
+        overflow_self[overflow_at..].copy_from_slice(&2u32.to_be_bytes());
+        // A payload whose chain would need more pages than the file has: the cell's
+        // payload-size varint (where its pointer points) made 8192 bytes, 16 overflow pages.
+        let cell = usize::from(u16::from_be_bytes([leaf[8], leaf[9]]));
+        let mut payload_large = leaf.clone();
+        assert_eq!(
+            payload_large[cell..cell + 2],
+            [0x87, 0x68],
+            "1000 as a varint"
+        );
+        payload_large[cell..cell + 2].copy_from_slice(&[0xc0, 0x00]);
+        // Valid without reserved bytes; with 32 of them its cell content starts past the
+        // usable area.
+        let reserved = geometry_with_reserved(32);
         vec![
-            ("bad_type.bin", bad_type, Malformed::PageType),
+            ("bad_type.bin", bad_type, geometry, Malformed::PageType),
             (
                 "cell_pointer_out_of_range.bin",
                 pointer_out,
+                geometry,
                 Malformed::CellPointer,
             ),
             (
                 "child_past_page_count.bin",
                 child_past,
+                geometry,
                 Malformed::ChildPage,
             ),
-            ("child_is_self.bin", child_self, Malformed::ChildPage),
-            ("varint_runs_off.bin", varint_off, Malformed::CellSize),
+            (
+                "child_is_self.bin",
+                child_self,
+                geometry,
+                Malformed::ChildPage,
+            ),
+            (
+                "varint_runs_off.bin",
+                varint_off,
+                geometry,
+                Malformed::CellSize,
+            ),
             (
                 "cell_count_too_large.bin",
                 count_large,
+                geometry,
                 Malformed::CellCount,
             ),
-            ("page_size_mismatch.bin", size_mismatch, Malformed::Length),
+            (
+                "page_size_mismatch.bin",
+                size_mismatch,
+                geometry,
+                Malformed::Length,
+            ),
+            (
+                "overflow_page_past_page_count.bin",
+                overflow_past,
+                geometry,
+                Malformed::OverflowPage,
+            ),
+            (
+                "overflow_page_is_self.bin",
+                overflow_self,
+                geometry,
+                Malformed::OverflowPage,
+            ),
+            (
+                "payload_needs_more_pages_than_the_file.bin",
+                payload_large,
+                geometry,
+                Malformed::PayloadSize,
+            ),
+            (
+                "cells_in_reserved_bytes.bin",
+                interior,
+                reserved,
+                Malformed::ContentStart,
+            ),
         ]
+    }
+
+    /// 512-byte pages with `reserved_bytes` at the end of each.
+    fn geometry_with_reserved(reserved_bytes: u32) -> Geometry {
+        geometry(512, reserved_bytes)
     }
 
     fn corpus_dir() -> PathBuf {
@@ -1857,14 +1933,13 @@ mod tests {
     #[ignore = "writes the corpus files"]
     fn write_corpus() {
         std::fs::create_dir_all(corpus_dir()).unwrap();
-        for (name, bytes, _) in corpus_pages() {
+        for (name, bytes, _, _) in corpus_pages() {
             std::fs::write(corpus_dir().join(name), bytes).unwrap();
         }
     }
 
     #[test]
     fn corpus_pages_are_refused() {
-        let geometry = geometry(512, 0);
         let expected = corpus_pages();
         let mut on_disk: Vec<String> = std::fs::read_dir(corpus_dir())
             .expect("the corpus directory")
@@ -1873,14 +1948,14 @@ mod tests {
         on_disk.sort();
         let mut names: Vec<String> = expected
             .iter()
-            .map(|(name, _, _)| name.to_string())
+            .map(|(name, _, _, _)| name.to_string())
             .collect();
         names.sort();
         assert_eq!(
             on_disk, names,
             "corpus files and the table in this module differ"
         );
-        for (name, built, error) in expected {
+        for (name, built, geometry, error) in expected {
             let bytes = std::fs::read(corpus_dir().join(name)).unwrap();
             assert_eq!(bytes, built, "{name} differs from its recipe");
             assert_eq!(
