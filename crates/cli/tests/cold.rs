@@ -200,6 +200,68 @@ fn a_tiny_run_measures_every_cell_and_writes_every_export() {
     );
 }
 
+/// `--database` and `--query`, as a user runs them: each run in a worker process reads
+/// the user's file (WAL mode here) read-only, the queries' rows agree across targets, and
+/// the file's bytes are as they were.
+#[test]
+fn a_given_database_is_read_by_workers_and_left_as_it_was() {
+    let dir = disk_dir();
+    let database = dir.path().join("mine.db");
+    let connection = rusqlite::Connection::open(&database).unwrap();
+    connection
+        .execute_batch(
+            "PRAGMA journal_mode=wal;
+             CREATE TABLE t(k TEXT PRIMARY KEY, v TEXT) WITHOUT ROWID;
+             WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 5000)
+               INSERT INTO t SELECT hex(randomblob(8)), printf('%.*c', 100 + x % 50, 'v') FROM n;",
+        )
+        .unwrap();
+    drop(connection);
+    let before = std::fs::read(&database).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("mine.json").display().to_string();
+    let output = sqlite_uring(
+        &[
+            "bench",
+            "cold",
+            "--allow-debug",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "--database",
+            database.to_str().unwrap(),
+            "--query",
+            "SELECT count(*), sum(length(v)) FROM t",
+            "--query",
+            "SELECT k FROM t WHERE k > '8' LIMIT 5",
+            "--export-json",
+            &json,
+        ],
+        dir.path(),
+    );
+    assert!(output.status.success(), "{}", describe(&output));
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout.contains("(given, opened read-only by every target)")
+            && stdout.contains("journal mode wal")
+            && stdout.contains("1. query-1 · cold: SELECT count(*), sum(length(v)) FROM t"),
+        "{stdout}"
+    );
+    let records: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(records.len(), 2 * 2 * 2);
+    for query in ["query-1", "query-2"] {
+        let of_query: Vec<&serde_json::Value> =
+            records.iter().filter(|r| r["test"] == query).collect();
+        assert_eq!(of_query.len(), 4);
+        assert!(of_query
+            .iter()
+            .all(|r| r["checksum"] == of_query[0]["checksum"] && r["journal"] == "wal"));
+    }
+    assert_eq!(std::fs::read(&database).unwrap(), before);
+}
+
 #[test]
 fn bad_arguments_name_the_flag_and_build_nothing() {
     let dir = disk_dir();

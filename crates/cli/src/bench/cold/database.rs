@@ -68,13 +68,14 @@ pub struct Database {
     pub pages: u64,
     /// Free pages: those the CREATE INDEX test writes its index into.
     pub free_pages: u64,
+    pub page_size: u32,
     /// How it came to be: `built`, `copied from …`, `reused`, with a reason to rebuild.
     pub origin: String,
 }
 
 impl Database {
     pub fn bytes(&self) -> u64 {
-        self.pages * u64::from(PAGE_SIZE)
+        self.pages * u64::from(self.page_size)
     }
 
     pub fn mib(&self) -> f64 {
@@ -286,6 +287,7 @@ pub fn validate(path: &Path, spec: &Spec, journal: JournalMode) -> Result<Databa
         rows: rows as u64,
         pages: pages as u64,
         free_pages: free_pages as u64,
+        page_size: PAGE_SIZE,
         origin: String::new(),
     })
 }

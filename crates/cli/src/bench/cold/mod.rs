@@ -14,11 +14,18 @@
 //! interleaved run by run, the order rotating each round, each run in a fresh process
 //! (isolate.rs); each run's time is paired with the baseline's of the same round. How to
 //! read the output: `docs/BENCH_COLD.md`.
+//!
+//! With `--database FILE` the tests are the user's `--query` statements on the user's
+//! file instead (given.rs describes it from its header): every target opens it read-only
+//! in its own journal mode, and a statement that would write is refused before any run.
 
 mod database;
+mod given;
 pub(crate) mod isolate;
 mod output;
 mod workload;
+
+use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -28,13 +35,13 @@ use super::common::options::{once_each, ExportOptions, RunOptions, TargetHelp, T
 use super::common::pagecache::CacheState;
 use super::common::rounds::{on_memory_filesystem, print_header, Rounds};
 use super::common::{process_usage, signals};
-use crate::bench::common::database::{configure, connect};
+use crate::bench::common::database::{configure, connect, connect_read_only};
 use crate::bench::common::settings::{JournalMode, Settings};
 use crate::bench::common::targets;
 use crate::report::envinfo;
 use database::{Database, DirLock, Spec};
 use output::{Case, Combo};
-use workload::{ColdTest, RunSpec};
+use workload::{ColdTest, RunSpec, Test};
 
 /// Database size by default: a hundred times SQLite's default page cache (2 MiB), and
 /// small enough to build in about a minute and fit the page cache of a small VM.
@@ -81,6 +88,21 @@ pub struct ColdArgs {
     /// Build the database anew even if a valid one is kept in --dir.
     #[arg(long)]
     pub rebuild: bool,
+
+    /// An existing database to measure instead of the one bench cold builds, with the
+    /// statements given by --query: every target opens it read-only (nothing of it is
+    /// written; for a WAL database SQLite may create an empty -wal and a -shm, as for any
+    /// reader), in its own journal mode. Its pages are evicted like the built database's
+    /// (no root needed).
+    #[arg(long, value_name = "FILE", requires = "query",
+          conflicts_with_all = ["tests", "rebuild", "size_mib", "journal"])]
+    pub database: Option<PathBuf>,
+
+    /// A read-only statement to time on --database (repeatable: each is a test, query-1,
+    /// query-2, … in the order given). Its rows must come out the same through every
+    /// target.
+    #[arg(long, value_name = "SQL", requires = "database")]
+    pub query: Vec<String>,
 
     /// Measured runs per case and target (at least 1; 6 or more give the paired 95 %
     /// interval, which the closing verdict needs).
@@ -134,26 +156,55 @@ impl ColdArgs {
             }
         }
         let targets = self.compare.resolve()?;
-        let journals = self.compare.journals();
         let caches = once_each(&self.cache);
+        let (journals, tests) = match &self.database {
+            Some(path) => (vec![given::journal_mode(path)?], self.queries()?),
+            None => {
+                let mut tests = if self.tests.is_empty() {
+                    ColdTest::ALL.to_vec()
+                } else {
+                    once_each(&self.tests)
+                };
+                tests.sort_unstable();
+                let tests = tests.into_iter().map(Test::Builtin).collect();
+                (self.compare.journals(), tests)
+            }
+        };
         if journals.is_empty() || caches.is_empty() {
             bail!("--journal and --cache need at least one value each, e.g. --journal wal --cache cold");
         }
-        let mut tests = if self.tests.is_empty() {
-            ColdTest::ALL.to_vec()
-        } else {
-            once_each(&self.tests)
-        };
-        tests.sort_unstable();
         let cases = tests
             .iter()
-            .flat_map(|&test| caches.iter().map(move |&cache| Case { test, cache }))
+            .flat_map(|test| {
+                caches.iter().map(move |&cache| Case {
+                    test: test.clone(),
+                    cache,
+                })
+            })
             .collect();
         Ok(Plan {
             targets,
             journals,
             cases,
         })
+    }
+
+    /// The `--query` statements as tests, each checked to be one statement with some text.
+    fn queries(&self) -> Result<Vec<Test>> {
+        self.query
+            .iter()
+            .enumerate()
+            .map(|(index, sql)| {
+                let number = index as u32 + 1;
+                if sql.trim().is_empty() {
+                    bail!("--query {number} is empty: give a statement to time, e.g. --query 'SELECT count(*) FROM t'");
+                }
+                Ok(Test::Query {
+                    number,
+                    sql: sql.clone(),
+                })
+            })
+            .collect()
     }
 }
 
@@ -181,15 +232,42 @@ fn check_targets_open(plan: &Plan, databases: &[Database], args: &ColdArgs) -> R
                 journal: database.journal,
                 synchronous: args.compare.pairing.synchronous,
             };
-            connect(target, vfs, &database.path)
-                .and_then(|connection| configure(&connection, target, settings))
-                .with_context(|| {
-                    format!(
-                        "--targets {}: cannot open the database through it; fix the target \
+            let opened = if args.database.is_some() {
+                // The user's database: read-only, and every query must prepare.
+                connect_read_only(target, vfs, &database.path).and_then(|connection| {
+                    check_queries_prepare(&connection, plan)
+                        .with_context(|| format!("--database {}", database.path.display()))
+                })
+            } else {
+                connect(target, vfs, &database.path)
+                    .and_then(|connection| configure(&connection, target, settings))
+            };
+            opened.with_context(|| {
+                format!(
+                    "--targets {}: cannot open the database through it; fix the target \
                          (its URI parameters) or leave it out of --targets",
-                        target.label
-                    )
-                })?;
+                    target.label
+                )
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// Prepares every `--query` on `connection` (untimed): a statement SQLite refuses, or one
+/// that would write, stops the run before any measurement, named.
+fn check_queries_prepare(connection: &rusqlite::Connection, plan: &Plan) -> Result<()> {
+    for case in &plan.cases {
+        if let Test::Query { number, sql } = &case.test {
+            let statement = connection
+                .prepare(sql)
+                .with_context(|| format!("--query {number} ({sql}) does not prepare"))?;
+            if !statement.readonly() {
+                bail!(
+                    "--query {number} ({sql}) writes to the database: bench cold times only \
+                     statements that leave it as it is (SELECT, read-only PRAGMAs)"
+                );
+            }
         }
     }
     Ok(())
@@ -207,25 +285,50 @@ pub fn run(args: ColdArgs) -> Result<()> {
     let _lock = DirLock::acquire(dir)?;
     signals::install_handlers()?;
 
-    let env = envinfo::EnvInfo::collect(dir);
-    let spec = Spec::new(args.size_mib);
-    let databases = database::prepare(dir, &spec, &plan.journals, args.rebuild)?;
+    let databases = match &args.database {
+        Some(path) => vec![given::describe(path)?],
+        None => database::prepare(dir, &Spec::new(args.size_mib), &plan.journals, args.rebuild)?,
+    };
+    // What is measured is the database's filesystem and device.
+    let env = match &args.database {
+        Some(path) => envinfo::EnvInfo::collect(
+            path.parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(std::path::Path::new(".")),
+        ),
+        None => envinfo::EnvInfo::collect(dir),
+    };
     check_targets_open(&plan, &databases, &args)?;
     let first = &databases[0];
-    let (cache_pages, cache_bytes) = default_cache(spec.page_size);
+    let (cache_pages, cache_bytes) = default_cache(first.page_size);
 
     let mut header = env.lines();
     for database in &databases {
-        header.push(format!(
-            "database:    {} ({}): {:.1} MiB = {} pages of {} B ({} free) · {} rows in w and in r · written through unix",
-            database.path.display(),
-            database.origin,
-            database.mib(),
-            database.pages,
-            spec.page_size,
-            database.free_pages,
-            database.rows,
-        ));
+        header.push(if args.database.is_some() {
+            format!(
+                "database:    {} (given, opened read-only by every target): {:.1} MiB = {} pages of {} B ({} free) · journal mode {}",
+                database.path.display(),
+                database.mib(),
+                database.pages,
+                database.page_size,
+                database.free_pages,
+                database.journal.name(),
+            )
+        } else {
+            format!(
+                "database:    {} ({}): {:.1} MiB = {} pages of {} B ({} free) · {} rows in w and in r · written through unix",
+                database.path.display(),
+                database.origin,
+                database.mib(),
+                database.pages,
+                database.page_size,
+                database.free_pages,
+                database.rows,
+            )
+        });
+    }
+    for query in &args.query {
+        header.push(format!("query:       {}", query.trim()));
     }
     header.push(format!(
         "cache_size:  {cache_pages} ({}) per connection, SQLite's default: the database is {:.1} times larger",
@@ -265,9 +368,14 @@ pub fn run(args: ColdArgs) -> Result<()> {
     if first.bytes() < 4 * cache_bytes {
         cautions.push(format!(
             "WARNING: the database ({:.1} MiB) is less than 4 times SQLite's page cache ({}): \
-             much of it stays in SQLite's cache within a test; raise --size-mib",
+             much of it stays in SQLite's cache within a test; {}",
             first.mib(),
-            stats_bytes(cache_bytes)
+            stats_bytes(cache_bytes),
+            if args.database.is_some() {
+                "a larger database shows more of the device"
+            } else {
+                "raise --size-mib"
+            }
         ));
     }
     if env.available_memory_bytes > 0 && first.bytes() > env.available_memory_bytes / 2 {
@@ -319,12 +427,13 @@ pub fn run(args: ColdArgs) -> Result<()> {
             let combo = &combos[step.index];
             let database = database_of(combo.journal);
             let job = RunSpec {
-                test: case.test,
+                test: case.test.clone(),
                 cache: case.cache,
                 target: combo.target.clone(),
                 journal: combo.journal,
                 synchronous: pairing.synchronous,
                 database: database.path.clone(),
+                given: args.database.is_some(),
                 rows: database.rows,
                 scratch: scratch.clone(),
             };
@@ -340,7 +449,7 @@ pub fn run(args: ColdArgs) -> Result<()> {
                 None => isolate::run_here(&job),
             }
         })?;
-        let result = output::summarise(*case, &combos, &outcomes, &pairing.baseline)?;
+        let result = output::summarise(case.clone(), &combos, &outcomes, &pairing.baseline)?;
         rounds.show(
             &format!("{}. {}", case.test.number(), case.title()),
             output::terminal_table(&result, table_output),
@@ -358,7 +467,7 @@ pub fn run(args: ColdArgs) -> Result<()> {
         baseline: args.compare.pairing.baseline.clone(),
         database_mib: first.mib(),
         database_pages: first.pages,
-        page_size: spec.page_size,
+        page_size: first.page_size,
         rows: first.rows,
     };
     let report = output::report(&header, &results, &info, &verdict);
@@ -403,11 +512,11 @@ mod tests {
             plan.cases[..2],
             [
                 Case {
-                    test: ColdTest::ScanWithoutRowid,
+                    test: Test::Builtin(ColdTest::ScanWithoutRowid),
                     cache: CacheState::Cold
                 },
                 Case {
-                    test: ColdTest::ScanWithoutRowid,
+                    test: Test::Builtin(ColdTest::ScanWithoutRowid),
                     cache: CacheState::Hot
                 }
             ]
@@ -426,8 +535,14 @@ mod tests {
         ])
         .unwrap();
         let plan = args.plan().unwrap();
-        let tests: Vec<ColdTest> = plan.cases.iter().map(|c| c.test).collect();
-        assert_eq!(tests, [ColdTest::ScanRowid, ColdTest::PointLookups]);
+        let tests: Vec<Test> = plan.cases.iter().map(|c| c.test.clone()).collect();
+        assert_eq!(
+            tests,
+            [
+                Test::Builtin(ColdTest::ScanRowid),
+                Test::Builtin(ColdTest::PointLookups)
+            ]
+        );
         assert_eq!(plan.journals, [JournalMode::Wal]);
         assert!(args.rebuild && args.size_mib == 3);
     }
@@ -511,15 +626,21 @@ mod tests {
 
     #[test]
     fn worker_jobs_round_trip() {
-        for test in ColdTest::ALL {
+        let query = Test::Query {
+            number: 2,
+            sql: "SELECT 'a \"quoted\" text', x FROM t\nWHERE x > 1".into(),
+        };
+        let tests = ColdTest::ALL.map(Test::Builtin);
+        for test in tests.iter().chain([&query]) {
             for cache in [CacheState::Cold, CacheState::Hot] {
                 let job = RunSpec {
-                    test,
+                    test: test.clone(),
                     cache,
                     target: "io_uring?uring_readahead=off&uring_syncs=ring".into(),
                     journal: JournalMode::Wal,
                     synchronous: crate::bench::common::settings::Synchronous::Extra,
                     database: Path::new("/var/tmp/odd dir/c.db").into(),
+                    given: matches!(test, Test::Query { .. }),
                     rows: 123_456,
                     scratch: Path::new("/var/tmp/odd dir/v.db").into(),
                 };
@@ -591,6 +712,179 @@ mod tests {
                 "sqlite-uring-cold-1mib-p4096-v1-wal.db"
             ]
         );
+    }
+
+    /// A small database of the user's kind: a table in random key order, in `journal` mode.
+    fn user_database(dir: &Path, journal: &str) -> std::path::PathBuf {
+        let path = dir.join(format!("user-{journal}.db"));
+        let connection = rusqlite::Connection::open(&path).unwrap();
+        connection
+            .execute_batch(&format!(
+                "PRAGMA journal_mode={journal};
+                 CREATE TABLE t(k TEXT PRIMARY KEY, v TEXT) WITHOUT ROWID;
+                 WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 3000)
+                   INSERT INTO t SELECT hex(randomblob(8)), printf('%.*c', 100 + x % 50, 'v') FROM n;"
+            ))
+            .unwrap();
+        drop(connection);
+        path
+    }
+
+    #[test]
+    fn database_and_query_go_together_and_exclude_the_built_database_options() {
+        for (words, wanted) in [
+            (vec!["--database", "x.db"], "--query"),
+            (vec!["--query", "SELECT 1"], "--database"),
+            (
+                vec![
+                    "--database",
+                    "x.db",
+                    "--query",
+                    "SELECT 1",
+                    "--tests",
+                    "scan-rowid",
+                ],
+                "--tests",
+            ),
+            (
+                vec![
+                    "--database",
+                    "x.db",
+                    "--query",
+                    "SELECT 1",
+                    "--size-mib",
+                    "5",
+                ],
+                "--size-mib",
+            ),
+            (
+                vec![
+                    "--database",
+                    "x.db",
+                    "--query",
+                    "SELECT 1",
+                    "--journal",
+                    "wal",
+                ],
+                "--journal",
+            ),
+            (
+                vec!["--database", "x.db", "--query", "SELECT 1", "--rebuild"],
+                "--rebuild",
+            ),
+        ] {
+            let message = parse(&words).err().unwrap().to_string();
+            assert!(message.contains(wanted), "{words:?}: {message}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let wal = user_database(dir.path(), "wal");
+        let args = parse(&[
+            "--database",
+            wal.to_str().unwrap(),
+            "--query",
+            "SELECT count(*) FROM t",
+            "--query",
+            "SELECT max(k) FROM t",
+        ])
+        .unwrap();
+        let plan = args.plan().unwrap();
+        // The file's own journal mode; each query in each cache state, in the order given.
+        assert_eq!(plan.journals, [JournalMode::Wal]);
+        let names: Vec<String> = plan
+            .cases
+            .iter()
+            .map(|c| format!("{} {}", c.test.name(), c.cache.name()))
+            .collect();
+        assert_eq!(
+            names,
+            ["query-1 cold", "query-1 hot", "query-2 cold", "query-2 hot"]
+        );
+        for (words, wanted) in [
+            (vec!["--query", " "], "--query 1 is empty"),
+            (vec!["--query", "SELECT 1"], "not a SQLite database"),
+        ] {
+            let text = dir.path().join("notes.txt");
+            std::fs::write(&text, "x".repeat(200)).unwrap();
+            let database = if wanted.contains("empty") {
+                &wal
+            } else {
+                &text
+            };
+            let mut all = vec!["--database", database.to_str().unwrap()];
+            all.extend(words);
+            let message = format!("{:#}", parse(&all).unwrap().plan().err().unwrap());
+            assert!(message.contains(wanted), "{message}");
+        }
+    }
+
+    /// `--database`: every target reads the user's file read-only, in its own journal
+    /// mode; a statement that would write, or does not prepare, stops the run before any
+    /// measurement; the file is left byte for byte as it was.
+    #[test]
+    fn a_given_database_is_measured_read_only_with_its_queries() {
+        let _counters = targets::counters_lock();
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let out = tempfile::tempdir().unwrap();
+        for journal in ["delete", "wal"] {
+            let database = user_database(dir.path(), journal);
+            let before = std::fs::read(&database).unwrap();
+            let base = [
+                "--allow-debug",
+                "--targets",
+                "unix,io_uring",
+                "--runs",
+                "2",
+                "--warmup",
+                "0",
+                "--isolation",
+                "none",
+                "--database",
+                database.to_str().unwrap(),
+            ];
+            let with = |queries: &[&str]| {
+                let mut words = base.to_vec();
+                for query in queries {
+                    words.extend(["--query", query]);
+                }
+                let mut args = parse(&words).unwrap();
+                args.run.place.dir = dir.path().to_path_buf();
+                args
+            };
+            for (queries, wanted) in [
+                (
+                    vec!["SELECT count(*) FROM t", "DELETE FROM t"],
+                    "--query 2 (DELETE FROM t) writes to the database",
+                ),
+                (vec!["SELEKT 1"], "--query 1 (SELEKT 1) does not prepare"),
+            ] {
+                let message = format!("{:#}", run(with(&queries)).unwrap_err());
+                assert!(message.contains(wanted), "{journal}: {message}");
+            }
+            let mut args = with(&[
+                "SELECT count(*), sum(length(v)) FROM t",
+                "SELECT k FROM t ORDER BY k DESC LIMIT 3",
+            ]);
+            args.export.export_json = Some(out.path().join("q.json"));
+            args.export.export_markdown = Some(out.path().join("q.md"));
+            run(args).unwrap();
+            let json = std::fs::read_to_string(out.path().join("q.json")).unwrap();
+            let records: Vec<output::ColdRecord> = serde_json::from_str(&json).unwrap();
+            // 2 queries × 2 cache states × 2 targets, in the file's journal mode.
+            assert_eq!(records.len(), 2 * 2 * 2, "{journal}");
+            for record in &records {
+                assert!(record.test == "query-1" || record.test == "query-2");
+                assert_eq!(record.journal, journal);
+                assert_eq!(record.rows, 0);
+                assert!(record.mean_s > 0.0);
+            }
+            let markdown = std::fs::read_to_string(out.path().join("q.md")).unwrap();
+            assert!(
+                markdown.contains("given, opened read-only")
+                    && markdown.contains("query:       SELECT k FROM t ORDER BY k DESC LIMIT 3"),
+                "{markdown}"
+            );
+            assert_eq!(std::fs::read(&database).unwrap(), before, "{journal}");
+        }
     }
 
     fn names(dir: &Path) -> Vec<String> {

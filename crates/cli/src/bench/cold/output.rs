@@ -8,7 +8,7 @@ use comfy_table::Table;
 use serde::{Deserialize, Serialize};
 use sqlite_uring::IoStats;
 
-use super::workload::{ColdTest, RunOutcome};
+use super::workload::{RunOutcome, Test};
 use crate::bench::common::checksum;
 use crate::bench::common::counts;
 use crate::bench::common::export::{Markdown, Report};
@@ -27,9 +27,9 @@ use crate::report::stats::{
 use crate::report::table;
 
 /// One test in one cache state: a table of results.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Case {
-    pub test: ColdTest,
+    pub test: Test,
     pub cache: CacheState,
 }
 
@@ -104,7 +104,7 @@ pub fn summarise(
     outcomes: &[Vec<RunOutcome>],
     baseline: &str,
 ) -> Result<CaseResult> {
-    check_checksums(case, combos, outcomes)?;
+    check_checksums(&case, combos, outcomes)?;
     let baseline_of = |combo: &Combo| {
         combos
             .iter()
@@ -155,7 +155,7 @@ pub fn summarise(
 
 /// Every run of every combo must have seen the same rows (and VACUUM INTO written a file
 /// of the same size, CREATE INDEX left the same page count).
-fn check_checksums(case: Case, combos: &[Combo], outcomes: &[Vec<RunOutcome>]) -> Result<()> {
+fn check_checksums(case: &Case, combos: &[Combo], outcomes: &[Vec<RunOutcome>]) -> Result<()> {
     let runs = combos.iter().zip(outcomes).flat_map(|(combo, runs)| {
         runs.iter()
             .map(move |o| (combo.label(), format!("{:016x}", o.checksum)))
@@ -358,11 +358,17 @@ fn comparisons(results: &[CaseResult], baseline: &str) -> Vec<Found> {
     found
 }
 
-/// `scan-rowid, index-range`: the tests of a verdict line by name.
-fn test_names(numbers: &[u32]) -> String {
-    let names: Vec<&str> = numbers
+/// `scan-rowid, index-range`: the tests of a verdict line by name (their numbers are
+/// those of `results`' tests).
+fn test_names(results: &[CaseResult], numbers: &[u32]) -> String {
+    let names: Vec<String> = numbers
         .iter()
-        .map(|&n| ColdTest::ALL[n as usize - 1].name())
+        .map(|&n| {
+            results
+                .iter()
+                .find(|r| r.case.test.number() == n)
+                .map_or_else(|| n.to_string(), |r| r.case.test.name())
+        })
         .collect();
     names.join(", ")
 }
@@ -402,7 +408,7 @@ pub fn verdict(results: &[CaseResult], baseline: &str) -> Vec<String> {
                 "    {}",
                 c.line(
                     &format!("{} · {}", c.journal, entry.cache.name()),
-                    test_names
+                    |numbers: &[u32]| test_names(results, numbers)
                 )
             );
             if let Some(ratio) = geometric_mean(&entry.read_ratios) {
@@ -495,7 +501,7 @@ pub fn records(results: &[CaseResult], info: &RecordInfo) -> Vec<ColdRecord> {
             let interval = row.paired.and_then(|p| p.interval);
             let io = row.io;
             records.push(ColdRecord {
-                test: result.case.test.name().into(),
+                test: result.case.test.name(),
                 cache: result.case.cache.name().into(),
                 target: row.combo.target.clone(),
                 vfs: row.combo.vfs.clone(),
@@ -614,6 +620,7 @@ pub fn report(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::cold::workload::ColdTest;
     use crate::report::table::{assert_fits_piped, Output};
 
     fn outcome(elapsed_s: f64, read_bytes: u64, checksum: u64) -> RunOutcome {
@@ -654,7 +661,16 @@ mod tests {
             .map(|i| outcome(0.5 + i as f64 * 0.01, 3 << 19, 7))
             .collect();
         let outcomes = vec![base.clone(), fast.clone(), base, fast];
-        summarise(Case { test, cache }, &combos(), &outcomes, "unix").unwrap()
+        summarise(
+            Case {
+                test: Test::Builtin(test),
+                cache,
+            },
+            &combos(),
+            &outcomes,
+            "unix",
+        )
+        .unwrap()
     }
 
     #[test]
@@ -699,7 +715,7 @@ mod tests {
             vec![outcome(1.0, 0, 1)],
         ];
         let case = Case {
-            test: ColdTest::PointLookups,
+            test: Test::Builtin(ColdTest::PointLookups),
             cache: CacheState::Hot,
         };
         let message = summarise(case, &combos(), &outcomes, "unix")

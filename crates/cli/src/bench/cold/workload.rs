@@ -114,6 +114,45 @@ impl ColdTest {
     }
 }
 
+/// What one case runs: a built-in test on the built database, or a statement given with
+/// `--query` on the database given with `--database`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Test {
+    Builtin(ColdTest),
+    /// The `number`-th `--query` (from 1).
+    Query {
+        number: u32,
+        sql: String,
+    },
+}
+
+impl Test {
+    /// The name in tables and exports: the built-in test's `--tests` name, or `query-N`.
+    pub fn name(&self) -> String {
+        match self {
+            Test::Builtin(test) => test.name().to_string(),
+            Test::Query { number, .. } => format!("query-{number}"),
+        }
+    }
+
+    /// What the test does, for titles (a query: its statement).
+    pub fn describe(&self) -> String {
+        match self {
+            Test::Builtin(test) => test.describe().to_string(),
+            Test::Query { sql, .. } => sql.trim().to_string(),
+        }
+    }
+
+    /// The test's number: a built-in test's position in [`ColdTest::ALL`], a query's
+    /// position among the `--query` statements (a run has one kind or the other).
+    pub fn number(&self) -> u32 {
+        match self {
+            Test::Builtin(test) => test.number(),
+            Test::Query { number, .. } => *number,
+        }
+    }
+}
+
 /// The `index`-th value of the stream `stream` of row data.
 fn value(stream: u64, index: u64) -> u64 {
     mix(SEED ^ stream.wrapping_mul(GOLDEN_GAMMA) ^ mix(index))
@@ -191,15 +230,18 @@ pub fn insert_pairs(connection: &Connection, from: u64, to: u64) -> Result<()> {
 /// One run of one test on one target: what the worker process executes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunSpec {
-    pub test: ColdTest,
+    pub test: Test,
     pub cache: CacheState,
     /// The `--targets` name (URI parameters included).
     pub target: String,
     pub journal: JournalMode,
     pub synchronous: Synchronous,
-    /// The database (built beforehand, read by every run).
+    /// The database (built beforehand, or given with `--database`), read by every run.
     pub database: std::path::PathBuf,
-    /// Row pairs of the database.
+    /// The database is the user's (`--database`): opened read-only, its journal mode
+    /// left as it is, never checkpointed.
+    pub given: bool,
+    /// Row pairs of the database (0 for a given one).
     pub rows: u64,
     /// The file VACUUM INTO writes, removed after the run.
     pub scratch: std::path::PathBuf,
@@ -252,7 +294,20 @@ enum Prepared<'c> {
 }
 
 fn prepare<'c>(connection: &'c Connection, spec: &RunSpec) -> Result<Prepared<'c>> {
-    Ok(match spec.test {
+    let test = match &spec.test {
+        Test::Builtin(test) => *test,
+        Test::Query { number, sql } => {
+            let statement = connection.prepare(sql)?;
+            if !statement.readonly() {
+                bail!(
+                    "--query {number} ({sql}) writes to the database: bench cold times only \
+                     statements that leave it as it is (SELECT, read-only PRAGMAs)"
+                );
+            }
+            return Ok(Prepared::Query(statement));
+        }
+    };
+    Ok(match test {
         ColdTest::ScanWithoutRowid => {
             Prepared::Query(connection.prepare("SELECT count(*), sum(length(v)) FROM w")?)
         }
@@ -364,12 +419,20 @@ pub fn run_once(target: &Target, spec: &RunSpec) -> Result<RunOutcome> {
         journal: spec.journal,
         synchronous: spec.synchronous,
     };
-    let connection = database::connect(target, vfs, &spec.database)?;
-    database::configure(&connection, target, settings)?;
     let wal = spec.journal == JournalMode::Wal;
-    if wal {
-        checkpoint(&connection)?;
-    }
+    let connection = if spec.given {
+        // The user's database: read-only, as it is (no PRAGMA changes it, no checkpoint).
+        let connection = database::connect_read_only(target, vfs, &spec.database)?;
+        check_journal_mode(&connection, spec)?;
+        connection
+    } else {
+        let connection = database::connect(target, vfs, &spec.database)?;
+        database::configure(&connection, target, settings)?;
+        if wal {
+            checkpoint(&connection)?;
+        }
+        connection
+    };
     let scratch = Scratch(&spec.scratch);
     database::remove_database_files(scratch.0);
     let mut prepared =
@@ -405,7 +468,7 @@ pub fn run_once(target: &Target, spec: &RunSpec) -> Result<RunOutcome> {
     let undone = undo(&connection, spec, wal, &mut checksum);
     result.with_context(|| spec.describe())?;
     undone.with_context(|| format!("undoing the writes of {}", spec.describe()))?;
-    if spec.test == ColdTest::IntegrityCheck && checksum != integrity_ok() {
+    if spec.test == Test::Builtin(ColdTest::IntegrityCheck) && checksum != integrity_ok() {
         bail!(
             "PRAGMA integrity_check of {} through {} did not answer ok: the database or the \
              VFS is broken; rerun with --rebuild, and if it persists, with the target alone",
@@ -431,6 +494,20 @@ fn integrity_ok() -> Checksum {
     ok
 }
 
+/// A given database's journal mode must be the one the run was planned with (read from
+/// its header): another process may have changed it since.
+fn check_journal_mode(connection: &Connection, spec: &RunSpec) -> Result<()> {
+    let mode: String = connection.query_row("PRAGMA journal_mode", [], |row| row.get(0))?;
+    let wal = mode.eq_ignore_ascii_case("wal");
+    if wal != (spec.journal == JournalMode::Wal) {
+        bail!(
+            "--database {}: its journal mode changed to {mode} during the run",
+            spec.database.display()
+        );
+    }
+    Ok(())
+}
+
 /// Truncates the WAL after copying it into the database.
 fn checkpoint(connection: &Connection) -> Result<()> {
     let busy: i64 =
@@ -443,7 +520,11 @@ fn checkpoint(connection: &Connection) -> Result<()> {
 
 /// Step 4 of [`run_once`].
 fn undo(connection: &Connection, spec: &RunSpec, wal: bool, checksum: &mut Checksum) -> Result<()> {
-    match spec.test {
+    let Test::Builtin(test) = &spec.test else {
+        // A query changed nothing (`prepare` refused any that would).
+        return Ok(());
+    };
+    match *test {
         ColdTest::CreateIndex => {
             let pages: i64 = connection.query_row("PRAGMA page_count", [], |row| row.get(0))?;
             checksum.value(rusqlite::types::ValueRef::Integer(pages));

@@ -47,9 +47,23 @@ pub fn remove_database_files(path: &Path) {
 /// `vfs` of `target`, with the target's URI parameters; for one thread
 /// (`SQLITE_OPEN_NO_MUTEX`). No PRAGMA is applied: see [`configure`].
 pub fn connect(target: &Target, vfs: &str, path: &Path) -> Result<Connection> {
-    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-        | OpenFlags::SQLITE_OPEN_CREATE
-        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    open_with(
+        target,
+        vfs,
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE,
+    )
+}
+
+/// A read-only connection to the existing database file at `path` through the VFS `vfs`
+/// of `target` (`bench cold --database`): SQLite writes nothing to the file (for a WAL
+/// database it may create an empty `-wal` and a `-shm`, as for any reader).
+pub fn connect_read_only(target: &Target, vfs: &str, path: &Path) -> Result<Connection> {
+    open_with(target, vfs, path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+}
+
+fn open_with(target: &Target, vfs: &str, path: &Path, flags: OpenFlags) -> Result<Connection> {
+    let flags = flags | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let opened = match &target.uri_parameters {
         None => Connection::open_with_flags_and_vfs(path, flags, vfs),
         Some(parameters) => Connection::open_with_flags_and_vfs(
