@@ -649,26 +649,31 @@ mod tests {
         }
     }
 
-    /// A tiny real run in this process (a unit test's executable cannot be a worker;
-    /// tests/cold.rs runs the binary) with every export.
+    /// Two measured runs, no warm-up, in this process (a unit test's executable cannot be a
+    /// worker; tests/cold.rs runs the binary).
+    const TINY_RUN: [&str; 7] = [
+        "--allow-debug",
+        "--runs",
+        "2",
+        "--warmup",
+        "0",
+        "--isolation",
+        "none",
+    ];
+
+    /// A tiny real run in this process with every export.
     #[test]
     fn tiny_run_in_this_process_exports_every_format() {
         let _counters = targets::counters_lock();
         let dir = tempfile::tempdir_in("/var/tmp").unwrap();
         let out = tempfile::tempdir().unwrap();
-        let mut args = parse(&[
-            "--allow-debug",
-            "--targets",
-            "unix,sync",
-            "--size-mib",
-            "1",
-            "--runs",
-            "2",
-            "--warmup",
-            "0",
-            "--isolation",
-            "none",
-        ])
+        let mut args = parse(
+            &[
+                TINY_RUN.as_slice(),
+                &["--targets", "unix,sync", "--size-mib", "1"],
+            ]
+            .concat(),
+        )
         .unwrap();
         args.run.place.dir = dir.path().to_path_buf();
         args.export.export_json = Some(out.path().join("c.json"));
@@ -828,21 +833,10 @@ mod tests {
         for journal in ["delete", "wal"] {
             let database = user_database(dir.path(), journal);
             let before = std::fs::read(&database).unwrap();
-            let base = [
-                "--allow-debug",
-                "--targets",
-                "unix,io_uring",
-                "--runs",
-                "2",
-                "--warmup",
-                "0",
-                "--isolation",
-                "none",
-                "--database",
-                database.to_str().unwrap(),
-            ];
             let with = |queries: &[&str]| {
-                let mut words = base.to_vec();
+                let mut words = TINY_RUN.to_vec();
+                words.extend(["--targets", "unix,io_uring", "--database"]);
+                words.push(database.to_str().unwrap());
                 for query in queries {
                     words.extend(["--query", query]);
                 }
