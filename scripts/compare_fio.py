@@ -337,8 +337,11 @@ def main_combine(paths):
                 ours, theirs = runs.setdefault(key, ([], []))
                 ours.extend(row["sqlite_uring_bytes_per_s"])
                 theirs.extend(row["fio_bytes_per_s"])
-    counts = {len(ours) for ours, _ in runs.values()}
-    n = counts.pop() if len(counts) == 1 else "N"
+    counts = {len(ours) for ours, _ in runs.values()} | {len(theirs) for _, theirs in runs.values()}
+    if len(counts) != 1 or 0 in counts:
+        sys.exit("--combine: the files hold different numbers of rounds per method; "
+                 "combine files of the same scenarios and methods")
+    n = counts.pop()
     print(f"| scenario | method | sqlite-uring MB/s, mean of {n} (min–max) | fio MB/s, mean of {n} (min–max) "
           "| difference of means | of medians | within 15 % |")
     print("|---|---|---:|---:|---:|---:|---|")
@@ -355,7 +358,9 @@ def main_combine(paths):
 
 def main():
     global BIN, DIR, ROUNDS
-    if len(sys.argv) > 2 and sys.argv[1] == "--combine":
+    if len(sys.argv) > 1 and sys.argv[1] == "--combine":
+        if len(sys.argv) < 3:
+            sys.exit("usage: compare_fio.py --combine RUNS.json... (the stderr JSON of earlier runs)")
         main_combine(sys.argv[2:])
         return
     parser = argparse.ArgumentParser(

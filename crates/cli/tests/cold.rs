@@ -245,7 +245,7 @@ fn a_given_database_is_read_by_workers_and_left_as_it_was() {
     assert!(
         stdout.contains("(given, opened read-only by every target)")
             && stdout.contains("journal mode wal")
-            && stdout.contains("1. query-1 · cold: SELECT count(*), sum(length(v)) FROM t"),
+            && stdout.contains("1. query-1 · cold: `SELECT count(*), sum(length(v)) FROM t`"),
         "{stdout}"
     );
     let records: Vec<serde_json::Value> =

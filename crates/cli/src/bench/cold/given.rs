@@ -76,6 +76,13 @@ pub fn describe(path: &Path) -> Result<Database> {
     })
 }
 
+/// Bytes in `path`'s WAL file (0 when it has none).
+pub fn wal_bytes(path: &Path) -> u64 {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    std::fs::metadata(std::path::PathBuf::from(wal)).map_or(0, |m| m.len())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -95,7 +95,7 @@ pub struct ColdArgs {
     /// reader), in its own journal mode. Its pages are evicted like the built database's
     /// (no root needed).
     #[arg(long, value_name = "FILE", requires = "query",
-          conflicts_with_all = ["tests", "rebuild", "size_mib", "journal"])]
+          conflicts_with_all = ["tests", "rebuild", "size_mib", "journal", "synchronous"])]
     pub database: Option<PathBuf>,
 
     /// A read-only statement to time on --database (repeatable: each is a test, query-1,
@@ -189,7 +189,8 @@ impl ColdArgs {
         })
     }
 
-    /// The `--query` statements as tests, each checked to be one statement with some text.
+    /// The `--query` statements as tests, each with some text (that it is one read-only
+    /// statement is checked once the database is open: `workload::prepare_query`).
     fn queries(&self) -> Result<Vec<Test>> {
         self.query
             .iter()
@@ -233,40 +234,26 @@ fn check_targets_open(plan: &Plan, databases: &[Database], args: &ColdArgs) -> R
                 synchronous: args.compare.pairing.synchronous,
             };
             let opened = if args.database.is_some() {
-                // The user's database: read-only, and every query must prepare.
-                connect_read_only(target, vfs, &database.path).and_then(|connection| {
-                    check_queries_prepare(&connection, plan)
-                        .with_context(|| format!("--database {}", database.path.display()))
-                })
+                connect_read_only(target, vfs, &database.path)
             } else {
-                connect(target, vfs, &database.path)
-                    .and_then(|connection| configure(&connection, target, settings))
+                connect(target, vfs, &database.path).and_then(|connection| {
+                    configure(&connection, target, settings).map(|()| connection)
+                })
             };
-            opened.with_context(|| {
+            let connection = opened.with_context(|| {
                 format!(
                     "--targets {}: cannot open the database through it; fix the target \
                          (its URI parameters) or leave it out of --targets",
                     target.label
                 )
             })?;
-        }
-    }
-    Ok(())
-}
-
-/// Prepares every `--query` on `connection` (untimed): a statement SQLite refuses, or one
-/// that would write, stops the run before any measurement, named.
-fn check_queries_prepare(connection: &rusqlite::Connection, plan: &Plan) -> Result<()> {
-    for case in &plan.cases {
-        if let Test::Query { number, sql } = &case.test {
-            let statement = connection
-                .prepare(sql)
-                .with_context(|| format!("--query {number} ({sql}) does not prepare"))?;
-            if !statement.readonly() {
-                bail!(
-                    "--query {number} ({sql}) writes to the database: bench cold times only \
-                     statements that leave it as it is (SELECT, read-only PRAGMAs)"
-                );
+            // The user's statements, each checked once, on the first target's connection.
+            if args.database.is_some() && target.label == plan.targets[0].label {
+                for case in plan.cases.iter().filter(|c| c.cache == plan.cases[0].cache) {
+                    if let Test::Query { number, sql } = &case.test {
+                        workload::prepare_query(&connection, *number, sql)?;
+                    }
+                }
             }
         }
     }
@@ -286,7 +273,17 @@ pub fn run(args: ColdArgs) -> Result<()> {
     signals::install_handlers()?;
 
     let databases = match &args.database {
-        Some(path) => vec![given::describe(path)?],
+        Some(path) => {
+            let database = given::describe(path)?;
+            if database.journal != plan.journals[0] {
+                bail!(
+                    "--database {}: its journal mode changed while the run started; run it \
+                     again when nothing else changes the database",
+                    path.display()
+                );
+            }
+            vec![database]
+        }
         None => database::prepare(dir, &Spec::new(args.size_mib), &plan.journals, args.rebuild)?,
     };
     // What is measured is the database's filesystem and device.
@@ -302,17 +299,26 @@ pub fn run(args: ColdArgs) -> Result<()> {
     let first = &databases[0];
     let (cache_pages, cache_bytes) = default_cache(first.page_size);
 
+    // A given database is only read: no synchronous setting applies to it.
+    let synchronous = match &args.database {
+        Some(_) => "n/a (read-only)",
+        None => args.compare.pairing.synchronous.name(),
+    };
     let mut header = env.lines();
     for database in &databases {
         header.push(if args.database.is_some() {
             format!(
-                "database:    {} (given, opened read-only by every target): {:.1} MiB = {} pages of {} B ({} free) · journal mode {}",
+                "database:    {} (given, opened read-only by every target): {:.1} MiB = {} pages of {} B ({} free) · journal mode {}{}",
                 database.path.display(),
                 database.mib(),
                 database.pages,
                 database.page_size,
                 database.free_pages,
                 database.journal.name(),
+                match given::wal_bytes(&database.path) {
+                    0 => String::new(),
+                    bytes => format!(" · its -wal holds {} (read as it is)", stats_bytes(bytes)),
+                },
             )
         } else {
             format!(
@@ -328,7 +334,7 @@ pub fn run(args: ColdArgs) -> Result<()> {
         });
     }
     for query in &args.query {
-        header.push(format!("query:       {}", query.trim()));
+        header.push(format!("query:       {}", workload::one_line(query)));
     }
     header.push(format!(
         "cache_size:  {cache_pages} ({}) per connection, SQLite's default: the database is {:.1} times larger",
@@ -349,7 +355,7 @@ pub fn run(args: ColdArgs) -> Result<()> {
     }
     header.push(format!(
         "settings:    synchronous={} · journal {} · cache {} · {} warmup + {} runs · baseline {} · isolation {} · device reads: /proc/self/io read_bytes of the run's process",
-        args.compare.pairing.synchronous.name(),
+        synchronous,
         plan.journals.iter().map(|j| j.name()).collect::<Vec<_>>().join(","),
         caches.iter().map(|c| c.name()).collect::<Vec<_>>().join(","),
         args.compare.pairing.warmup,
@@ -359,9 +365,13 @@ pub fn run(args: ColdArgs) -> Result<()> {
     ));
     let mut cautions: Vec<String> = debug_warning.into_iter().collect();
     if on_memory_filesystem(&env) {
+        let (what, remedy) = match &args.database {
+            Some(_) => ("--database", "measure a copy of it on a disk"),
+            None => ("--dir", "point --dir at a disk"),
+        };
         cautions.push(format!(
-            "WARNING: --dir is on {}: its pages are the file and cannot be evicted, so cold \
-             runs are hot and nothing is read from a device; point --dir at a disk",
+            "WARNING: {what} is on {}: its pages are the file and cannot be evicted, so cold \
+             runs are hot and nothing is read from a device; {remedy}",
             env.filesystem
         ));
     }
@@ -381,8 +391,13 @@ pub fn run(args: ColdArgs) -> Result<()> {
     if env.available_memory_bytes > 0 && first.bytes() > env.available_memory_bytes / 2 {
         cautions.push(format!(
             "WARNING: the database ({:.1} MiB) is more than half the available memory: hot \
-             runs may not find it cached; lower --size-mib",
-            first.mib()
+             runs may not find it cached; {}",
+            first.mib(),
+            if args.database.is_some() {
+                "read the hot results with that in mind"
+            } else {
+                "lower --size-mib"
+            }
         ));
     }
     if let Some(path) = &args.run.trace {
@@ -463,7 +478,8 @@ pub fn run(args: ColdArgs) -> Result<()> {
         println!("{line}");
     }
     let info = output::RecordInfo {
-        synchronous: args.compare.pairing.synchronous.name().to_string(),
+        synchronous: synchronous.to_string(),
+        database: args.database.as_ref().map(|p| p.display().to_string()),
         baseline: args.compare.pairing.baseline.clone(),
         database_mib: first.mib(),
         database_pages: first.pages,
@@ -719,13 +735,20 @@ mod tests {
         );
     }
 
-    /// A small database of the user's kind: a table in random key order, in `journal` mode.
+    /// A small database of the user's kind: a table in random key order, in `journal` mode;
+    /// in WAL mode its last changes stay in the WAL (no checkpoint at close).
     fn user_database(dir: &Path, journal: &str) -> std::path::PathBuf {
         let path = dir.join(format!("user-{journal}.db"));
         let connection = rusqlite::Connection::open(&path).unwrap();
         connection
+            .set_db_config(
+                rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+                true,
+            )
+            .unwrap();
+        connection
             .execute_batch(&format!(
-                "PRAGMA journal_mode={journal};
+                "PRAGMA journal_mode={journal}; PRAGMA wal_autocheckpoint=0;
                  CREATE TABLE t(k TEXT PRIMARY KEY, v TEXT) WITHOUT ROWID;
                  WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 3000)
                    INSERT INTO t SELECT hex(randomblob(8)), printf('%.*c', 100 + x % 50, 'v') FROM n;"
@@ -733,6 +756,15 @@ mod tests {
             .unwrap();
         drop(connection);
         path
+    }
+
+    /// The bytes of `path` and of its WAL (empty when it has none).
+    fn file_and_wal(path: &Path) -> (Vec<u8>, Vec<u8>) {
+        let wal = Path::new(&format!("{}-wal", path.display())).to_path_buf();
+        (
+            std::fs::read(path).unwrap(),
+            std::fs::read(wal).unwrap_or_default(),
+        )
     }
 
     #[test]
@@ -776,6 +808,17 @@ mod tests {
             (
                 vec!["--database", "x.db", "--query", "SELECT 1", "--rebuild"],
                 "--rebuild",
+            ),
+            (
+                vec![
+                    "--database",
+                    "x.db",
+                    "--query",
+                    "SELECT 1",
+                    "--synchronous",
+                    "off",
+                ],
+                "--synchronous",
             ),
         ] {
             let message = parse(&words).err().unwrap().to_string();
@@ -832,7 +875,9 @@ mod tests {
         let out = tempfile::tempdir().unwrap();
         for journal in ["delete", "wal"] {
             let database = user_database(dir.path(), journal);
-            let before = std::fs::read(&database).unwrap();
+            let before = file_and_wal(&database);
+            // In WAL mode the table's rows are still in the WAL, and are read from it.
+            assert_eq!(journal == "wal", !before.1.is_empty(), "{journal}");
             let with = |queries: &[&str]| {
                 let mut words = TINY_RUN.to_vec();
                 words.extend(["--targets", "unix,io_uring", "--database"]);
@@ -847,12 +892,28 @@ mod tests {
             for (queries, wanted) in [
                 (
                     vec!["SELECT count(*) FROM t", "DELETE FROM t"],
-                    "--query 2 (DELETE FROM t) writes to the database",
+                    "--query 2 (DELETE FROM t) is not read-only",
+                ),
+                (
+                    vec!["PRAGMA journal_mode"],
+                    "--query 1 (PRAGMA journal_mode) is not read-only",
                 ),
                 (vec!["SELEKT 1"], "--query 1 (SELEKT 1) does not prepare"),
+                (
+                    vec!["/* only a comment */"],
+                    "--query 1 (/* only a comment */) holds no statement",
+                ),
+                (
+                    vec!["SELECT v FROM t WHERE k = ?"],
+                    "--query 1 (SELECT v FROM t WHERE k = ?) has parameters",
+                ),
             ] {
                 let message = format!("{:#}", run(with(&queries)).unwrap_err());
-                assert!(message.contains(wanted), "{journal}: {message}");
+                // The query is at fault, not a target.
+                assert!(
+                    message.starts_with(wanted) && !message.contains("--targets"),
+                    "{journal}: {message}"
+                );
             }
             let mut args = with(&[
                 "SELECT count(*), sum(length(v)) FROM t",
@@ -867,7 +928,17 @@ mod tests {
             assert_eq!(records.len(), 2 * 2 * 2, "{journal}");
             for record in &records {
                 assert!(record.test == "query-1" || record.test == "query-2");
+                assert_eq!(
+                    record.query.as_deref(),
+                    Some(if record.test == "query-1" {
+                        "SELECT count(*), sum(length(v)) FROM t"
+                    } else {
+                        "SELECT k FROM t ORDER BY k DESC LIMIT 3"
+                    })
+                );
+                assert_eq!(record.database.as_deref(), database.to_str());
                 assert_eq!(record.journal, journal);
+                assert_eq!(record.synchronous, "n/a (read-only)");
                 assert_eq!(record.rows, 0);
                 assert!(record.mean_s > 0.0);
             }
@@ -877,7 +948,13 @@ mod tests {
                     && markdown.contains("query:       SELECT k FROM t ORDER BY k DESC LIMIT 3"),
                 "{markdown}"
             );
-            assert_eq!(std::fs::read(&database).unwrap(), before, "{journal}");
+            if journal == "wal" {
+                assert!(markdown.contains("its -wal holds"), "{markdown}");
+            }
+            assert!(
+                file_and_wal(&database) == before,
+                "{journal}: the files changed"
+            );
         }
     }
 

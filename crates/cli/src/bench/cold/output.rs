@@ -444,7 +444,14 @@ pub struct ColdRecord {
     pub vfs: String,
     pub journal: String,
     pub synchronous: String,
-    /// The database: its size in MiB and pages, the page size, the row pairs.
+    /// The statement of a `--query` test (absent for the built-in tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    /// The `--database` file (absent for the built database).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database: Option<String>,
+    /// The database: its size in MiB and pages, the page size, the row pairs (0 for a
+    /// `--database` file).
     pub database_mib: f64,
     pub database_pages: u64,
     pub page_size: u32,
@@ -487,6 +494,8 @@ pub struct ColdRecord {
 /// What every record shares: the database and the settings.
 pub struct RecordInfo {
     pub synchronous: String,
+    /// The `--database` file, if one was given.
+    pub database: Option<String>,
     pub baseline: String,
     pub database_mib: f64,
     pub database_pages: u64,
@@ -507,6 +516,8 @@ pub fn records(results: &[CaseResult], info: &RecordInfo) -> Vec<ColdRecord> {
                 vfs: row.combo.vfs.clone(),
                 journal: row.combo.journal.name().into(),
                 synchronous: info.synchronous.clone(),
+                query: result.case.test.query().map(super::workload::one_line),
+                database: info.database.clone(),
                 database_mib: info.database_mib,
                 database_pages: info.database_pages,
                 page_size: info.page_size,
@@ -687,6 +698,7 @@ mod tests {
             std::slice::from_ref(&result),
             &RecordInfo {
                 synchronous: "FULL".into(),
+                database: None,
                 baseline: "unix".into(),
                 database_mib: 2.0,
                 database_pages: 512,

@@ -139,7 +139,15 @@ impl Test {
     pub fn describe(&self) -> String {
         match self {
             Test::Builtin(test) => test.describe().to_string(),
-            Test::Query { sql, .. } => sql.trim().to_string(),
+            Test::Query { sql, .. } => format!("`{}`", one_line(sql)),
+        }
+    }
+
+    /// A `--query` test's statement.
+    pub fn query(&self) -> Option<&str> {
+        match self {
+            Test::Builtin(_) => None,
+            Test::Query { sql, .. } => Some(sql),
         }
     }
 
@@ -297,14 +305,7 @@ fn prepare<'c>(connection: &'c Connection, spec: &RunSpec) -> Result<Prepared<'c
     let test = match &spec.test {
         Test::Builtin(test) => *test,
         Test::Query { number, sql } => {
-            let statement = connection.prepare(sql)?;
-            if !statement.readonly() {
-                bail!(
-                    "--query {number} ({sql}) writes to the database: bench cold times only \
-                     statements that leave it as it is (SELECT, read-only PRAGMAs)"
-                );
-            }
-            return Ok(Prepared::Query(statement));
+            return Ok(Prepared::Query(prepare_query(connection, *number, sql)?))
         }
     };
     Ok(match test {
@@ -326,6 +327,43 @@ fn prepare<'c>(connection: &'c Connection, spec: &RunSpec) -> Result<Prepared<'c
             rows: lookup_rows(spec.rows),
         },
     })
+}
+
+/// The `number`-th `--query`, `sql`, prepared on `connection`: refused, naming it, when
+/// SQLite does not prepare it, when it is no statement at all (only a comment or a
+/// semicolon), when it has parameters (nothing would bind them) or when SQLite does not
+/// mark it read-only (`sqlite3_stmt_readonly`: it could change the database).
+pub fn prepare_query<'c>(
+    connection: &'c Connection,
+    number: u32,
+    sql: &str,
+) -> Result<Statement<'c>> {
+    let shown = one_line(sql);
+    let statement = connection
+        .prepare(sql)
+        .with_context(|| format!("--query {number} ({shown}) does not prepare"))?;
+    if statement.expanded_sql().is_none() {
+        bail!("--query {number} ({shown}) holds no statement: give one, e.g. --query 'SELECT count(*) FROM t'");
+    }
+    if statement.parameter_count() > 0 {
+        bail!(
+            "--query {number} ({shown}) has parameters, which nothing binds: write their \
+             values into the statement"
+        );
+    }
+    if !statement.readonly() {
+        bail!(
+            "--query {number} ({shown}) is not read-only (SQLite's sqlite3_stmt_readonly): \
+             bench cold times only statements that leave the database as it is, such as \
+             SELECT and PRAGMAs that only read"
+        );
+    }
+    Ok(statement)
+}
+
+/// `sql` on one line: its runs of white space (line breaks included) made one space.
+pub fn one_line(sql: &str) -> String {
+    sql.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Steps `statement` to the end, folding every row into `checksum`; returns the rows.
@@ -402,7 +440,8 @@ impl Drop for Scratch<'_> {
 ///
 /// 1. untimed: open, journal mode and synchronous verified, a WAL checkpointed (empty),
 ///    the statements prepared (the schema is read, as by any application that has
-///    prepared its statement);
+///    prepared its statement); a `--database` file is opened read-only instead, its
+///    journal mode only checked, its WAL read as it is;
 /// 2. untimed: SQLite's page cache emptied (`PRAGMA shrink_memory`), then cold: the
 ///    database's files written back and evicted from the page cache; hot: the files read
 ///    once, start to end, into the page cache (the warm-up read);
