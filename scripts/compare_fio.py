@@ -158,6 +158,20 @@ def fmt_merge(values):
     return f"{statistics.median(values):.1f}" if values else "–"
 
 
+def write_cells(ours, theirs):
+    """The cells both write tables share, from each tool's bytes/s per round: each tool's
+    MB/s mean (min–max), the difference of the means and of the medians, and whether the
+    means agree within 15 %."""
+    a = statistics.mean(ours) / 1e6
+    b = statistics.mean(theirs) / 1e6
+    diff = (a - b) / b * 100
+    median_diff = (statistics.median(ours) / statistics.median(theirs) - 1) * 100
+    ok = "yes" if abs(diff) <= 15 else "**no**"
+    return (f"{a:.1f} ({min(ours) / 1e6:.0f}–{max(ours) / 1e6:.0f}) "
+            f"| {b:.1f} ({min(theirs) / 1e6:.0f}–{max(theirs) / 1e6:.0f}) "
+            f"| {diff:+.0f} % | {median_diff:+.0f} % | {ok}")
+
+
 def main_writes():
     global DEVICE_STAT
     DEVICE_STAT = device_stat_path()
@@ -183,15 +197,7 @@ def main_writes():
                     results[label].append(bps)
                     merges[label].append(merge)
         for label, *_ in METHODS:
-            a = statistics.mean(ours[label]) / 1e6
-            b = statistics.mean(theirs[label]) / 1e6
-            diff = (a - b) / b * 100
-            median_diff = (statistics.median(ours[label]) / statistics.median(theirs[label]) - 1) * 100
-            spread_a = f"{min(ours[label]) / 1e6:.0f}–{max(ours[label]) / 1e6:.0f}"
-            spread_b = f"{min(theirs[label]) / 1e6:.0f}–{max(theirs[label]) / 1e6:.0f}"
-            ok = "yes" if abs(diff) <= 15 else "**no**"
-            print(f"| {scenario} ({size}) | {label} | {a:.1f} ({spread_a}) | {b:.1f} ({spread_b}) "
-                  f"| {diff:+.0f} % | {median_diff:+.0f} % | {ok} "
+            print(f"| {scenario} ({size}) | {label} | {write_cells(ours[label], theirs[label])} "
                   f"| {fmt_merge(merge_ours[label])} / {fmt_merge(merge_fio[label])} "
                   f"| {min(loads[label]):.1f}–{max(loads[label]):.1f} |", flush=True)
             raw.append({"scenario": scenario, "size": size, "method": label,
@@ -346,14 +352,7 @@ def main_combine(paths):
           "| difference of means | of medians | within 15 % |")
     print("|---|---|---:|---:|---:|---:|---|")
     for (scenario, size, method), (ours, theirs) in runs.items():
-        a = statistics.mean(ours) / 1e6
-        b = statistics.mean(theirs) / 1e6
-        diff = (a - b) / b * 100
-        median_diff = (statistics.median(ours) / statistics.median(theirs) - 1) * 100
-        ok = "yes" if abs(diff) <= 15 else "**no**"
-        print(f"| {scenario} ({size}) | {method} | {a:.1f} ({min(ours) / 1e6:.0f}–{max(ours) / 1e6:.0f}) "
-              f"| {b:.1f} ({min(theirs) / 1e6:.0f}–{max(theirs) / 1e6:.0f}) "
-              f"| {diff:+.0f} % | {median_diff:+.0f} % | {ok} |")
+        print(f"| {scenario} ({size}) | {method} | {write_cells(ours, theirs)} |")
 
 
 def main():

@@ -12,6 +12,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
 use super::backend::BlobStore;
+use crate::bench::common::database::companion;
 
 /// The backend of a storage target (its name on the command line: [`Target::PLAIN`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -353,11 +354,7 @@ fn duckdb_missing(target: Target) -> anyhow::Error {
 /// Files a case's database may leave behind: SQLite's journal, WAL and shared-memory
 /// files and DuckDB's WAL, all removed after the case and on interruption.
 pub fn database_files(target: Target, path: &Path) -> Vec<PathBuf> {
-    let with = |suffix: &str| {
-        let mut name = path.as_os_str().to_owned();
-        name.push(suffix);
-        PathBuf::from(name)
-    };
+    let with = |suffix: &str| companion(path, suffix);
     if target.is_duckdb() {
         vec![path.to_path_buf(), with(".wal"), with(".tmp")]
     } else {

@@ -8,6 +8,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 
 use super::database::Database;
+use crate::bench::common::database::companion;
 use crate::bench::common::settings::JournalMode;
 
 /// The database header's first 16 bytes (fileformat2.html, "The Database Header").
@@ -39,12 +40,15 @@ fn header(path: &Path) -> Result<[u8; HEADER_BYTES]> {
 /// The journal mode `path` is in: WAL when its header's read and write versions are 2
 /// (fileformat2.html), a rollback journal (`delete`) otherwise.
 pub fn journal_mode(path: &Path) -> Result<JournalMode> {
-    let header = header(path)?;
-    Ok(if header[18] == 2 && header[19] == 2 {
+    Ok(journal_of(&header(path)?))
+}
+
+fn journal_of(header: &[u8; HEADER_BYTES]) -> JournalMode {
+    if header[18] == 2 && header[19] == 2 {
         JournalMode::Wal
     } else {
         JournalMode::Delete
-    })
+    }
 }
 
 /// `path` as a [`Database`] of bench cold: its pages, free pages and page size, from its
@@ -67,7 +71,7 @@ pub fn describe(path: &Path) -> Result<Database> {
     let free_pages = u32::from_be_bytes([header[36], header[37], header[38], header[39]]);
     Ok(Database {
         path: path.to_path_buf(),
-        journal: journal_mode(path)?,
+        journal: journal_of(&header),
         rows: 0,
         pages: bytes / u64::from(page_size),
         free_pages: u64::from(free_pages),
@@ -78,9 +82,7 @@ pub fn describe(path: &Path) -> Result<Database> {
 
 /// Bytes in `path`'s WAL file (0 when it has none).
 pub fn wal_bytes(path: &Path) -> u64 {
-    let mut wal = path.as_os_str().to_owned();
-    wal.push("-wal");
-    std::fs::metadata(std::path::PathBuf::from(wal)).map_or(0, |m| m.len())
+    std::fs::metadata(companion(path, "-wal")).map_or(0, |m| m.len())
 }
 
 #[cfg(test)]

@@ -500,6 +500,7 @@ fn stats_bytes(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::common::options::TINY_RUN;
     use std::path::Path;
 
     fn parse(words: &[&str]) -> Result<ColdArgs, clap::Error> {
@@ -665,18 +666,6 @@ mod tests {
         }
     }
 
-    /// Two measured runs, no warm-up, in this process (a unit test's executable cannot be a
-    /// worker; tests/cold.rs runs the binary).
-    const TINY_RUN: [&str; 7] = [
-        "--allow-debug",
-        "--runs",
-        "2",
-        "--warmup",
-        "0",
-        "--isolation",
-        "none",
-    ];
-
     /// A tiny real run in this process with every export.
     #[test]
     fn tiny_run_in_this_process_exports_every_format() {
@@ -760,10 +749,10 @@ mod tests {
 
     /// The bytes of `path` and of its WAL (empty when it has none).
     fn file_and_wal(path: &Path) -> (Vec<u8>, Vec<u8>) {
-        let wal = Path::new(&format!("{}-wal", path.display())).to_path_buf();
         (
             std::fs::read(path).unwrap(),
-            std::fs::read(wal).unwrap_or_default(),
+            std::fs::read(crate::bench::common::database::companion(path, "-wal"))
+                .unwrap_or_default(),
         )
     }
 

@@ -34,12 +34,18 @@ impl Drop for Database {
     }
 }
 
+/// The file SQLite names `path` + `suffix` beside the database at `path` (`-wal`,
+/// `-journal`, `-shm`; `""` is the database itself).
+pub fn companion(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
 /// The database file and its journal, WAL and shared-memory companions.
 pub fn remove_database_files(path: &Path) {
     for suffix in ["", "-journal", "-wal", "-shm"] {
-        let mut name = path.as_os_str().to_owned();
-        name.push(suffix);
-        let _ = std::fs::remove_file(PathBuf::from(name));
+        let _ = std::fs::remove_file(companion(path, suffix));
     }
 }
 

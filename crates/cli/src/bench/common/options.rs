@@ -310,3 +310,17 @@ pub(crate) fn parse_flags<'a, T: clap::Args>(
     }
     Cli::<T>::try_parse_from(std::iter::once("bench").chain(words)).map(|cli| cli.args)
 }
+
+/// The flags of a unit test's tiny real run of a benchmark: two measured runs, no warm-up,
+/// every run in this process (a unit test's executable is the test harness: it cannot be
+/// a worker; each benchmark's tests/*.rs run the binary).
+#[cfg(test)]
+pub const TINY_RUN: [&str; 7] = [
+    "--allow-debug",
+    "--runs",
+    "2",
+    "--warmup",
+    "0",
+    "--isolation",
+    "none",
+];

@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+use super::database::companion;
+
 /// Whether a timed test starts with the database's pages in the OS page cache.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, Hash, clap::ValueEnum, Serialize, Deserialize,
@@ -43,11 +45,7 @@ impl CacheState {
 pub fn database_files(path: &Path) -> Vec<PathBuf> {
     ["", "-wal", "-journal"]
         .iter()
-        .map(|suffix| {
-            let mut name = path.as_os_str().to_owned();
-            name.push(suffix);
-            PathBuf::from(name)
-        })
+        .map(|suffix| companion(path, suffix))
         .filter(|file| file.is_file())
         .collect()
 }

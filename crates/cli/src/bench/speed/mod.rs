@@ -515,6 +515,7 @@ pub(crate) fn parse_test_args<'a>(
 mod tests {
     use super::*;
     use crate::bench::common::checksum::Checksum;
+    use crate::bench::common::options::TINY_RUN;
     use sqlite_uring::IoStats;
     use std::path::PathBuf;
 
@@ -795,20 +796,13 @@ mod tests {
         let _counters = targets::counters_lock();
         let dir = tempfile::tempdir().unwrap();
         let out = |name: &str| Some(dir.path().join(name));
-        let mut args = parse(&[
-            "--allow-debug",
-            "--targets",
-            "memory,unix",
-            "--scale",
-            "0.01",
-            "--runs",
-            "2",
-            "--warmup",
-            "0",
-            // A unit test's executable is the test harness: it cannot be a worker.
-            "--isolation",
-            "none",
-        ])
+        let mut args = parse(
+            &[
+                TINY_RUN.as_slice(),
+                &["--targets", "memory,unix", "--scale", "0.01"],
+            ]
+            .concat(),
+        )
         .unwrap();
         args.run.place.dir = dir.path().to_path_buf();
         args.export.export_json = out("speed.json");
