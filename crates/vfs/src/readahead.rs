@@ -131,6 +131,29 @@ pub(crate) const DEVICE_READ: std::time::Duration = std::time::Duration::from_mi
 /// several.
 pub(crate) const DEVICE_READ_AFTER_MISS: std::time::Duration = std::time::Duration::from_micros(5);
 
+/// Whether, and how, SQLite's read about to be made tells read-ahead if it reached the
+/// device ([`ReadAhead::sample_this_read`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Sample {
+    /// Not sampled: read as it is.
+    No,
+    /// One of the burst after a lock change: on cached data, a transaction's every read,
+    /// so it must cost no more than a `pread` does (`file/rw.rs` times it, and asks the
+    /// thread's I/O accounting only when it was slow).
+    Burst,
+    /// One of the reads sampled all along (one in [`READS_PER_SAMPLE`] or fewer): asked
+    /// of the page cache alone first.
+    Spread,
+}
+
+impl Sample {
+    /// Whether the read is sampled at all.
+    #[cfg(test)]
+    pub(crate) fn is_sampled(self) -> bool {
+        self != Sample::No
+    }
+}
+
 /// Bytes asked for and not yet read, summed over every file of the process.
 static PROCESS_OUTSTANDING_BYTES: AtomicU64 = AtomicU64::new(0);
 
@@ -542,14 +565,14 @@ impl ReadAhead {
     /// reads into its scan (the one-in-[`READS_PER_SAMPLE`] samples), which then follows
     /// the scan from its next interior page.
     #[inline]
-    pub(crate) fn sample_this_read(&mut self) -> bool {
+    pub(crate) fn sample_this_read(&mut self) -> Sample {
         if !self.awake && self.burst_samples > 0 {
             self.burst_samples -= 1;
-            return true;
+            return Sample::Burst;
         }
         if self.reads_until_sample > 0 {
             self.reads_until_sample -= 1;
-            return false;
+            return Sample::No;
         }
         self.sample_due()
     }
@@ -557,7 +580,7 @@ impl ReadAhead {
     /// `sample_this_read` when the stretch between samples has run out: this read is
     /// sampled, and the next stretch set.
     #[inline(never)]
-    fn sample_due(&mut self) -> bool {
+    fn sample_due(&mut self) -> Sample {
         if !self.awake {
             self.cached_samples += 1;
             if self.cached_samples == CACHED_SAMPLES_BEFORE_STRETCH
@@ -569,7 +592,7 @@ impl ReadAhead {
         }
         assert!((READS_PER_SAMPLE..=MAX_READS_PER_SAMPLE).contains(&self.reads_per_sample));
         self.reads_until_sample = self.reads_per_sample - 1;
-        true
+        Sample::Spread
     }
 
     /// Samples one read in [`READS_PER_SAMPLE`] again (a lock change, a device read).
@@ -2633,10 +2656,10 @@ mod tests {
         }
         readahead.forget();
         for _ in 0..READS_SAMPLED_AFTER_FORGET {
-            assert!(readahead.sample_this_read());
+            assert_eq!(readahead.sample_this_read(), Sample::Burst);
         }
         let sampled = (0..READS_PER_SAMPLE * 4)
-            .filter(|_| readahead.sample_this_read())
+            .filter(|_| readahead.sample_this_read().is_sampled())
             .count();
         assert_eq!(sampled, 4, "then one read in {READS_PER_SAMPLE}");
     }
@@ -2649,7 +2672,7 @@ mod tests {
         // The gaps between the sampled reads of `reads` reads in a row, all cached.
         let gaps = |readahead: &mut ReadAhead, reads: u32| -> Vec<u32> {
             let sampled: Vec<u32> = (0..reads)
-                .filter(|_| readahead.sample_this_read())
+                .filter(|_| readahead.sample_this_read().is_sampled())
                 .collect();
             sampled.windows(2).map(|pair| pair[1] - pair[0]).collect()
         };
@@ -2702,7 +2725,9 @@ mod tests {
         (0..transactions)
             .map(|_| {
                 readahead.forget();
-                (0..reads).filter(|_| readahead.sample_this_read()).count() as u32
+                (0..reads)
+                    .filter(|_| readahead.sample_this_read().is_sampled())
+                    .count() as u32
             })
             .collect()
     }

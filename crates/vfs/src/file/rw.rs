@@ -10,7 +10,7 @@ use crate::error::Failure;
 use crate::ffi::{SQLITE_CANTOPEN, SQLITE_IOERR_CLOSE, SQLITE_IOERR_FSYNC, SQLITE_IOERR_TRUNCATE};
 use crate::io::syscall::pread_fully;
 use crate::io::Submitter;
-use crate::readahead::PageSource;
+use crate::readahead::{PageSource, Sample};
 use crate::stats::{IoStats, SharedStats};
 use crate::sys::{calls, open_directory_of};
 
@@ -322,22 +322,32 @@ impl File {
 impl ReadAheadSide {
     /// SQLite's read of `buf` at `at`, as `pread_fully` makes it; sampled for read-ahead
     /// when `ReadAhead::sample_this_read` says so. A sampled read of a whole page asks the
-    /// page cache first (`sampled_read`); a read of a few header bytes (the change counter
-    /// SQLite reads at each rollback-mode transaction's start) is timed instead, since the
-    /// probe costs about 0.1 µs more than a `pread` there and a timed read 0.05 µs.
+    /// page cache first (`sampled_read`), but for the burst after a lock change, which on
+    /// cached data is every read of a short transaction: a probe costs a few hundred
+    /// nanoseconds more than a `pread` in a process that has made few (its kernel path is
+    /// not in the CPU's caches), so a burst's reads are timed (`timed_read`: two clock
+    /// reads through the vDSO). So is a read of a few header bytes (the change counter
+    /// SQLite reads at each rollback-mode transaction's start).
     #[inline(always)]
     fn read(&mut self, fd: RawFd, buf: &mut [u8], at: u64) -> (Result<usize, i32>, u64) {
-        if !self.btree.sample_this_read() {
-            return pread_fully(fd, buf, at);
+        match self.btree.sample_this_read() {
+            Sample::No => pread_fully(fd, buf, at),
+            sample => self.sample(sample, fd, buf, at),
         }
-        self.sample(fd, buf, at)
     }
 
     /// `read` of a sampled read.
     #[inline(never)]
-    fn sample(&mut self, fd: RawFd, buf: &mut [u8], at: u64) -> (Result<usize, i32>, u64) {
+    fn sample(
+        &mut self,
+        sample: Sample,
+        fd: RawFd,
+        buf: &mut [u8],
+        at: u64,
+    ) -> (Result<usize, i32>, u64) {
         match self.btree.page_size_bytes() {
             Some(page_bytes) if page_bytes as usize != buf.len() => self.timed_read(fd, buf, at),
+            _ if sample == Sample::Burst => self.timed_read(fd, buf, at),
             _ => self.sampled_read(fd, buf, at),
         }
     }
@@ -353,13 +363,11 @@ impl ReadAheadSide {
     /// read wakes read-ahead if it also took `device_read.after_miss`
     /// ([`crate::readahead::DEVICE_READ_AFTER_MISS`]), since `EAGAIN` alone can mean a
     /// lock a writer holds (XFS) or, before Linux 6.12, a cached page that carries the
-    /// kernel's read-ahead mark. A read told by its duration alone
-    /// mistakes a hot read that was descheduled or interrupted for a device read: on a VM,
-    /// about one in 500 hot reads, each waking read-ahead for nothing. Durations alone are
-    /// the rule only while a test replaces the table's I/O calls (every read must reach
-    /// the stand-in) and once the kernel refused the probe with anything but `EAGAIN` or
-    /// `EINTR` (a file system that cannot read without waiting, a filter that denies
-    /// `preadv2`): it is not tried again on this file.
+    /// kernel's read-ahead mark. Where the probe cannot be made — while a test replaces the
+    /// table's I/O calls (every read must reach the stand-in), and once the kernel refused
+    /// it with anything but `EAGAIN` or `EINTR` (a file system that cannot read without
+    /// waiting, a filter that denies `preadv2`: it is not tried again on this file) — the
+    /// read is timed (`timed_read`).
     fn sampled_read(&mut self, fd: RawFd, buf: &mut [u8], at: u64) -> (Result<usize, i32>, u64) {
         if !self.nowait_probe || calls::io_replaced() {
             return self.timed_read(fd, buf, at);
@@ -388,16 +396,45 @@ impl ReadAheadSide {
         (rest.map(|more| cached + more), preads + 1)
     }
 
-    /// `pread_fully`, and read-ahead woken if it read something and took as long as a
-    /// device read.
+    /// `pread_fully`, and read-ahead woken if it read something, took as long as a device
+    /// read and the thread's I/O accounting confirms one (`device_was_read`).
     fn timed_read(&mut self, fd: RawFd, buf: &mut [u8], at: u64) -> (Result<usize, i32>, u64) {
         let started = std::time::Instant::now();
         let read = pread_fully(fd, buf, at);
-        if read.0.is_ok_and(|n| n > 0) && started.elapsed() >= self.device_read.alone {
+        if read.0.is_ok_and(|n| n > 0)
+            && started.elapsed() >= self.device_read.alone
+            && device_was_read()
+        {
             self.btree.note_uncached_read();
         }
         read
     }
+}
+
+thread_local! {
+    /// The thread's device-read blocks (`sys::page_cache::thread_blocks_read`) when a
+    /// slow read last asked; `None` before the first.
+    static THREAD_BLOCKS_SEEN: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+/// After a read that took a device read's time: whether the calling thread had bytes read
+/// from a device for it since the last slow read asked (since it started, the first
+/// time). A hot read that was merely descheduled or interrupted (on a VM, about one in 500
+/// takes that long) adds nothing, so it wakes nothing. A device read another process or
+/// thread started, which this read only waited for, is not counted either: read-ahead then
+/// wakes at a later sample. Only durations tell where the kernel cannot (the call failed)
+/// and while a test replaces the table's I/O calls (its stand-in reads reach no device).
+/// Asked on slow reads only, so it costs nothing on cached data.
+#[cold]
+fn device_was_read() -> bool {
+    if calls::io_replaced() {
+        return true;
+    }
+    let Some(now) = crate::sys::page_cache::thread_blocks_read() else {
+        return true;
+    };
+    let seen = THREAD_BLOCKS_SEEN.with(|seen| seen.replace(Some(now)));
+    now > seen.unwrap_or(0)
 }
 
 /// The database file as B-tree read-ahead sees it: its page cache, asked about outside the
@@ -573,6 +610,28 @@ mod tests {
         assert_eq!(&two[..4096], &[0u8; 4096][..]);
         assert_eq!(&two[4096..], &[1u8; 4096][..]);
         assert!(partly.btree.is_awake());
+    }
+
+    #[test]
+    fn a_burst_read_is_timed_and_wakes_readahead_only_when_a_device_read_it() {
+        let file = file_of_pages(4);
+        let fd = file.as_raw_fd();
+        let mut page = [0u8; 4096];
+        let mut side = side();
+        // A lock change: the next reads are the burst's.
+        side.btree.forget();
+        // What the thread had read from devices before, so that only this test's reads count.
+        device_was_read();
+        // Just written: cached. One `pread`, no probe; and however long it took (every read
+        // counts as slow here), it wakes nothing: no device read it.
+        assert_eq!(side.read(fd, &mut page, 4096), (Ok(4096), 1));
+        assert_eq!(page, [1u8; 4096]);
+        assert!(!side.btree.is_awake());
+        // Evicted: the same single `pread` reads it from the device, which wakes read-ahead.
+        evict(&file);
+        assert_eq!(side.read(fd, &mut page, 2 * 4096), (Ok(4096), 1));
+        assert_eq!(page, [2u8; 4096]);
+        assert!(side.btree.is_awake());
     }
 
     #[test]

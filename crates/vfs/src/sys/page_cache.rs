@@ -1,6 +1,6 @@
 //! What read-ahead asks the kernel about a file's page cache: whether a range is cached
-//! (`cachestat(2)`), a read that never waits for the device (`preadv2(RWF_NOWAIT)`), and
-//! the file's size. None of these is a call os_unix.c makes, so they bypass the
+//! (`cachestat(2)`), a read that never waits for the device (`preadv2(RWF_NOWAIT)`), the
+//! file's size, and whether the thread's reads reached a device (`getrusage`). None of these is a call os_unix.c makes, so they bypass the
 //! system-call table: a test that fails SQLite's calls is not affected by read-ahead's,
 //! and a failure here only forgoes read-ahead.
 
@@ -91,6 +91,20 @@ pub(crate) fn read_nowait(fd: RawFd, buf: &mut [u8], offset: u64) -> Result<usiz
     // The kernel never returns more than asked.
     assert!(n as usize <= buf.len());
     Ok(n as usize)
+}
+
+/// Bytes the calling thread has had read from storage devices for it so far, in 512-byte
+/// blocks (`getrusage(RUSAGE_THREAD)`'s `ru_inblock`: the kernel's per-task I/O
+/// accounting, which counts a read's bytes when the thread submits it to the block
+/// layer); `None` when the call fails. A page-cache hit adds nothing, however long it took.
+/// Kernels without task I/O accounting answer 0 always.
+pub(crate) fn thread_blocks_read() -> Option<u64> {
+    // SAFETY: an all-zero `rusage` is a valid value of the plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a live, correctly laid out `rusage` for the whole call; the kernel
+    // writes it and keeps no pointer to it.
+    let ret = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
+    (ret == 0).then_some(usage.ru_inblock as u64)
 }
 
 /// A second descriptor of the file open on `fd`, read-only, for read-ahead's reads: a new
