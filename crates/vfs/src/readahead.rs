@@ -41,13 +41,17 @@
 //!
 //! **Never slower on cached data.** A buffered database's read-ahead sleeps until one of
 //! SQLite's sampled reads ([`ReadAhead::sample_this_read`]: one in [`READS_PER_SAMPLE`],
-//! stretching to one in [`MAX_READS_PER_SAMPLE`] over a long run of cached reads, and
-//! each of the first [`READS_SAMPLED_AFTER_FORGET`] after a lock change, a burst that
-//! backs off over runs of cached transactions) finds its
-//! page missing from the page cache, which the read asks alone first (`RWF_NOWAIT`,
-//! `file/rw.rs`), and reading it then took a device read's time; asleep, a read costs the
-//! check of a flag, and a hot page read that was merely slow does not wake it (the few
-//! header bytes a rollback-mode transaction starts with are timed instead). It falls asleep
+//! stretching to one in [`MAX_READS_PER_SAMPLE`] over a long run of cached reads) went to
+//! the device (`file/rw.rs`): a whole page found missing from the page cache, which the
+//! read asked alone first (`RWF_NOWAIT`), or a few header bytes that took a device read's
+//! time while the thread's I/O accounting counted a device read. Asleep, a read costs the
+//! check of a flag and a counter, and a hot read that was merely slow does not wake it.
+//! A query's first reads are its descents, whose root and interior pages SQLite then
+//! keeps in its own cache, so read-ahead must learn them even if it wakes a few reads
+//! later: the page numbers of the first [`READS_SAMPLED_AFTER_FORGET`] reads after a lock
+//! change, and of those up to the next sampled read, are kept ([`Sample::Record`], a
+//! burst that backs off over runs of cached transactions), and a wake replays them from
+//! the page cache before the read that woke it ([`ReadAhead::after_read`]). It falls asleep
 //! again after [`READS_TO_SLEEP`] reads with no sign of the device. Awake, before a batch,
 //! the first pages it would ask for (up to [`BATCH_CACHE_CHECKS`]) are checked with
 //! [`PageSource::is_cached`] (`cachestat(2)`, no I/O): when the kernel already has them
@@ -108,8 +112,9 @@ pub(crate) const MAX_READS_PER_SAMPLE: u32 = 64;
 const _: () = assert!(MAX_READS_PER_SAMPLE.is_power_of_two() && READS_PER_SAMPLE.is_power_of_two());
 /// Samples in a row finding their pages cached before the stretch between samples doubles.
 pub(crate) const CACHED_SAMPLES_BEFORE_STRETCH: u32 = 32;
-/// Asleep, every one of this many reads after the paths were forgotten is sampled, at
-/// the lock changes a burst is due at ([`MAX_FORGETS_BETWEEN_BURSTS`]).
+/// Asleep, every one of this many reads after the paths were forgotten is recorded (its
+/// page number kept for a replay at a wake), at the lock changes a burst is due at
+/// ([`MAX_FORGETS_BETWEEN_BURSTS`]).
 pub(crate) const READS_SAMPLED_AFTER_FORGET: u32 = 8;
 /// Asleep, a burst of samples is due at every lock change until this many bursts in a row
 /// found their reads cached; from then on the lock changes from one burst to the next
@@ -121,9 +126,11 @@ pub(crate) const MAX_FORGETS_BETWEEN_BURSTS: u32 = 16;
 const _: () = assert!(MAX_FORGETS_BETWEEN_BURSTS.is_power_of_two());
 /// Awake read-ahead falls asleep after this many reads with no sign of the device.
 pub(crate) const READS_TO_SLEEP: u32 = 256;
-/// Where the page cache cannot be asked alone (a file system without `RWF_NOWAIT` reads,
-/// or a test's stand-in `pread`), a sampled read that took this long went to the device:
-/// a page-cache hit of one page takes a few microseconds, a device read at queue depth 1
+/// A sampled read not asked of the page cache first (a few header bytes, or any where the
+/// file system cannot read without waiting) may have gone to the device if
+/// it took this long, and did if the thread's I/O accounting then counts a device read
+/// (a test's stand-in `pread`, which reaches no device, is told by the duration alone): a
+/// page-cache hit of one page takes a few microseconds, a device read at queue depth 1
 /// tens (an NVMe drive's about ten).
 pub(crate) const DEVICE_READ: std::time::Duration = std::time::Duration::from_micros(10);
 /// A sampled read the page cache could not serve alone went to the device if reading it
@@ -131,28 +138,42 @@ pub(crate) const DEVICE_READ: std::time::Duration = std::time::Duration::from_mi
 /// several.
 pub(crate) const DEVICE_READ_AFTER_MISS: std::time::Duration = std::time::Duration::from_micros(5);
 
-/// Whether, and how, SQLite's read about to be made tells read-ahead if it reached the
-/// device ([`ReadAhead::sample_this_read`]).
+/// What read-ahead asks of SQLite's read about to be made
+/// ([`ReadAhead::sample_this_read`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Sample {
-    /// Not sampled: read as it is.
+    /// Nothing: read as it is.
     No,
-    /// One of the burst after a lock change: on cached data, a transaction's every read,
-    /// so it must cost no more than a `pread` does (`file/rw.rs` times it, and asks the
-    /// thread's I/O accounting only when it was slow).
-    Burst,
-    /// One of the reads sampled all along (one in [`READS_PER_SAMPLE`] or fewer): asked
-    /// of the page cache alone first.
-    Spread,
+    /// One of the burst after a lock change, while asleep: its page number is kept
+    /// ([`ReadAhead::record_burst_read`]), so that a wake later in the transaction can
+    /// follow the descent it slept through. On cached data the burst is a short
+    /// transaction's every read, so this costs a store: no clock, no probe.
+    Record,
+    /// Sampled: the read tells whether it reached the device (`file/rw.rs`: a whole
+    /// page is asked of the page cache alone first, a few header bytes are timed); and
+    /// recorded too when `record` (it falls in the burst and leaves read-ahead asleep).
+    Spread { record: bool },
 }
 
+#[cfg(test)]
 impl Sample {
-    /// Whether the read is sampled at all.
-    #[cfg(test)]
+    /// Whether the read is sampled (tells whether it reached the device).
     pub(crate) fn is_sampled(self) -> bool {
-        self != Sample::No
+        matches!(self, Sample::Spread { .. })
+    }
+
+    /// Whether the read's page number is kept for a replay.
+    pub(crate) fn is_recorded(self) -> bool {
+        matches!(self, Sample::Record | Sample::Spread { record: true })
     }
 }
+
+/// Most page numbers a burst keeps: its reads, and those up to and including the first
+/// sampled read after it (at most [`READS_PER_SAMPLE`] more, the stretch between samples
+/// being back to that at each lock change), so that a wake there replays every read since
+/// the lock change.
+pub(crate) const BURST_PAGES: usize =
+    READS_SAMPLED_AFTER_FORGET as usize + READS_PER_SAMPLE as usize;
 
 /// Bytes asked for and not yet read, summed over every file of the process.
 static PROCESS_OUTSTANDING_BYTES: AtomicU64 = AtomicU64::new(0);
@@ -506,8 +527,21 @@ pub(crate) struct ReadAhead {
     /// Samples taken asleep since the stretch last changed (each found its page cached:
     /// one that did not woke read-ahead, which resets the stretch).
     cached_samples: u32,
-    /// Reads still to sample, every one, since the paths were forgotten.
+    /// Reads of the burst still to come since the paths were forgotten.
     burst_samples: u32,
+    /// Woken since the last read followed: the next read may be a child of the path past
+    /// the next one (`locate`).
+    just_woke: bool,
+    /// Asleep, SQLite's reads are recorded ([`Sample::Record`]): from a lock change that
+    /// starts a burst until the first sampled read after the burst.
+    recording: bool,
+    /// Whole pages SQLite read asleep during the burst, in order, replayed at a wake
+    /// (`replay_burst`); emptied at every lock change.
+    burst_pages: [u32; BURST_PAGES],
+    burst_len: usize,
+    /// One page, for reading a recorded page again from the page cache (allocated at the
+    /// first replay, kept).
+    replay_page: Vec<u8>,
     /// Bursts granted since a read last went to the device, and the lock changes still to
     /// pass before the next burst (0 after a read went to the device). After
     /// [`QUIET_BURSTS_BEFORE_BACKOFF`] bursts the distance from one burst to the next
@@ -553,34 +587,66 @@ impl ReadAhead {
     /// [`MAX_READS_PER_SAMPLE`] after each [`CACHED_SAMPLES_BEFORE_STRETCH`] samples that
     /// found their pages cached, until the next lock change or device read; a statement
     /// that turns from cached to cold data mid-way wakes read-ahead within that many
-    /// reads), and, asleep, each of the first
+    /// reads); and, asleep, whether its page number should be recorded: each of the first
     /// [`READS_SAMPLED_AFTER_FORGET`] after the paths were forgotten (a lock change: a
-    /// transaction starts) when a burst is due. A query's first reads are its descents, the
-    /// root and interior pages SQLite then keeps in its own cache: read-ahead wakes in time
-    /// to see them, or it could not follow the query (nor map an index scan's rows) once
-    /// awake. A burst is due at every lock change at first and after any read that went to
-    /// the device; after [`QUIET_BURSTS_BEFORE_BACKOFF`] bursts that found their reads
-    /// cached, at one lock change in 2, 4, … up to [`MAX_FORGETS_BETWEEN_BURSTS`]: after a
-    /// long run of cached transactions, a query on cold data may wake read-ahead a few
-    /// reads into its scan (the one-in-[`READS_PER_SAMPLE`] samples), which then follows
-    /// the scan from its next interior page.
+    /// transaction starts) when a burst is due, and each after them up to and including
+    /// the next sampled one. A query's first reads are its descents, the root and interior
+    /// pages SQLite then keeps in its own cache: a wake replays them, or read-ahead could
+    /// not follow the query (nor map an index scan's rows). A burst is due at every lock
+    /// change at first and after any read that went to the device; after
+    /// [`QUIET_BURSTS_BEFORE_BACKOFF`] bursts that found their reads cached, at one lock
+    /// change in 2, 4, … up to [`MAX_FORGETS_BETWEEN_BURSTS`]: after a long run of cached
+    /// transactions, a query on cold data may wake read-ahead a few reads into its scan
+    /// with nothing recorded, and it then follows the scan from its next interior page.
     #[inline]
     pub(crate) fn sample_this_read(&mut self) -> Sample {
-        if !self.awake && self.burst_samples > 0 {
+        let recording = !self.awake && self.recording;
+        if recording && self.burst_samples > 0 {
             self.burst_samples -= 1;
-            return Sample::Burst;
         }
         if self.reads_until_sample > 0 {
             self.reads_until_sample -= 1;
-            return Sample::No;
+            return if recording {
+                Sample::Record
+            } else {
+                Sample::No
+            };
         }
-        self.sample_due()
+        self.sample_due(recording)
+    }
+
+    /// After SQLite's read of `len_bytes` at `offset` that [`Sample::Record`] (or a
+    /// `Spread` with `record`) named: keeps its page number, if it was a whole page and
+    /// read-ahead still sleeps. A later wake in the same transaction replays the kept
+    /// pages ([`ReadAhead::after_read`]).
+    #[inline]
+    pub(crate) fn record_burst_read(&mut self, offset: u64, len_bytes: usize) {
+        let Some(geometry) = self.geometry else {
+            return;
+        };
+        let page_bytes = geometry.page_size_bytes as u64;
+        if self.awake
+            || len_bytes as u64 != page_bytes
+            || !offset.is_multiple_of(page_bytes)
+            || self.burst_len >= BURST_PAGES
+        {
+            return;
+        }
+        let Ok(page_number) = u32::try_from(offset / page_bytes + 1) else {
+            return;
+        };
+        self.burst_pages[self.burst_len] = page_number;
+        self.burst_len += 1;
     }
 
     /// `sample_this_read` when the stretch between samples has run out: this read is
     /// sampled, and the next stretch set.
     #[inline(never)]
-    fn sample_due(&mut self) -> Sample {
+    fn sample_due(&mut self, recording: bool) -> Sample {
+        if recording && self.burst_samples == 0 {
+            // The first sampled read after the burst is the last one recorded.
+            self.recording = false;
+        }
         if !self.awake {
             self.cached_samples += 1;
             if self.cached_samples == CACHED_SAMPLES_BEFORE_STRETCH
@@ -592,7 +658,7 @@ impl ReadAhead {
         }
         assert!((READS_PER_SAMPLE..=MAX_READS_PER_SAMPLE).contains(&self.reads_per_sample));
         self.reads_until_sample = self.reads_per_sample - 1;
-        Sample::Spread
+        Sample::Spread { record: recording }
     }
 
     /// Samples one read in [`READS_PER_SAMPLE`] again (a lock change, a device read).
@@ -611,6 +677,7 @@ impl ReadAhead {
         self.forgets_until_burst = 0;
         if !self.awake {
             self.awake = true;
+            self.just_woke = true;
             self.note_uncached();
         }
     }
@@ -652,6 +719,11 @@ impl ReadAhead {
             reads_per_sample: READS_PER_SAMPLE,
             cached_samples: 0,
             burst_samples: 0,
+            recording: false,
+            just_woke: false,
+            burst_pages: [0; BURST_PAGES],
+            burst_len: 0,
+            replay_page: Vec::new(),
             quiet_bursts: 0,
             forgets_until_burst: 0,
             reads_since_uncached: 0,
@@ -667,8 +739,10 @@ impl ReadAhead {
     #[inline]
     pub(crate) fn forget(&mut self) {
         self.sample_closely();
+        self.burst_len = 0;
         if !self.awake && self.forgets_until_burst > 0 && self.forgotten {
             self.burst_samples = 0;
+            self.recording = false;
             self.forgets_until_burst -= 1;
             return;
         }
@@ -682,10 +756,12 @@ impl ReadAhead {
             // Awake, the data was cold a moment ago: a burst at every lock change once it
             // falls asleep, until bursts find it cached.
             self.burst_samples = READS_SAMPLED_AFTER_FORGET;
+            self.recording = true;
         } else if self.forgets_until_burst == 0 {
             // The bursts before this one found their reads cached (one that did not woke
             // read-ahead, which resets the count).
             self.burst_samples = READS_SAMPLED_AFTER_FORGET;
+            self.recording = true;
             self.quiet_bursts = self.quiet_bursts.saturating_add(1);
             let doublings = self
                 .quiet_bursts
@@ -694,6 +770,7 @@ impl ReadAhead {
             self.forgets_until_burst = (1 << doublings) - 1;
         } else {
             self.burst_samples = 0;
+            self.recording = false;
             self.forgets_until_burst -= 1;
         }
         if self.forgotten {
@@ -741,6 +818,52 @@ impl ReadAhead {
         if !self.awake {
             return;
         }
+        if self.burst_len > 0 {
+            self.replay_burst(geometry, source);
+            if !self.awake {
+                return;
+            }
+        }
+        self.follow(data, offset, geometry, source, false);
+    }
+
+    /// Just woken in a transaction whose first reads it slept through: follows the whole
+    /// pages the burst recorded, read again from the page cache (SQLite read them a moment
+    /// ago; one that is gone is skipped), as SQLite read them, so the descents they made
+    /// and the children read since are known before the read that woke it: its scan is
+    /// seen at once, and an index scan's table path, whose interior pages SQLite reads
+    /// once and then keeps, is learnt. Nothing is asked for while replaying: what comes
+    /// after those pages was read already, cached, and a batch of it would only teach the
+    /// cache checks that the scan's data is cached.
+    #[cold]
+    fn replay_burst(&mut self, geometry: Geometry, source: &mut impl PageSource) {
+        let recorded = self.burst_pages;
+        let count = std::mem::take(&mut self.burst_len);
+        let page_bytes = geometry.page_size_bytes as usize;
+        let mut page = std::mem::take(&mut self.replay_page);
+        page.resize(page_bytes, 0);
+        for &page_number in &recorded[..count] {
+            if !self.awake {
+                break;
+            }
+            if source.read_if_cached(page_number, &mut page) {
+                let offset = u64::from(page_number - 1) * page_bytes as u64;
+                self.follow(&page, offset, geometry, source, true);
+            }
+        }
+        self.replay_page = page;
+    }
+
+    /// `after_read` of a read made awake: follows it and, unless `replaying` an earlier
+    /// read (`replay_burst`), asks for what comes next.
+    fn follow(
+        &mut self,
+        data: &[u8],
+        offset: u64,
+        geometry: Geometry,
+        source: &mut impl PageSource,
+        replaying: bool,
+    ) {
         // Awake, the read may change what `forget` clears. (`set_geometry` above leaves
         // the state as a forget does.)
         self.forgotten = false;
@@ -765,7 +888,9 @@ impl ReadAhead {
         if self.page_count == 0 {
             self.page_count = source.page_count(geometry.page_size_bytes);
         }
-        self.follow_overflow_chain(data, page_number, geometry, source);
+        if !replaying {
+            self.follow_overflow_chain(data, page_number, geometry, source);
+        }
         // Checked once per read: `None` for a leaf or a page whose header is malformed.
         let view = btree_page::interior_view(data, page_number, geometry);
         let kind = btree_page::kind_hint(data, page_number);
@@ -790,7 +915,7 @@ impl ReadAhead {
                 // While row read-ahead feeds an index scan its table's leaves, SQLite's
                 // lookups are not a scan of the table, whatever two in a row look like.
                 let rows_table = self.rows.verified() && is_table_path(&self.levels[..self.depth]);
-                if !rows_table {
+                if !rows_table && !replaying {
                     // The deepest scanning level first: its pages are the ones read next.
                     for level in (0..self.depth).rev() {
                         self.top_up(level, geometry, source);
@@ -823,7 +948,10 @@ impl ReadAhead {
             Some(PageKind::TableInterior) => self.rows.note_table_interior(),
             _ => {}
         }
-        self.top_up_rows(geometry, source);
+        if !replaying {
+            self.top_up_rows(geometry, source);
+            self.just_woke = false;
+        }
         if !self.batch.is_empty() {
             source.prefetch(&self.batch, geometry.page_size_bytes);
         }
@@ -966,11 +1094,15 @@ impl ReadAhead {
                 })
             });
         }
-        if kind == Some(PageKind::IndexLeaf) {
+        if kind == Some(PageKind::IndexLeaf)
+            || (self.just_woke && kind == Some(PageKind::TableLeaf))
+        {
             // Read-ahead slept while SQLite went on (or SQLite jumped), and row read-ahead
             // needs the index leaves it reads: the deepest levels are searched whole.
             // Linear in their child counts; index leaves are a small part of an index
-            // scan's reads.
+            // scan's reads. So is the read that woke read-ahead: SQLite went on along the
+            // path a replay (`replay_burst`) or the time before sleeping left, past the
+            // last child it knows of.
             return self.on_either_path(|path, _| {
                 let deepest = path.len().checked_sub(1)?;
                 Some((deepest, Found::At(path[deepest].position_of(page_number)?)))
@@ -1384,6 +1516,7 @@ impl ReadAhead {
     /// no longer counted: nothing follows it while asleep.
     fn fall_asleep(&mut self) {
         self.awake = false;
+        self.burst_len = 0;
         for level in self.levels.iter_mut().chain(self.parked.iter_mut()) {
             level.issued_until = level.last_read.map_or(0, |i| i + 1);
             level.peeked.clear();
@@ -2655,12 +2788,26 @@ mod tests {
             readahead.sample_this_read();
         }
         readahead.forget();
-        for _ in 0..READS_SAMPLED_AFTER_FORGET {
-            assert_eq!(readahead.sample_this_read(), Sample::Burst);
-        }
-        let sampled = (0..READS_PER_SAMPLE * 4)
-            .filter(|_| readahead.sample_this_read().is_sampled())
-            .count();
+        // The burst's reads are all recorded, and one read in READS_PER_SAMPLE sampled
+        // among them as among any others (a lock change sampling the next at once).
+        let burst: Vec<Sample> = (0..READS_SAMPLED_AFTER_FORGET)
+            .map(|_| readahead.sample_this_read())
+            .collect();
+        assert!(burst.iter().all(|sample| sample.is_recorded()), "{burst:?}");
+        assert_eq!(burst[0], Sample::Spread { record: true });
+        assert!(burst[1..READS_PER_SAMPLE as usize]
+            .iter()
+            .all(|&sample| sample == Sample::Record));
+        let after: Vec<Sample> = (0..READS_PER_SAMPLE * 4)
+            .map(|_| readahead.sample_this_read())
+            .collect();
+        // Recorded up to and including the first sampled read after the burst.
+        assert_eq!(after[0], Sample::Spread { record: true }, "{after:?}");
+        assert!(
+            !after[1..].iter().any(|sample| sample.is_recorded()),
+            "{after:?}"
+        );
+        let sampled = after.iter().filter(|sample| sample.is_sampled()).count();
         assert_eq!(sampled, 4, "then one read in {READS_PER_SAMPLE}");
     }
 
@@ -2694,12 +2841,12 @@ mod tests {
             run.len() - at > 200,
             "most of the run at the longest stretch"
         );
-        // A lock change samples closely again (after its burst).
+        // A lock change samples closely again (its burst's reads are recorded, not
+        // sampled: the stretch is one read in READS_PER_SAMPLE from the first).
         readahead.forget();
         let after_forget = gaps(&mut readahead, 400);
-        let steady = &after_forget[READS_SAMPLED_AFTER_FORGET as usize..];
         assert!(
-            steady[..stretch - 1]
+            after_forget[..stretch - 1]
                 .iter()
                 .all(|&gap| gap == READS_PER_SAMPLE),
             "{after_forget:?}"
@@ -2716,20 +2863,25 @@ mod tests {
         );
     }
 
-    /// Reads sampled among the first `reads` after each of `transactions` lock changes.
+    /// Reads recorded, and reads sampled, among the first `reads` after each of
+    /// `transactions` lock changes.
     fn sampled_per_transaction(
         readahead: &mut ReadAhead,
         transactions: u32,
         reads: u32,
-    ) -> Vec<u32> {
+    ) -> (Vec<u32>, Vec<u32>) {
         (0..transactions)
             .map(|_| {
                 readahead.forget();
-                (0..reads)
-                    .filter(|_| readahead.sample_this_read().is_sampled())
-                    .count() as u32
+                let samples: Vec<Sample> =
+                    (0..reads).map(|_| readahead.sample_this_read()).collect();
+                let count = |f: fn(Sample) -> bool| samples.iter().filter(|&&x| f(x)).count();
+                (
+                    count(Sample::is_recorded) as u32,
+                    count(Sample::is_sampled) as u32,
+                )
             })
-            .collect()
+            .unzip()
     }
 
     #[test]
@@ -2739,7 +2891,7 @@ mod tests {
         // Lock changes each followed by 3 reads, all cached: a burst at each of the first
         // QUIET_BURSTS_BEFORE_BACKOFF + 1, then 2, 4 and 8 lock changes apart, then every
         // MAX_FORGETS_BETWEEN_BURSTS.
-        let sampled = sampled_per_transaction(&mut readahead, 200, 3);
+        let (sampled, probed) = sampled_per_transaction(&mut readahead, 200, 3);
         let bursts: Vec<usize> = (0..sampled.len()).filter(|&t| sampled[t] == 3).collect();
         let quiet = QUIET_BURSTS_BEFORE_BACKOFF as usize;
         assert_eq!(
@@ -2755,16 +2907,18 @@ mod tests {
             "{gaps:?}"
         );
         assert_eq!(gaps.last(), Some(&(MAX_FORGETS_BETWEEN_BURSTS as usize)));
-        // Between bursts, one read in READS_PER_SAMPLE is sampled still.
-        let between: u32 = sampled[100..124].iter().sum();
-        let bursts_between = bursts.iter().filter(|&&t| (100..124).contains(&t)).count() as u32;
-        assert_eq!(between - 3 * bursts_between, 24 * 3 / READS_PER_SAMPLE);
+        // Bursts or not, one read in READS_PER_SAMPLE is sampled.
+        let between: u32 = probed[100..124].iter().sum();
+        assert_eq!(between, 24 * 3 / READS_PER_SAMPLE);
         // A read that went to the device wakes it; asleep again, a burst at every lock
         // change until bursts find the data cached again.
         readahead.note_uncached_read();
         assert!(readahead.is_awake());
         readahead.fall_asleep();
-        assert_eq!(&sampled_per_transaction(&mut readahead, 4, 3)[..2], &[3, 3]);
+        assert_eq!(
+            &sampled_per_transaction(&mut readahead, 4, 3).0[..2],
+            &[3, 3]
+        );
     }
 
     #[test]
@@ -2794,6 +2948,76 @@ mod tests {
             }
             assert!(missed <= 3, "{missed} of {} reads missed", own.len() + 1);
         }
+    }
+
+    /// SQLite's read of `page` as `file/rw.rs` makes it: sampled or recorded as read-ahead
+    /// says, then followed.
+    fn read_as_sqlite(readahead: &mut ReadAhead, model: &mut Model, page: u32) {
+        let sample = readahead.sample_this_read();
+        read(readahead, model, page);
+        if sample.is_recorded() {
+            let offset = u64::from(page - 1) * u64::from(PAGE_BYTES);
+            readahead.record_burst_read(offset, PAGE_BYTES as usize);
+        }
+    }
+
+    #[test]
+    fn a_wake_follows_the_descent_the_burst_recorded_in_its_transaction_only() {
+        // A transaction descends root, parent and two leaves asleep (the burst records
+        // them), and the third leaf's read wakes read-ahead.
+        let run = |lock_change_before_wake: bool| {
+            let (mut model, parents, leaves) = two_level_tree(6, 40);
+            let mut readahead = ReadAhead::dormant();
+            read(&mut readahead, &mut model, 1);
+            readahead.forget();
+            for page in [2, parents[0], leaves[0][0], leaves[0][1]] {
+                read_as_sqlite(&mut readahead, &mut model, page);
+            }
+            assert!(!readahead.is_awake() && model.prefetched.is_empty());
+            if lock_change_before_wake {
+                readahead.forget();
+            }
+            readahead.note_uncached_read();
+            read(&mut readahead, &mut model, leaves[0][2]);
+            (model.prefetched, leaves[0].clone())
+        };
+        // The descent is replayed: the scan of the parent's leaves is known at once (from
+        // the replayed leaves on, the one being read included).
+        let (prefetched, leaves) = run(false);
+        let ahead = &leaves[3..3 + FIRST_WINDOW_PAGES];
+        assert!(
+            ahead.iter().all(|page| prefetched.contains(page)),
+            "{prefetched:?} lacks some of {ahead:?}"
+        );
+        assert!(prefetched.iter().all(|page| leaves[2..].contains(page)));
+        // A record does not outlive its transaction: woken after another lock change, the
+        // leaf alone shows no scan.
+        let (prefetched, _) = run(true);
+        assert!(prefetched.is_empty(), "{prefetched:?}");
+    }
+
+    #[test]
+    fn a_wake_after_the_record_ended_takes_up_the_scan_where_sqlite_is() {
+        // The burst recorded the descent and the first leaves; SQLite read on unrecorded
+        // (the data cached), and a later leaf's read wakes read-ahead.
+        let (mut model, parents, leaves) = two_level_tree(6, 40);
+        let mut readahead = ReadAhead::dormant();
+        read(&mut readahead, &mut model, 1);
+        readahead.forget();
+        for &page in [2, parents[0]].iter().chain(&leaves[0][..20]) {
+            read_as_sqlite(&mut readahead, &mut model, page);
+        }
+        assert!(readahead.burst_len < 22, "the record ended");
+        assert!(model.prefetched.is_empty());
+        readahead.note_uncached_read();
+        read(&mut readahead, &mut model, leaves[0][20]);
+        read(&mut readahead, &mut model, leaves[0][21]);
+        let ahead = &leaves[0][22..22 + FIRST_WINDOW_PAGES];
+        assert!(
+            ahead.iter().all(|page| model.prefetched.contains(page)),
+            "{:?} lacks some of {ahead:?}",
+            model.prefetched
+        );
     }
 
     #[test]

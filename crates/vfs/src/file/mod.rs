@@ -172,16 +172,17 @@ impl SizeCache {
 struct ReadAheadSide {
     btree: ReadAhead,
     prefetch_fd: PrefetchFd,
-    /// How a sampled read tells whether it reached the device (`rw.rs`,
-    /// `ReadAheadSide::sampled_read`): by reading from the page cache only first
-    /// (`RWF_NOWAIT`), or, where the file system refused that, by its duration.
+    /// Whether a sampled whole-page read may ask the page cache alone first (`rw.rs`,
+    /// `ReadAheadSide::sampled_read`, `RWF_NOWAIT`): false once the file system refused
+    /// it, and then every sampled read is timed and confirmed (`timed_read`).
     nowait_probe: bool,
     /// How long a sampled read must take to have reached the device.
     device_read: DeviceReadDurations,
 }
 
 /// How long a sampled read must take to count as a device read that wakes read-ahead
-/// (`rw.rs`): [`crate::readahead::DEVICE_READ`] when only its duration tells, and
+/// (`rw.rs`): [`crate::readahead::DEVICE_READ`] for a timed read (then confirmed by the
+/// thread's I/O accounting), and
 /// [`crate::readahead::DEVICE_READ_AFTER_MISS`] after the page cache said it lacked the
 /// bytes. The unit tests set both to zero, so what they assert does not depend on how fast
 /// their disk answers.

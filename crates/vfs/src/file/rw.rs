@@ -320,19 +320,26 @@ impl File {
 }
 
 impl ReadAheadSide {
-    /// SQLite's read of `buf` at `at`, as `pread_fully` makes it; sampled for read-ahead
-    /// when `ReadAhead::sample_this_read` says so. A sampled read of a whole page asks the
-    /// page cache first (`sampled_read`), but for the burst after a lock change, which on
-    /// cached data is every read of a short transaction: a probe costs a few hundred
-    /// nanoseconds more than a `pread` in a process that has made few (its kernel path is
-    /// not in the CPU's caches), so a burst's reads are timed (`timed_read`: two clock
-    /// reads through the vDSO). So is a read of a few header bytes (the change counter
-    /// SQLite reads at each rollback-mode transaction's start).
+    /// SQLite's read of `buf` at `at`, as `pread_fully` makes it, and what read-ahead asks
+    /// of it (`ReadAhead::sample_this_read`). A read of the burst after a lock change is
+    /// only recorded: on cached data the burst is a short transaction's every read, and
+    /// anything more than a store costs it (a probe, a few hundred nanoseconds more than a
+    /// `pread` in a process that has made few; two clock reads, about 50). A sampled read
+    /// of a whole page asks the page cache first (`sampled_read`); a sampled read of a few
+    /// header bytes (the change counter SQLite reads at each rollback-mode transaction's
+    /// start) is timed instead (`timed_read`).
     #[inline(always)]
     fn read(&mut self, fd: RawFd, buf: &mut [u8], at: u64) -> (Result<usize, i32>, u64) {
         match self.btree.sample_this_read() {
             Sample::No => pread_fully(fd, buf, at),
-            sample => self.sample(sample, fd, buf, at),
+            Sample::Record => {
+                let read = pread_fully(fd, buf, at);
+                if read.0 == Ok(buf.len()) {
+                    self.btree.record_burst_read(at, buf.len());
+                }
+                read
+            }
+            Sample::Spread { record } => self.sample(record, fd, buf, at),
         }
     }
 
@@ -340,16 +347,19 @@ impl ReadAheadSide {
     #[inline(never)]
     fn sample(
         &mut self,
-        sample: Sample,
+        record: bool,
         fd: RawFd,
         buf: &mut [u8],
         at: u64,
     ) -> (Result<usize, i32>, u64) {
-        match self.btree.page_size_bytes() {
+        let read = match self.btree.page_size_bytes() {
             Some(page_bytes) if page_bytes as usize != buf.len() => self.timed_read(fd, buf, at),
-            _ if sample == Sample::Burst => self.timed_read(fd, buf, at),
             _ => self.sampled_read(fd, buf, at),
+        };
+        if record && read.0 == Ok(buf.len()) {
+            self.btree.record_burst_read(at, buf.len());
         }
+        read
     }
 
     /// SQLite's read of `buf` at `at` when read-ahead samples it: the same bytes and result
@@ -613,23 +623,21 @@ mod tests {
     }
 
     #[test]
-    fn a_burst_read_is_timed_and_wakes_readahead_only_when_a_device_read_it() {
+    fn a_timed_read_wakes_readahead_only_when_a_device_read_it() {
         let file = file_of_pages(4);
         let fd = file.as_raw_fd();
         let mut page = [0u8; 4096];
         let mut side = side();
-        // A lock change: the next reads are the burst's.
-        side.btree.forget();
         // What the thread had read from devices before, so that only this test's reads count.
         device_was_read();
-        // Just written: cached. One `pread`, no probe; and however long it took (every read
-        // counts as slow here), it wakes nothing: no device read it.
-        assert_eq!(side.read(fd, &mut page, 4096), (Ok(4096), 1));
+        // Just written: cached. However long it took (every read counts as slow here), it
+        // wakes nothing: no device read it.
+        assert_eq!(side.timed_read(fd, &mut page, 4096), (Ok(4096), 1));
         assert_eq!(page, [1u8; 4096]);
         assert!(!side.btree.is_awake());
         // Evicted: the same single `pread` reads it from the device, which wakes read-ahead.
         evict(&file);
-        assert_eq!(side.read(fd, &mut page, 2 * 4096), (Ok(4096), 1));
+        assert_eq!(side.timed_read(fd, &mut page, 2 * 4096), (Ok(4096), 1));
         assert_eq!(page, [2u8; 4096]);
         assert!(side.btree.is_awake());
     }
