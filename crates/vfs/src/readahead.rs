@@ -48,8 +48,8 @@
 //! check of a flag and a counter, and a hot read that was merely slow does not wake it.
 //! A query's first reads are its descents, whose root and interior pages SQLite then
 //! keeps in its own cache, so read-ahead must learn them even if it wakes a few reads
-//! later: the page numbers of the first [`READS_SAMPLED_AFTER_FORGET`] reads after a lock
-//! change, and of those up to the next sampled read, are kept ([`Sample::Record`], a
+//! later: the page numbers of the first [`READS_RECORDED_AFTER_FORGET`] reads after a lock
+//! change are kept ([`Sample::Record`], a
 //! burst that backs off over runs of cached transactions), and a wake replays them from
 //! the page cache before the read that woke it ([`ReadAhead::after_read`]). It falls asleep
 //! again after [`READS_TO_SLEEP`] reads with no sign of the device. Awake, before a batch,
@@ -114,13 +114,15 @@ const _: () = assert!(MAX_READS_PER_SAMPLE.is_power_of_two() && READS_PER_SAMPLE
 pub(crate) const CACHED_SAMPLES_BEFORE_STRETCH: u32 = 32;
 /// Asleep, every one of this many reads after the paths were forgotten is recorded (its
 /// page number kept for a replay at a wake), at the lock changes a burst is due at
-/// ([`MAX_FORGETS_BETWEEN_BURSTS`]).
-pub(crate) const READS_SAMPLED_AFTER_FORGET: u32 = 8;
-/// Asleep, a burst of samples is due at every lock change until this many bursts in a row
-/// found their reads cached; from then on the lock changes from one burst to the next
+/// ([`MAX_FORGETS_BETWEEN_BURSTS`]): a descent or two and the first children read, past
+/// the first sampled reads, which a page the kernel's own read-ahead brought in may leave
+/// asleep.
+pub(crate) const READS_RECORDED_AFTER_FORGET: u32 = 16;
+/// Asleep, a burst (its reads recorded) is due at every lock change until this many
+/// bursts in a row saw no wake; from then on the lock changes from one burst to the next
 /// double with each burst, up to [`MAX_FORGETS_BETWEEN_BURSTS`].
 pub(crate) const QUIET_BURSTS_BEFORE_BACKOFF: u32 = 32;
-/// Most lock changes from one burst of samples to the next (a rollback-mode read
+/// Most lock changes from one burst to the next (a rollback-mode read
 /// transaction makes two); a power of two, reached by doubling from one.
 pub(crate) const MAX_FORGETS_BETWEEN_BURSTS: u32 = 16;
 const _: () = assert!(MAX_FORGETS_BETWEEN_BURSTS.is_power_of_two());
@@ -168,12 +170,8 @@ impl Sample {
     }
 }
 
-/// Most page numbers a burst keeps: its reads, and those up to and including the first
-/// sampled read after it (at most [`READS_PER_SAMPLE`] more, the stretch between samples
-/// being back to that at each lock change), so that a wake there replays every read since
-/// the lock change.
-pub(crate) const BURST_PAGES: usize =
-    READS_SAMPLED_AFTER_FORGET as usize + READS_PER_SAMPLE as usize;
+/// Most page numbers a burst keeps: its reads.
+pub(crate) const BURST_PAGES: usize = READS_RECORDED_AFTER_FORGET as usize;
 
 /// Bytes asked for and not yet read, summed over every file of the process.
 static PROCESS_OUTSTANDING_BYTES: AtomicU64 = AtomicU64::new(0);
@@ -532,9 +530,6 @@ pub(crate) struct ReadAhead {
     /// Woken since the last read followed: the next read may be a child of the path past
     /// the next one (`locate`).
     just_woke: bool,
-    /// Asleep, SQLite's reads are recorded ([`Sample::Record`]): from a lock change that
-    /// starts a burst until the first sampled read after the burst.
-    recording: bool,
     /// Whole pages SQLite read asleep during the burst, in order, replayed at a wake
     /// (`replay_burst`); emptied at every lock change.
     burst_pages: [u32; BURST_PAGES],
@@ -555,7 +550,7 @@ pub(crate) struct ReadAhead {
     reads_since_uncached: u32,
     /// Nothing was learnt since the paths were last forgotten: no read reached
     /// [`ReadAhead::after_read`] awake, the only place paths, rows, chains and outstanding
-    /// counts change. Forgetting again is then the burst of samples alone: a transaction
+    /// counts change. Forgetting again is then the burst's bookkeeping alone: a transaction
     /// of a file whose read-ahead sleeps, or one that read nothing (a WAL-mode read
     /// served from the WAL or from SQLite's cache), takes and drops its locks for free.
     forgotten: bool,
@@ -588,9 +583,8 @@ impl ReadAhead {
     /// found their pages cached, until the next lock change or device read; a statement
     /// that turns from cached to cold data mid-way wakes read-ahead within that many
     /// reads); and, asleep, whether its page number should be recorded: each of the first
-    /// [`READS_SAMPLED_AFTER_FORGET`] after the paths were forgotten (a lock change: a
-    /// transaction starts) when a burst is due, and each after them up to and including
-    /// the next sampled one. A query's first reads are its descents, the root and interior
+    /// [`READS_RECORDED_AFTER_FORGET`] after the paths were forgotten (a lock change: a
+    /// transaction starts) when a burst is due. A query's first reads are its descents, the root and interior
     /// pages SQLite then keeps in its own cache: a wake replays them, or read-ahead could
     /// not follow the query (nor map an index scan's rows). A burst is due at every lock
     /// change at first and after any read that went to the device; after
@@ -600,8 +594,8 @@ impl ReadAhead {
     /// with nothing recorded, and it then follows the scan from its next interior page.
     #[inline]
     pub(crate) fn sample_this_read(&mut self) -> Sample {
-        let recording = !self.awake && self.recording;
-        if recording && self.burst_samples > 0 {
+        let recording = !self.awake && self.burst_samples > 0;
+        if recording {
             self.burst_samples -= 1;
         }
         if self.reads_until_sample > 0 {
@@ -643,10 +637,6 @@ impl ReadAhead {
     /// sampled, and the next stretch set.
     #[inline(never)]
     fn sample_due(&mut self, recording: bool) -> Sample {
-        if recording && self.burst_samples == 0 {
-            // The first sampled read after the burst is the last one recorded.
-            self.recording = false;
-        }
         if !self.awake {
             self.cached_samples += 1;
             if self.cached_samples == CACHED_SAMPLES_BEFORE_STRETCH
@@ -719,7 +709,6 @@ impl ReadAhead {
             reads_per_sample: READS_PER_SAMPLE,
             cached_samples: 0,
             burst_samples: 0,
-            recording: false,
             just_woke: false,
             burst_pages: [0; BURST_PAGES],
             burst_len: 0,
@@ -742,7 +731,6 @@ impl ReadAhead {
         self.burst_len = 0;
         if !self.awake && self.forgets_until_burst > 0 && self.forgotten {
             self.burst_samples = 0;
-            self.recording = false;
             self.forgets_until_burst -= 1;
             return;
         }
@@ -755,13 +743,11 @@ impl ReadAhead {
         if self.awake {
             // Awake, the data was cold a moment ago: a burst at every lock change once it
             // falls asleep, until bursts find it cached.
-            self.burst_samples = READS_SAMPLED_AFTER_FORGET;
-            self.recording = true;
+            self.burst_samples = READS_RECORDED_AFTER_FORGET;
         } else if self.forgets_until_burst == 0 {
             // The bursts before this one found their reads cached (one that did not woke
             // read-ahead, which resets the count).
-            self.burst_samples = READS_SAMPLED_AFTER_FORGET;
-            self.recording = true;
+            self.burst_samples = READS_RECORDED_AFTER_FORGET;
             self.quiet_bursts = self.quiet_bursts.saturating_add(1);
             let doublings = self
                 .quiet_bursts
@@ -770,7 +756,6 @@ impl ReadAhead {
             self.forgets_until_burst = (1 << doublings) - 1;
         } else {
             self.burst_samples = 0;
-            self.recording = false;
             self.forgets_until_burst -= 1;
         }
         if self.forgotten {
@@ -2790,7 +2775,7 @@ mod tests {
         readahead.forget();
         // The burst's reads are all recorded, and one read in READS_PER_SAMPLE sampled
         // among them as among any others (a lock change sampling the next at once).
-        let burst: Vec<Sample> = (0..READS_SAMPLED_AFTER_FORGET)
+        let burst: Vec<Sample> = (0..READS_RECORDED_AFTER_FORGET)
             .map(|_| readahead.sample_this_read())
             .collect();
         assert!(burst.iter().all(|sample| sample.is_recorded()), "{burst:?}");
@@ -2801,10 +2786,8 @@ mod tests {
         let after: Vec<Sample> = (0..READS_PER_SAMPLE * 4)
             .map(|_| readahead.sample_this_read())
             .collect();
-        // Recorded up to and including the first sampled read after the burst.
-        assert_eq!(after[0], Sample::Spread { record: true }, "{after:?}");
         assert!(
-            !after[1..].iter().any(|sample| sample.is_recorded()),
+            !after.iter().any(|sample| sample.is_recorded()),
             "{after:?}"
         );
         let sampled = after.iter().filter(|sample| sample.is_sampled()).count();

@@ -1,8 +1,9 @@
 //! What read-ahead asks the kernel about a file's page cache: whether a range is cached
 //! (`cachestat(2)`), a read that never waits for the device (`preadv2(RWF_NOWAIT)`), the
-//! file's size, and whether the thread's reads reached a device (`getrusage`). None of these is a call os_unix.c makes, so they bypass the
-//! system-call table: a test that fails SQLite's calls is not affected by read-ahead's,
-//! and a failure here only forgoes read-ahead.
+//! file's size, and whether the thread's reads reached a device (`getrusage`). None of
+//! these is a call os_unix.c makes, so they bypass the system-call table: a test that
+//! fails SQLite's calls is not affected by read-ahead's, and a failure here only forgoes
+//! read-ahead.
 
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
