@@ -149,24 +149,25 @@ pub(crate) enum Sample {
     /// One of the burst after a lock change, while asleep: its page number is kept
     /// ([`ReadAhead::record_burst_read`]), so that a wake later in the transaction can
     /// follow the descent it slept through. On cached data the burst is a short
-    /// transaction's every read, so this costs a store: no clock, no probe.
+    /// transaction's every read, so this costs a store: no clock, no probe (nor is a
+    /// read of the burst sampled: a probe among a short transaction's few reads is a few
+    /// percent of its time in a process that has made few).
     Record,
     /// Sampled: the read tells whether it reached the device (`file/rw.rs`: a whole
-    /// page is asked of the page cache alone first, a few header bytes are timed); and
-    /// recorded too when `record` (it falls in the burst and leaves read-ahead asleep).
-    Spread { record: bool },
+    /// page is asked of the page cache alone first, a few header bytes are timed).
+    Spread,
 }
 
 #[cfg(test)]
 impl Sample {
     /// Whether the read is sampled (tells whether it reached the device).
     pub(crate) fn is_sampled(self) -> bool {
-        matches!(self, Sample::Spread { .. })
+        self == Sample::Spread
     }
 
     /// Whether the read's page number is kept for a replay.
     pub(crate) fn is_recorded(self) -> bool {
-        matches!(self, Sample::Record | Sample::Spread { record: true })
+        self == Sample::Record
     }
 }
 
@@ -594,24 +595,19 @@ impl ReadAhead {
     /// with nothing recorded, and it then follows the scan from its next interior page.
     #[inline]
     pub(crate) fn sample_this_read(&mut self) -> Sample {
-        let recording = !self.awake && self.burst_samples > 0;
-        if recording {
+        if !self.awake && self.burst_samples > 0 {
             self.burst_samples -= 1;
+            return Sample::Record;
         }
         if self.reads_until_sample > 0 {
             self.reads_until_sample -= 1;
-            return if recording {
-                Sample::Record
-            } else {
-                Sample::No
-            };
+            return Sample::No;
         }
-        self.sample_due(recording)
+        self.sample_due()
     }
 
-    /// After SQLite's read of `len_bytes` at `offset` that [`Sample::Record`] (or a
-    /// `Spread` with `record`) named: keeps its page number, if it was a whole page and
-    /// read-ahead still sleeps. A later wake in the same transaction replays the kept
+    /// After SQLite's read of `len_bytes` at `offset` that [`Sample::Record`] named: keeps
+    /// its page number, if it was a whole page. A later wake in the same transaction replays the kept
     /// pages ([`ReadAhead::after_read`]).
     #[inline]
     pub(crate) fn record_burst_read(&mut self, offset: u64, len_bytes: usize) {
@@ -636,7 +632,7 @@ impl ReadAhead {
     /// `sample_this_read` when the stretch between samples has run out: this read is
     /// sampled, and the next stretch set.
     #[inline(never)]
-    fn sample_due(&mut self, recording: bool) -> Sample {
+    fn sample_due(&mut self) -> Sample {
         if !self.awake {
             self.cached_samples += 1;
             if self.cached_samples == CACHED_SAMPLES_BEFORE_STRETCH
@@ -648,7 +644,7 @@ impl ReadAhead {
         }
         assert!((READS_PER_SAMPLE..=MAX_READS_PER_SAMPLE).contains(&self.reads_per_sample));
         self.reads_until_sample = self.reads_per_sample - 1;
-        Sample::Spread { record: recording }
+        Sample::Spread
     }
 
     /// Samples one read in [`READS_PER_SAMPLE`] again (a lock change, a device read).
@@ -2773,16 +2769,10 @@ mod tests {
             readahead.sample_this_read();
         }
         readahead.forget();
-        // The burst's reads are all recorded, and one read in READS_PER_SAMPLE sampled
-        // among them as among any others (a lock change sampling the next at once).
-        let burst: Vec<Sample> = (0..READS_RECORDED_AFTER_FORGET)
-            .map(|_| readahead.sample_this_read())
-            .collect();
-        assert!(burst.iter().all(|sample| sample.is_recorded()), "{burst:?}");
-        assert_eq!(burst[0], Sample::Spread { record: true });
-        assert!(burst[1..READS_PER_SAMPLE as usize]
-            .iter()
-            .all(|&sample| sample == Sample::Record));
+        // The burst's reads are all recorded, none sampled.
+        for _ in 0..READS_RECORDED_AFTER_FORGET {
+            assert_eq!(readahead.sample_this_read(), Sample::Record);
+        }
         let after: Vec<Sample> = (0..READS_PER_SAMPLE * 4)
             .map(|_| readahead.sample_this_read())
             .collect();

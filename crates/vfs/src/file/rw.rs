@@ -324,7 +324,7 @@ impl ReadAheadSide {
     /// of it (`ReadAhead::sample_this_read`). A read of the burst after a lock change is
     /// only recorded: on cached data the burst is a short transaction's every read, and
     /// anything more than a store costs it (a probe, a few hundred nanoseconds more than a
-    /// `pread` in a process that has made few; two clock reads, about 50). A sampled read
+    /// `pread` in a process that has made few; two clock reads, about 50 ns). A sampled read
     /// of a whole page asks the page cache first (`sampled_read`); a sampled read of a few
     /// header bytes (the change counter SQLite reads at each rollback-mode transaction's
     /// start) is timed instead (`timed_read`).
@@ -339,27 +339,17 @@ impl ReadAheadSide {
                 }
                 read
             }
-            Sample::Spread { record } => self.sample(record, fd, buf, at),
+            Sample::Spread => self.sample(fd, buf, at),
         }
     }
 
     /// `read` of a sampled read.
     #[inline(never)]
-    fn sample(
-        &mut self,
-        record: bool,
-        fd: RawFd,
-        buf: &mut [u8],
-        at: u64,
-    ) -> (Result<usize, i32>, u64) {
-        let read = match self.btree.page_size_bytes() {
+    fn sample(&mut self, fd: RawFd, buf: &mut [u8], at: u64) -> (Result<usize, i32>, u64) {
+        match self.btree.page_size_bytes() {
             Some(page_bytes) if page_bytes as usize != buf.len() => self.timed_read(fd, buf, at),
             _ => self.sampled_read(fd, buf, at),
-        };
-        if record && read.0 == Ok(buf.len()) {
-            self.btree.record_burst_read(at, buf.len());
         }
-        read
     }
 
     /// SQLite's read of `buf` at `at` when read-ahead samples it: the same bytes and result
