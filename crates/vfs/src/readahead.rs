@@ -49,9 +49,9 @@
 //! A query's first reads are its descents, whose root and interior pages SQLite then
 //! keeps in its own cache, so read-ahead must learn them even if it wakes a few reads
 //! later: the page numbers of the first [`READS_RECORDED_AFTER_FORGET`] reads after a lock
-//! change are kept ([`Sample::Record`], a
-//! burst that backs off over runs of cached transactions), and a wake replays them from
-//! the page cache before the read that woke it ([`ReadAhead::after_read`]). It falls asleep
+//! change are kept ([`Sample::Record`], a burst that backs off over runs of cached
+//! transactions), and a wake replays them from the page cache before the read that woke
+//! it ([`ReadAhead::after_read`]). It falls asleep
 //! again after [`READS_TO_SLEEP`] reads with no sign of the device. Awake, before a batch,
 //! the first pages it would ask for (up to [`BATCH_CACHE_CHECKS`]) are checked with
 //! [`PageSource::is_cached`] (`cachestat(2)`, no I/O): when the kernel already has them
@@ -585,11 +585,11 @@ impl ReadAhead {
     /// that turns from cached to cold data mid-way wakes read-ahead within that many
     /// reads); and, asleep, whether its page number should be recorded: each of the first
     /// [`READS_RECORDED_AFTER_FORGET`] after the paths were forgotten (a lock change: a
-    /// transaction starts) when a burst is due. A query's first reads are its descents, the root and interior
-    /// pages SQLite then keeps in its own cache: a wake replays them, or read-ahead could
-    /// not follow the query (nor map an index scan's rows). A burst is due at every lock
-    /// change at first and after any read that went to the device; after
-    /// [`QUIET_BURSTS_BEFORE_BACKOFF`] bursts that found their reads cached, at one lock
+    /// transaction starts) when a burst is due. A query's first reads are its descents,
+    /// the root and interior pages SQLite then keeps in its own cache: a wake replays
+    /// them, or read-ahead could not follow the query (nor map an index scan's rows). A
+    /// burst is due at every lock change at first and after any read that went to the
+    /// device; after [`QUIET_BURSTS_BEFORE_BACKOFF`] bursts that saw no wake, at one lock
     /// change in 2, 4, … up to [`MAX_FORGETS_BETWEEN_BURSTS`]: after a long run of cached
     /// transactions, a query on cold data may wake read-ahead a few reads into its scan
     /// with nothing recorded, and it then follows the scan from its next interior page.
@@ -607,8 +607,8 @@ impl ReadAhead {
     }
 
     /// After SQLite's read of `len_bytes` at `offset` that [`Sample::Record`] named: keeps
-    /// its page number, if it was a whole page. A later wake in the same transaction replays the kept
-    /// pages ([`ReadAhead::after_read`]).
+    /// its page number, if it was a whole page. A later wake in the same transaction
+    /// replays the kept pages ([`ReadAhead::after_read`]).
     #[inline]
     pub(crate) fn record_burst_read(&mut self, offset: u64, len_bytes: usize) {
         let Some(geometry) = self.geometry else {

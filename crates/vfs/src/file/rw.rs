@@ -563,23 +563,45 @@ mod tests {
         assert_eq!(advise(file.as_raw_fd(), libc::POSIX_FADV_DONTNEED), 0);
     }
 
-    #[test]
-    fn a_sampled_read_wakes_readahead_only_when_its_pages_were_not_cached() {
+    /// A read of one page of a new file through `read`, cached and then evicted: it wakes
+    /// read-ahead only when a device read the page, however long the read took (every
+    /// read counts as slow here), in `calls_cached` and `calls_evicted` system calls.
+    fn wakes_only_on_device_reads(read: ReadWith, calls_cached: u64, calls_evicted: u64) {
         let file = file_of_pages(4);
         let fd = file.as_raw_fd();
         let mut page = [0u8; 4096];
-        // Just written: cached. However long the read takes, it wakes nothing.
-        let mut cached = side();
-        assert_eq!(cached.sampled_read(fd, &mut page, 4096), (Ok(4096), 1));
+        let mut side = side();
+        // What the thread had read from devices before, so that only this test's reads count.
+        device_was_read();
+        // Just written: cached.
+        assert_eq!(
+            read(&mut side, fd, &mut page, 4096),
+            (Ok(4096), calls_cached)
+        );
         assert_eq!(page, [1u8; 4096]);
-        assert!(!cached.btree.is_awake());
-        // Evicted: the page cache is asked (EAGAIN), then the table's pread reads it.
+        assert!(!side.btree.is_awake());
         evict(&file);
-        let mut cold = side();
-        assert_eq!(cold.sampled_read(fd, &mut page, 2 * 4096), (Ok(4096), 2));
+        assert_eq!(
+            read(&mut side, fd, &mut page, 2 * 4096),
+            (Ok(4096), calls_evicted)
+        );
         assert_eq!(page, [2u8; 4096]);
-        assert!(cold.btree.is_awake());
-        assert!(cold.nowait_probe);
+        assert!(side.btree.is_awake());
+        assert!(side.nowait_probe);
+    }
+
+    type ReadWith = fn(&mut ReadAheadSide, RawFd, &mut [u8], u64) -> (Result<usize, i32>, u64);
+
+    #[test]
+    fn a_sampled_read_wakes_readahead_only_when_its_pages_were_not_cached() {
+        // Evicted: the page cache is asked (EAGAIN), then the table's pread reads it.
+        wakes_only_on_device_reads(ReadAheadSide::sampled_read, 1, 2);
+    }
+
+    #[test]
+    fn a_timed_read_wakes_readahead_only_when_a_device_read_it() {
+        // The thread's I/O accounting tells a device read from a slow cached one.
+        wakes_only_on_device_reads(ReadAheadSide::timed_read, 1, 1);
     }
 
     #[test]
@@ -610,26 +632,6 @@ mod tests {
         assert_eq!(&two[..4096], &[0u8; 4096][..]);
         assert_eq!(&two[4096..], &[1u8; 4096][..]);
         assert!(partly.btree.is_awake());
-    }
-
-    #[test]
-    fn a_timed_read_wakes_readahead_only_when_a_device_read_it() {
-        let file = file_of_pages(4);
-        let fd = file.as_raw_fd();
-        let mut page = [0u8; 4096];
-        let mut side = side();
-        // What the thread had read from devices before, so that only this test's reads count.
-        device_was_read();
-        // Just written: cached. However long it took (every read counts as slow here), it
-        // wakes nothing: no device read it.
-        assert_eq!(side.timed_read(fd, &mut page, 4096), (Ok(4096), 1));
-        assert_eq!(page, [1u8; 4096]);
-        assert!(!side.btree.is_awake());
-        // Evicted: the same single `pread` reads it from the device, which wakes read-ahead.
-        evict(&file);
-        assert_eq!(side.timed_read(fd, &mut page, 2 * 4096), (Ok(4096), 1));
-        assert_eq!(page, [2u8; 4096]);
-        assert!(side.btree.is_awake());
     }
 
     #[test]
