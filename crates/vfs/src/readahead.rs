@@ -482,7 +482,7 @@ pub(crate) struct ReadAhead {
     rows: Rows,
     /// The batch being built (capacity: the largest window).
     batch: Vec<u32>,
-    /// One page, for reading a sibling from the cache.
+    /// One page, for reading a sibling from the cache (or a recorded page, in a replay).
     peek_page: Vec<u8>,
     /// Bytes this file has asked for and not yet read (its share of the process total).
     outstanding_bytes: u64,
@@ -527,7 +527,7 @@ pub(crate) struct ReadAhead {
     /// one that did not woke read-ahead, which resets the stretch).
     cached_samples: u32,
     /// Reads of the burst still to come since the paths were forgotten.
-    burst_samples: u32,
+    burst_reads: u32,
     /// Woken since the last read followed: the next read may be a child of the path past
     /// the next one (`locate`).
     just_woke: bool,
@@ -535,9 +535,6 @@ pub(crate) struct ReadAhead {
     /// (`replay_burst`); emptied at every lock change.
     burst_pages: [u32; BURST_PAGES],
     burst_len: usize,
-    /// One page, for reading a recorded page again from the page cache (allocated at the
-    /// first replay, kept).
-    replay_page: Vec<u8>,
     /// Bursts granted since a read last went to the device, and the lock changes still to
     /// pass before the next burst (0 after a read went to the device). After
     /// [`QUIET_BURSTS_BEFORE_BACKOFF`] bursts the distance from one burst to the next
@@ -595,8 +592,8 @@ impl ReadAhead {
     /// with nothing recorded, and it then follows the scan from its next interior page.
     #[inline]
     pub(crate) fn sample_this_read(&mut self) -> Sample {
-        if !self.awake && self.burst_samples > 0 {
-            self.burst_samples -= 1;
+        if !self.awake && self.burst_reads > 0 {
+            self.burst_reads -= 1;
             return Sample::Record;
         }
         if self.reads_until_sample > 0 {
@@ -614,9 +611,9 @@ impl ReadAhead {
         let Some(geometry) = self.geometry else {
             return;
         };
+        debug_assert!(!self.awake, "a read recorded awake");
         let page_bytes = geometry.page_size_bytes as u64;
-        if self.awake
-            || len_bytes as u64 != page_bytes
+        if len_bytes as u64 != page_bytes
             || !offset.is_multiple_of(page_bytes)
             || self.burst_len >= BURST_PAGES
         {
@@ -704,11 +701,10 @@ impl ReadAhead {
             reads_until_sample: 0,
             reads_per_sample: READS_PER_SAMPLE,
             cached_samples: 0,
-            burst_samples: 0,
+            burst_reads: 0,
             just_woke: false,
             burst_pages: [0; BURST_PAGES],
             burst_len: 0,
-            replay_page: Vec::new(),
             quiet_bursts: 0,
             forgets_until_burst: 0,
             reads_since_uncached: 0,
@@ -726,7 +722,7 @@ impl ReadAhead {
         self.sample_closely();
         self.burst_len = 0;
         if !self.awake && self.forgets_until_burst > 0 && self.forgotten {
-            self.burst_samples = 0;
+            self.burst_reads = 0;
             self.forgets_until_burst -= 1;
             return;
         }
@@ -739,11 +735,11 @@ impl ReadAhead {
         if self.awake {
             // Awake, the data was cold a moment ago: a burst at every lock change once it
             // falls asleep, until bursts find it cached.
-            self.burst_samples = READS_RECORDED_AFTER_FORGET;
+            self.burst_reads = READS_RECORDED_AFTER_FORGET;
         } else if self.forgets_until_burst == 0 {
             // The bursts before this one found their reads cached (one that did not woke
             // read-ahead, which resets the count).
-            self.burst_samples = READS_RECORDED_AFTER_FORGET;
+            self.burst_reads = READS_RECORDED_AFTER_FORGET;
             self.quiet_bursts = self.quiet_bursts.saturating_add(1);
             let doublings = self
                 .quiet_bursts
@@ -751,7 +747,7 @@ impl ReadAhead {
                 .min(MAX_FORGETS_BETWEEN_BURSTS.ilog2());
             self.forgets_until_burst = (1 << doublings) - 1;
         } else {
-            self.burst_samples = 0;
+            self.burst_reads = 0;
             self.forgets_until_burst -= 1;
         }
         if self.forgotten {
@@ -821,8 +817,14 @@ impl ReadAhead {
         let recorded = self.burst_pages;
         let count = std::mem::take(&mut self.burst_len);
         let page_bytes = geometry.page_size_bytes as usize;
-        let mut page = std::mem::take(&mut self.replay_page);
-        page.resize(page_bytes, 0);
+        // The sibling page's buffer is free: a replay asks for nothing, so it never reaches
+        // into a next sibling (`reach_into_next_sibling`, `top_up`'s), its only user.
+        let mut page = std::mem::take(&mut self.peek_page);
+        assert_eq!(
+            page.len(),
+            page_bytes,
+            "the page buffer follows the geometry"
+        );
         for &page_number in &recorded[..count] {
             if !self.awake {
                 break;
@@ -832,7 +834,7 @@ impl ReadAhead {
                 self.follow(&page, offset, geometry, source, true);
             }
         }
-        self.replay_page = page;
+        self.peek_page = page;
     }
 
     /// `after_read` of a read made awake: follows it and, unless `replaying` an earlier
