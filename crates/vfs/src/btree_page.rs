@@ -133,6 +133,20 @@ impl Geometry {
         geometry.is_valid().then_some(geometry)
     }
 
+    /// The page number of a read of `len_bytes` at `offset` that is one whole page (the
+    /// first page is 1); `None` for any other read, or for a page past 2^32 - 1. The page
+    /// size is a power of two (`is_valid`): a mask and a shift, no division, since it is
+    /// asked at every read read-ahead records or follows.
+    #[inline]
+    pub(crate) fn whole_page_at(self, offset: u64, len_bytes: usize) -> Option<u32> {
+        let page_bytes = u64::from(self.page_size_bytes);
+        debug_assert!(page_bytes.is_power_of_two(), "a geometry is valid");
+        if len_bytes as u64 != page_bytes || offset & (page_bytes - 1) != 0 {
+            return None;
+        }
+        u32::try_from((offset >> page_bytes.trailing_zeros()) + 1).ok()
+    }
+
     /// Bytes reserved at the end of every page.
     pub(crate) fn reserved_bytes(self) -> u32 {
         self.page_size_bytes.saturating_sub(self.usable_bytes)

@@ -467,8 +467,66 @@ enum Found {
     Pending,
 }
 
+/// What read-ahead reads and writes at each of SQLite's reads and lock changes while
+/// asleep (the sampling pace, the burst and its record, the header bytes page 1 is
+/// compared with), kept apart from the paths and batches it uses awake: on cached data a
+/// short transaction's every read passes through here, and each cache line it touches
+/// is one more a new process may have to fetch from memory. The counters and flags share
+/// the first line with the record's first offsets; a short transaction's record ends in
+/// the second.
+#[repr(C, align(64))]
+struct Watch {
+    /// The header bytes `geometry` was read from ([`header_geometry_word`]): page 1 read
+    /// again with the same bytes there cannot change it, and asleep it is not parsed again
+    /// (SQLite reads page 1 at the start of most transactions).
+    header_word: u64,
+    /// The length of a whole-page read of the current geometry: what a read must be to be
+    /// recorded (`usize::MAX`, which no read is, until the geometry is known). Kept beside
+    /// the geometry so recording a read is a comparison and a store.
+    whole_page_read_bytes: u32,
+    /// Reads of the burst still to come since the paths were forgotten.
+    burst_reads: u32,
+    burst_len: u32,
+    /// Reads to let pass unsampled before the next sampled one.
+    reads_until_sample: u32,
+    /// The stretch from one sampled read to the next: [`READS_PER_SAMPLE`], doubled up to
+    /// [`MAX_READS_PER_SAMPLE`] while asleep samples keep finding their pages cached.
+    reads_per_sample: u32,
+    /// Samples taken asleep since the stretch last changed (each found its page cached:
+    /// one that did not woke read-ahead, which resets the stretch).
+    cached_samples: u32,
+    forgets_until_burst: u32,
+    /// Bursts granted since a read last went to the device, and the lock changes still to
+    /// pass before the next burst (0 after a read went to the device). After
+    /// [`QUIET_BURSTS_BEFORE_BACKOFF`] bursts the distance from one burst to the next
+    /// doubles with each burst up to [`MAX_FORGETS_BETWEEN_BURSTS`], so a long run of
+    /// transactions of cached data (point lookups, each its own transaction) stops paying
+    /// a probe or a timed read per transaction.
+    quiet_bursts: u32,
+    /// Following the file's reads. A file whose reads can be told cached or not as SQLite
+    /// makes them ([`ReadAhead::dormant`]) starts asleep and wakes at its first read the
+    /// kernel did not have cached ([`ReadAhead::note_uncached_read`]); it falls asleep
+    /// again when its cache checks keep finding the pages cached. Asleep, a read costs
+    /// nothing but the check of this flag.
+    awake: bool,
+    /// Nothing was learnt since the paths were last forgotten: no read reached
+    /// [`ReadAhead::after_read`] awake, the only place paths, rows, chains and outstanding
+    /// counts change. Forgetting again is then the burst's bookkeeping alone: a transaction
+    /// of a file whose read-ahead sleeps, or one that read nothing (a WAL-mode read
+    /// served from the WAL or from SQLite's cache), takes and drops its locks for free.
+    forgotten: bool,
+    /// The offsets of the whole pages SQLite read asleep during the burst, in order,
+    /// replayed at a wake (`replay_burst`); emptied at every lock change and geometry
+    /// change.
+    burst_offsets: [u64; BURST_PAGES],
+}
+
+const _: () = assert!(std::mem::offset_of!(Watch, burst_offsets) + 8 <= 64);
+
 /// The read-ahead state of one open main database.
 pub(crate) struct ReadAhead {
+    /// What a read and a lock change touch asleep, packed (`Watch`).
+    watch: Watch,
     geometry: Option<Geometry>,
     /// `levels[..depth]` is the path, root first; deeper entries keep their allocations.
     levels: Vec<Level>,
@@ -510,54 +568,32 @@ pub(crate) struct ReadAhead {
     cached_checks_in_row: u32,
     /// The read before this one pushed the deepest level of the path.
     deepest_just_entered: bool,
-    /// Following the file's reads. A file whose reads can be told cached or not as SQLite
-    /// makes them ([`ReadAhead::dormant`]) starts asleep and wakes at its first read the
-    /// kernel did not have cached ([`ReadAhead::note_uncached_read`]); it falls asleep
-    /// again when its cache checks keep finding the pages cached. Asleep, a read costs
-    /// nothing but the check of this flag.
-    awake: bool,
     /// Made by [`ReadAhead::dormant`]: SQLite's reads wake it, so it may sleep.
     wakes_on_misses: bool,
-    /// Reads to let pass unsampled before the next sampled one.
-    reads_until_sample: u32,
-    /// The stretch from one sampled read to the next: [`READS_PER_SAMPLE`], doubled up to
-    /// [`MAX_READS_PER_SAMPLE`] while asleep samples keep finding their pages cached.
-    reads_per_sample: u32,
-    /// Samples taken asleep since the stretch last changed (each found its page cached:
-    /// one that did not woke read-ahead, which resets the stretch).
-    cached_samples: u32,
-    /// Reads of the burst still to come since the paths were forgotten.
-    burst_reads: u32,
     /// Woken since the last read followed: the next read may be a child of the path past
     /// the next one (`locate`).
     just_woke: bool,
-    /// Whole pages SQLite read asleep during the burst, in order, replayed at a wake
-    /// (`replay_burst`); emptied at every lock change.
-    burst_pages: [u32; BURST_PAGES],
-    burst_len: usize,
-    /// Bursts granted since a read last went to the device, and the lock changes still to
-    /// pass before the next burst (0 after a read went to the device). After
-    /// [`QUIET_BURSTS_BEFORE_BACKOFF`] bursts the distance from one burst to the next
-    /// doubles with each burst up to [`MAX_FORGETS_BETWEEN_BURSTS`], so a long run of
-    /// transactions of cached data (point lookups, each its own transaction) stops paying
-    /// a probe or a timed read per transaction.
-    quiet_bursts: u32,
-    forgets_until_burst: u32,
     /// Whole-page reads since the last sign of a read reaching the device (a sampled read
     /// the page cache did not have, or a cache check that found a page uncached).
     reads_since_uncached: u32,
-    /// Nothing was learnt since the paths were last forgotten: no read reached
-    /// [`ReadAhead::after_read`] awake, the only place paths, rows, chains and outstanding
-    /// counts change. Forgetting again is then the burst's bookkeeping alone: a transaction
-    /// of a file whose read-ahead sleeps, or one that read nothing (a WAL-mode read
-    /// served from the WAL or from SQLite's cache), takes and drops its locks for free.
-    forgotten: bool,
 }
 
 impl Default for ReadAhead {
     fn default() -> Self {
         ReadAhead::new()
     }
+}
+
+/// Bytes 16..24 of the database header as one word: the page size, the file format
+/// versions, the reserved bytes and the payload fractions, every byte
+/// [`Geometry::from_header`] reads but the magic. 0 for a read shorter than that, as for
+/// eight zero bytes: [`Geometry::from_header`] refuses both.
+#[inline]
+fn header_geometry_word(header: &[u8]) -> u64 {
+    header
+        .get(16..24)
+        .and_then(|bytes| <[u8; 8]>::try_from(bytes).ok())
+        .map_or(0, u64::from_ne_bytes)
 }
 
 /// The window limit for pages of `page_size_bytes`.
@@ -570,7 +606,7 @@ impl ReadAhead {
     /// asleep until the first that did not.
     pub(crate) fn dormant() -> ReadAhead {
         let mut readahead = ReadAhead::new();
-        readahead.awake = false;
+        readahead.watch.awake = false;
         readahead.wakes_on_misses = true;
         readahead
     }
@@ -592,74 +628,68 @@ impl ReadAhead {
     /// with nothing recorded, and it then follows the scan from its next interior page.
     #[inline]
     pub(crate) fn sample_this_read(&mut self) -> Sample {
-        if !self.awake && self.burst_reads > 0 {
-            self.burst_reads -= 1;
+        if !self.watch.awake && self.watch.burst_reads > 0 {
+            self.watch.burst_reads -= 1;
             return Sample::Record;
         }
-        if self.reads_until_sample > 0 {
-            self.reads_until_sample -= 1;
+        if self.watch.reads_until_sample > 0 {
+            self.watch.reads_until_sample -= 1;
             return Sample::No;
         }
         self.sample_due()
     }
 
     /// After SQLite's read of `len_bytes` at `offset` that [`Sample::Record`] named: keeps
-    /// its page number, if it was a whole page. A later wake in the same transaction
-    /// replays the kept pages ([`ReadAhead::after_read`]).
+    /// its offset, if it was a whole page. A later wake in the same transaction replays
+    /// the kept pages ([`ReadAhead::after_read`]), checking the offsets then: on cached
+    /// data the burst is a short transaction's every read, so recording one is a
+    /// comparison and a store.
     #[inline]
     pub(crate) fn record_burst_read(&mut self, offset: u64, len_bytes: usize) {
-        let Some(geometry) = self.geometry else {
-            return;
-        };
-        debug_assert!(!self.awake, "a read recorded awake");
-        let page_bytes = geometry.page_size_bytes as u64;
-        if len_bytes as u64 != page_bytes
-            || !offset.is_multiple_of(page_bytes)
-            || self.burst_len >= BURST_PAGES
+        debug_assert!(!self.watch.awake, "a read recorded awake");
+        let watch = &mut self.watch;
+        if len_bytes == watch.whole_page_read_bytes as usize
+            && (watch.burst_len as usize) < BURST_PAGES
         {
-            return;
+            watch.burst_offsets[watch.burst_len as usize] = offset;
+            watch.burst_len += 1;
         }
-        let Ok(page_number) = u32::try_from(offset / page_bytes + 1) else {
-            return;
-        };
-        self.burst_pages[self.burst_len] = page_number;
-        self.burst_len += 1;
     }
 
     /// `sample_this_read` when the stretch between samples has run out: this read is
     /// sampled, and the next stretch set.
     #[inline(never)]
     fn sample_due(&mut self) -> Sample {
-        if !self.awake {
-            self.cached_samples += 1;
-            if self.cached_samples == CACHED_SAMPLES_BEFORE_STRETCH
-                && self.reads_per_sample < MAX_READS_PER_SAMPLE
+        if !self.watch.awake {
+            self.watch.cached_samples += 1;
+            if self.watch.cached_samples == CACHED_SAMPLES_BEFORE_STRETCH
+                && self.watch.reads_per_sample < MAX_READS_PER_SAMPLE
             {
-                self.reads_per_sample *= 2;
-                self.cached_samples = 0;
+                self.watch.reads_per_sample *= 2;
+                self.watch.cached_samples = 0;
             }
         }
-        assert!((READS_PER_SAMPLE..=MAX_READS_PER_SAMPLE).contains(&self.reads_per_sample));
-        self.reads_until_sample = self.reads_per_sample - 1;
+        assert!((READS_PER_SAMPLE..=MAX_READS_PER_SAMPLE).contains(&self.watch.reads_per_sample));
+        self.watch.reads_until_sample = self.watch.reads_per_sample - 1;
         Sample::Spread
     }
 
     /// Samples one read in [`READS_PER_SAMPLE`] again (a lock change, a device read).
     #[inline]
     fn sample_closely(&mut self) {
-        self.reads_per_sample = READS_PER_SAMPLE;
-        self.cached_samples = 0;
-        self.reads_until_sample = self.reads_until_sample.min(READS_PER_SAMPLE - 1);
+        self.watch.reads_per_sample = READS_PER_SAMPLE;
+        self.watch.cached_samples = 0;
+        self.watch.reads_until_sample = self.watch.reads_until_sample.min(READS_PER_SAMPLE - 1);
     }
 
     /// SQLite's read just now found its page uncached (it went to the device): wake up.
     pub(crate) fn note_uncached_read(&mut self) {
         self.sample_closely();
         self.reads_since_uncached = 0;
-        self.quiet_bursts = 0;
-        self.forgets_until_burst = 0;
-        if !self.awake {
-            self.awake = true;
+        self.watch.quiet_bursts = 0;
+        self.watch.forgets_until_burst = 0;
+        if !self.watch.awake {
+            self.watch.awake = true;
             self.just_woke = true;
             self.note_uncached();
         }
@@ -673,11 +703,25 @@ impl ReadAhead {
     /// Whether it follows the file's reads now (not asleep).
     #[cfg(test)]
     pub(crate) fn is_awake(&self) -> bool {
-        self.awake
+        self.watch.awake
     }
 
     pub(crate) fn new() -> ReadAhead {
         ReadAhead {
+            watch: Watch {
+                header_word: 0,
+                whole_page_read_bytes: u32::MAX,
+                burst_reads: 0,
+                burst_len: 0,
+                reads_until_sample: 0,
+                reads_per_sample: READS_PER_SAMPLE,
+                cached_samples: 0,
+                forgets_until_burst: 0,
+                quiet_bursts: 0,
+                awake: true,
+                forgotten: false,
+                burst_offsets: [0; BURST_PAGES],
+            },
             geometry: None,
             levels: Vec::new(),
             depth: 0,
@@ -696,61 +740,50 @@ impl ReadAhead {
             hot_backoff_reads: 0,
             cached_checks_in_row: 0,
             deepest_just_entered: false,
-            awake: true,
             wakes_on_misses: false,
-            reads_until_sample: 0,
-            reads_per_sample: READS_PER_SAMPLE,
-            cached_samples: 0,
-            burst_reads: 0,
             just_woke: false,
-            burst_pages: [0; BURST_PAGES],
-            burst_len: 0,
-            quiet_bursts: 0,
-            forgets_until_burst: 0,
             reads_since_uncached: 0,
-            forgotten: false,
         }
     }
 
     /// Forgets the paths and the page count: called where another connection may have
     /// changed the file (lock changes), so no stale child list drives a batch and no page
-    /// past the file's new end passes for one inside it. Inline: a hot WAL read
-    /// transaction makes two lock changes, which mostly find read-ahead asleep between
-    /// two bursts with nothing learnt since the last.
-    #[inline]
+    /// past the file's new end passes for one inside it; and arms the burst when one is
+    /// due. Asleep with nothing learnt since the last lock change (the usual case on
+    /// cached data) it touches nothing but the first line of [`Watch`]. One copy, out of
+    /// line: the database lock, its release and the WAL read mark all call it, and a new
+    /// process's short transaction would fetch each inlined copy's code from memory.
+    ///
+    /// A burst that has not begun (no read since it was armed at an earlier lock change)
+    /// stands for this lock change too, uncounted: a WAL-mode read transaction takes and
+    /// drops both the database's lock and a read mark, and one that reads nothing (all
+    /// of it in SQLite's own cache) is no quiet burst.
+    #[inline(never)]
     pub(crate) fn forget(&mut self) {
         self.sample_closely();
-        self.burst_len = 0;
-        if !self.awake && self.forgets_until_burst > 0 && self.forgotten {
-            self.burst_reads = 0;
-            self.forgets_until_burst -= 1;
-            return;
-        }
-        self.forget_otherwise();
-    }
-
-    /// `forget` but for its usual case.
-    #[inline(never)]
-    fn forget_otherwise(&mut self) {
-        if self.awake {
+        let watch = &mut self.watch;
+        watch.burst_len = 0;
+        if watch.awake {
             // Awake, the data was cold a moment ago: a burst at every lock change once it
             // falls asleep, until bursts find it cached.
-            self.burst_reads = READS_RECORDED_AFTER_FORGET;
-        } else if self.forgets_until_burst == 0 {
+            watch.burst_reads = READS_RECORDED_AFTER_FORGET;
+        } else if watch.forgotten && watch.burst_reads == READS_RECORDED_AFTER_FORGET {
+            return;
+        } else if watch.forgets_until_burst == 0 {
             // The bursts before this one found their reads cached (one that did not woke
             // read-ahead, which resets the count).
-            self.burst_reads = READS_RECORDED_AFTER_FORGET;
-            self.quiet_bursts = self.quiet_bursts.saturating_add(1);
-            let doublings = self
+            watch.burst_reads = READS_RECORDED_AFTER_FORGET;
+            watch.quiet_bursts = watch.quiet_bursts.saturating_add(1);
+            let doublings = watch
                 .quiet_bursts
                 .saturating_sub(QUIET_BURSTS_BEFORE_BACKOFF)
                 .min(MAX_FORGETS_BETWEEN_BURSTS.ilog2());
-            self.forgets_until_burst = (1 << doublings) - 1;
+            watch.forgets_until_burst = (1 << doublings) - 1;
         } else {
-            self.burst_reads = 0;
-            self.forgets_until_burst -= 1;
+            watch.burst_reads = 0;
+            watch.forgets_until_burst -= 1;
         }
-        if self.forgotten {
+        if self.watch.forgotten {
             debug_assert!(
                 self.depth == 0
                     && self.parked_depth == 0
@@ -760,8 +793,14 @@ impl ReadAhead {
                     && self.page_count == 0,
                 "a forgotten state that learnt something"
             );
-            return;
+        } else {
+            self.forget_paths();
         }
+    }
+
+    /// `forget` of what was learnt since the last lock change.
+    #[cold]
+    fn forget_paths(&mut self) {
         self.depth = 0;
         self.parked_depth = 0;
         self.page_count = 0;
@@ -770,15 +809,20 @@ impl ReadAhead {
         self.end_chain();
         self.sync_outstanding();
         assert_eq!(self.outstanding_bytes, 0, "forgotten pages still counted");
-        self.forgotten = true;
+        self.watch.forgotten = true;
     }
 
-    /// Whether [`ReadAhead::after_read`] can do anything with a read at `offset`: learn
-    /// the header from page 1, or follow the page while awake. Inline, so an asleep
-    /// file's read skips building the call's arguments.
+    /// Whether [`ReadAhead::after_read`] can do anything with `data`, read at `offset`:
+    /// follow the page while awake, or learn the geometry from page 1 when its header
+    /// bytes differ from those it was learnt from. Inline, so an asleep file's read skips
+    /// building the call's arguments.
     #[inline]
-    pub(crate) fn follows_read_at(&self, offset: u64) -> bool {
-        offset == 0 || (self.awake && self.geometry.is_some())
+    pub(crate) fn follows_read_at(&self, offset: u64, data: &[u8]) -> bool {
+        if self.watch.awake {
+            offset == 0 || self.geometry.is_some()
+        } else {
+            offset == 0 && header_geometry_word(data) != self.watch.header_word
+        }
     }
 
     /// After SQLite read `data` at `offset` of the database (a successful, whole read):
@@ -787,17 +831,18 @@ impl ReadAhead {
         if offset == 0 {
             if let Some(geometry) = Geometry::from_header(data) {
                 self.set_geometry(geometry);
+                self.watch.header_word = header_geometry_word(data);
             }
         }
         let Some(geometry) = self.geometry else {
             return;
         };
-        if !self.awake {
+        if !self.watch.awake {
             return;
         }
-        if self.burst_len > 0 {
+        if self.watch.burst_len > 0 {
             self.replay_burst(geometry, source);
-            if !self.awake {
+            if !self.watch.awake {
                 return;
             }
         }
@@ -814,8 +859,8 @@ impl ReadAhead {
     /// cache checks that the scan's data is cached.
     #[cold]
     fn replay_burst(&mut self, geometry: Geometry, source: &mut impl PageSource) {
-        let recorded = self.burst_pages;
-        let count = std::mem::take(&mut self.burst_len);
+        let recorded = self.watch.burst_offsets;
+        let count = std::mem::take(&mut self.watch.burst_len) as usize;
         let page_bytes = geometry.page_size_bytes as usize;
         // The sibling page's buffer is free: a replay asks for nothing, so it never reaches
         // into a next sibling (`reach_into_next_sibling`, `top_up`'s), its only user.
@@ -825,12 +870,14 @@ impl ReadAhead {
             page_bytes,
             "the page buffer follows the geometry"
         );
-        for &page_number in &recorded[..count] {
-            if !self.awake {
+        for &offset in &recorded[..count] {
+            if !self.watch.awake {
                 break;
             }
+            let Some(page_number) = geometry.whole_page_at(offset, page_bytes) else {
+                continue;
+            };
             if source.read_if_cached(page_number, &mut page) {
-                let offset = u64::from(page_number - 1) * page_bytes as u64;
                 self.follow(&page, offset, geometry, source, true);
             }
         }
@@ -849,7 +896,7 @@ impl ReadAhead {
     ) {
         // Awake, the read may change what `forget` clears. (`set_geometry` above leaves
         // the state as a forget does.)
-        self.forgotten = false;
+        self.watch.forgotten = false;
         self.reads_since_uncached += 1;
         if self.wakes_on_misses && self.reads_since_uncached > READS_TO_SLEEP {
             // Nothing it asked about, and no read it sampled, went to the device for a
@@ -858,11 +905,7 @@ impl ReadAhead {
             self.fall_asleep();
             return;
         }
-        let page_bytes = geometry.page_size_bytes as u64;
-        if data.len() as u64 != page_bytes || !offset.is_multiple_of(page_bytes) {
-            return;
-        }
-        let Ok(page_number) = u32::try_from(offset / page_bytes + 1) else {
+        let Some(page_number) = geometry.whole_page_at(offset, data.len()) else {
             return;
         };
         self.batch.clear();
@@ -946,6 +989,9 @@ impl ReadAhead {
             return;
         }
         self.geometry = Some(geometry);
+        self.watch.whole_page_read_bytes = geometry.page_size_bytes;
+        // Offsets recorded in pages of the old size.
+        self.watch.burst_len = 0;
         self.depth = 0;
         self.parked_depth = 0;
         // Counted in pages of the old size.
@@ -1498,8 +1544,8 @@ impl ReadAhead {
     /// table's interior pages and no descent would show them again. What was asked for is
     /// no longer counted: nothing follows it while asleep.
     fn fall_asleep(&mut self) {
-        self.awake = false;
-        self.burst_len = 0;
+        self.watch.awake = false;
+        self.watch.burst_len = 0;
         for level in self.levels.iter_mut().chain(self.parked.iter_mut()) {
             level.issued_until = level.last_read.map_or(0, |i| i + 1);
             level.peeked.clear();
@@ -2367,19 +2413,19 @@ mod tests {
             "the scan asked for leaves"
         );
         readahead.forget();
-        assert!(readahead.forgotten);
+        assert!(readahead.watch.forgotten);
         assert_eq!(readahead.outstanding_pages(), 0);
         // Its share of the process total is given back.
         assert_eq!(readahead.outstanding_bytes, 0);
         // Lock changes with no read between them: nothing left to clear.
         readahead.forget();
         readahead.forget();
-        assert!(readahead.forgotten);
+        assert!(readahead.watch.forgotten);
         assert_eq!(readahead.depth, 0);
         // The next transaction's scan of another parent is followed from its descent.
         let asked_before = model.prefetched.len();
         read(&mut readahead, &mut model, 2);
-        assert!(!readahead.forgotten);
+        assert!(!readahead.watch.forgotten);
         read(&mut readahead, &mut model, parents[2]);
         for &leaf in &leaves[2][..3] {
             read(&mut readahead, &mut model, leaf);
@@ -2860,6 +2906,110 @@ mod tests {
     }
 
     #[test]
+    fn bursts_back_off_by_transactions_however_many_lock_changes_each_makes() {
+        // A rollback-mode read transaction takes and drops the database lock; a WAL-mode
+        // one also takes and drops a read mark. A burst no read began stands for the lock
+        // changes that follow, so each pattern backs off after the same transactions.
+        let quiet = QUIET_BURSTS_BEFORE_BACKOFF as usize;
+        for (before, after) in [(1, 0), (1, 1), (2, 2), (3, 1)] {
+            let mut readahead = ReadAhead::dormant();
+            readahead.after_read(&header_page(), 0, &mut Model::new(16));
+            let recorded: Vec<usize> = (0..200)
+                .map(|_| {
+                    (0..before).for_each(|_| readahead.forget());
+                    let recorded = (0..3)
+                        .filter(|_| readahead.sample_this_read().is_recorded())
+                        .count();
+                    (0..after).for_each(|_| readahead.forget());
+                    recorded
+                })
+                .collect();
+            let bursts: Vec<usize> = (0..recorded.len()).filter(|&t| recorded[t] == 3).collect();
+            assert_eq!(
+                bursts[..=quiet],
+                (0..=quiet).collect::<Vec<_>>(),
+                "{before} + {after} lock changes: {recorded:?}"
+            );
+            let last_gaps: Vec<usize> = bursts
+                .windows(2)
+                .map(|p| p[1] - p[0])
+                .rev()
+                .take(3)
+                .collect();
+            assert!(
+                last_gaps
+                    .iter()
+                    .all(|&gap| gap > 1 && gap <= MAX_FORGETS_BETWEEN_BURSTS as usize),
+                "{before} + {after} lock changes: {bursts:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn page_one_is_parsed_again_asleep_only_when_its_header_bytes_change() {
+        let mut readahead = ReadAhead::dormant();
+        let header = header_page();
+        assert!(
+            readahead.follows_read_at(0, &header),
+            "the geometry is unknown"
+        );
+        readahead.after_read(&header, 0, &mut Model::new(16));
+        assert_eq!(readahead.page_size_bytes(), Some(PAGE_BYTES));
+        // Asleep, page 1 again (whole, or SQLite's 100-byte header read) with the same
+        // bytes has nothing to teach, nor has any other page.
+        assert!(!readahead.follows_read_at(0, &header));
+        assert!(!readahead.follows_read_at(0, &header[..100]));
+        assert!(!readahead.follows_read_at(u64::from(PAGE_BYTES), &header));
+        // Another connection's VACUUM changed the page size: parsed again.
+        let mut vacuumed = header.clone();
+        vacuumed[16..18].copy_from_slice(&8192u16.to_be_bytes());
+        assert!(readahead.follows_read_at(0, &vacuumed));
+        readahead.after_read(&vacuumed, 0, &mut Model::new(16));
+        assert_eq!(readahead.page_size_bytes(), Some(8192));
+        assert!(!readahead.follows_read_at(0, &vacuumed));
+        assert!(readahead.follows_read_at(0, &header));
+        // Bytes that are no header teach nothing, checked or not.
+        let mut garbage = header.clone();
+        garbage[21] = 0;
+        assert!(readahead.follows_read_at(0, &garbage));
+        readahead.after_read(&garbage, 0, &mut Model::new(16));
+        assert_eq!(readahead.page_size_bytes(), Some(8192));
+        // Awake, page 1 is a B-tree page like any other: followed.
+        readahead.note_uncached_read();
+        assert!(readahead.follows_read_at(0, &vacuumed));
+    }
+
+    #[test]
+    fn the_burst_records_whole_pages_of_the_current_page_size_only() {
+        let mut readahead = ReadAhead::dormant();
+        let page = u64::from(PAGE_BYTES);
+        let whole = PAGE_BYTES as usize;
+        // Before page 1 was read, no length is a whole page.
+        readahead.record_burst_read(page, whole);
+        assert_eq!(readahead.watch.burst_len, 0);
+        readahead.after_read(&header_page(), 0, &mut Model::new(16));
+        readahead.forget();
+        readahead.record_burst_read(0, 100);
+        readahead.record_burst_read(24, 16);
+        readahead.record_burst_read(page, whole);
+        readahead.record_burst_read(2 * page, whole);
+        assert_eq!(readahead.watch.burst_len, 2);
+        assert_eq!(readahead.watch.burst_offsets[..2], [page, 2 * page]);
+        // Never more than the record holds.
+        (0..2 * BURST_PAGES as u64).for_each(|n| readahead.record_burst_read(n * page, whole));
+        assert_eq!(readahead.watch.burst_len as usize, BURST_PAGES);
+        // Offsets in pages of another size mean nothing once the page size changed.
+        let mut vacuumed = header_page();
+        vacuumed[16..18].copy_from_slice(&8192u16.to_be_bytes());
+        readahead.after_read(&vacuumed, 0, &mut Model::new(16));
+        assert_eq!(readahead.watch.burst_len, 0);
+        readahead.record_burst_read(page, whole);
+        assert_eq!(readahead.watch.burst_len, 0);
+        readahead.record_burst_read(8192, 8192);
+        assert_eq!(readahead.watch.burst_len, 1);
+    }
+
+    #[test]
     fn bursts_of_samples_back_off_over_cached_transactions_and_return_after_a_device_read() {
         let mut readahead = ReadAhead::dormant();
         readahead.after_read(&header_page(), 0, &mut Model::new(16));
@@ -2982,7 +3132,7 @@ mod tests {
         for &page in [2, parents[0]].iter().chain(&leaves[0][..20]) {
             read_as_sqlite(&mut readahead, &mut model, page);
         }
-        assert!(readahead.burst_len < 22, "the record ended");
+        assert!(readahead.watch.burst_len < 22, "the record ended");
         assert!(model.prefetched.is_empty());
         readahead.note_uncached_read();
         read(&mut readahead, &mut model, leaves[0][20]);

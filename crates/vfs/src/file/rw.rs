@@ -145,7 +145,7 @@ impl File {
         if self
             .readahead
             .as_deref()
-            .is_some_and(|side| side.btree.follows_read_at(offset))
+            .is_some_and(|side| side.btree.follows_read_at(offset, buf))
         {
             self.readahead_after_read(buf, offset);
         }
