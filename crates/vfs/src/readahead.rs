@@ -48,7 +48,7 @@
 //! check of a flag and a counter, and a hot read that was merely slow does not wake it.
 //! A query's first reads are its descents, whose root and interior pages SQLite then
 //! keeps in its own cache, so read-ahead must learn them even if it wakes a few reads
-//! later: the page numbers of the first [`READS_RECORDED_AFTER_FORGET`] reads after a lock
+//! later: the offsets of the first [`READS_RECORDED_AFTER_FORGET`] reads after a lock
 //! change are kept ([`Sample::Record`], a burst that backs off over runs of cached
 //! transactions), and a wake replays them from the page cache before the read that woke
 //! it ([`ReadAhead::after_read`]). It falls asleep
@@ -113,7 +113,7 @@ const _: () = assert!(MAX_READS_PER_SAMPLE.is_power_of_two() && READS_PER_SAMPLE
 /// Samples in a row finding their pages cached before the stretch between samples doubles.
 pub(crate) const CACHED_SAMPLES_BEFORE_STRETCH: u32 = 32;
 /// Asleep, every one of this many reads after the paths were forgotten is recorded (its
-/// page number kept for a replay at a wake), at the lock changes a burst is due at
+/// offset kept for a replay at a wake), at the lock changes a burst is due at
 /// ([`MAX_FORGETS_BETWEEN_BURSTS`]): a descent or two and the first children read, past
 /// the first sampled reads, which a page the kernel's own read-ahead brought in may leave
 /// asleep.
@@ -146,7 +146,7 @@ pub(crate) const DEVICE_READ_AFTER_MISS: std::time::Duration = std::time::Durati
 pub(crate) enum Sample {
     /// Nothing: read as it is.
     No,
-    /// One of the burst after a lock change, while asleep: its page number is kept
+    /// One of the burst after a lock change, while asleep: its offset is kept
     /// ([`ReadAhead::record_burst_read`]), so that a wake later in the transaction can
     /// follow the descent it slept through. On cached data the burst is a short
     /// transaction's every read, so this costs a store: no clock, no probe (nor is a
@@ -165,13 +165,13 @@ impl Sample {
         self == Sample::Spread
     }
 
-    /// Whether the read's page number is kept for a replay.
+    /// Whether the read's offset is kept for a replay.
     pub(crate) fn is_recorded(self) -> bool {
         self == Sample::Record
     }
 }
 
-/// Most page numbers a burst keeps: its reads.
+/// Most offsets a burst keeps: its reads.
 pub(crate) const BURST_PAGES: usize = READS_RECORDED_AFTER_FORGET as usize;
 
 /// Bytes asked for and not yet read, summed over every file of the process.
@@ -616,7 +616,7 @@ impl ReadAhead {
     /// [`MAX_READS_PER_SAMPLE`] after each [`CACHED_SAMPLES_BEFORE_STRETCH`] samples that
     /// found their pages cached, until the next lock change or device read; a statement
     /// that turns from cached to cold data mid-way wakes read-ahead within that many
-    /// reads); and, asleep, whether its page number should be recorded: each of the first
+    /// reads); and, asleep, whether its offset should be recorded: each of the first
     /// [`READS_RECORDED_AFTER_FORGET`] after the paths were forgotten (a lock change: a
     /// transaction starts) when a burst is due. A query's first reads are its descents,
     /// the root and interior pages SQLite then keeps in its own cache: a wake replays
