@@ -481,11 +481,12 @@ struct Watch {
     /// (SQLite reads page 1 at the start of most transactions).
     header_word: u64,
     /// The length of a whole-page read of the current geometry: what a read must be to be
-    /// recorded (`usize::MAX`, which no read is, until the geometry is known). Kept beside
+    /// recorded (`u32::MAX`, which no read is, until the geometry is known). Kept beside
     /// the geometry so recording a read is a comparison and a store.
     whole_page_read_bytes: u32,
     /// Reads of the burst still to come since the paths were forgotten.
     burst_reads: u32,
+    /// Offsets kept in `burst_offsets`.
     burst_len: u32,
     /// Reads to let pass unsampled before the next sampled one.
     reads_until_sample: u32,
@@ -495,7 +496,6 @@ struct Watch {
     /// Samples taken asleep since the stretch last changed (each found its page cached:
     /// one that did not woke read-ahead, which resets the stretch).
     cached_samples: u32,
-    forgets_until_burst: u32,
     /// Bursts granted since a read last went to the device, and the lock changes still to
     /// pass before the next burst (0 after a read went to the device). After
     /// [`QUIET_BURSTS_BEFORE_BACKOFF`] bursts the distance from one burst to the next
@@ -503,6 +503,7 @@ struct Watch {
     /// transactions of cached data (point lookups, each its own transaction) stops paying
     /// a probe or a timed read per transaction.
     quiet_bursts: u32,
+    forgets_until_burst: u32,
     /// Following the file's reads. A file whose reads can be told cached or not as SQLite
     /// makes them ([`ReadAhead::dormant`]) starts asleep and wakes at its first read the
     /// kernel did not have cached ([`ReadAhead::note_uncached_read`]); it falls asleep
@@ -716,8 +717,8 @@ impl ReadAhead {
                 reads_until_sample: 0,
                 reads_per_sample: READS_PER_SAMPLE,
                 cached_samples: 0,
-                forgets_until_burst: 0,
                 quiet_bursts: 0,
+                forgets_until_burst: 0,
                 awake: true,
                 forgotten: false,
                 burst_offsets: [0; BURST_PAGES],
@@ -1777,6 +1778,14 @@ mod tests {
         page
     }
 
+    /// [`header_page`] whose header claims pages of `page_size_bytes` (another
+    /// connection's `VACUUM` changed the page size).
+    fn header_page_claiming(page_size_bytes: u16) -> Vec<u8> {
+        let mut page = header_page();
+        page[16..18].copy_from_slice(&page_size_bytes.to_be_bytes());
+        page
+    }
+
     /// A file in memory: which pages the kernel has, and what read-ahead asked for.
     struct Model {
         pages: BTreeMap<u32, Vec<u8>>,
@@ -2331,9 +2340,8 @@ mod tests {
         read(&mut readahead, &mut model, 1);
         assert_eq!(model.page_counts_asked, [PAGE_BYTES]);
         // Another connection changed the page size (`VACUUM`): page 1 says so.
-        let mut header = header_page();
+        let mut header = header_page_claiming(2 * PAGE_BYTES as u16);
         header.resize(2 * PAGE_BYTES as usize, 0);
-        header[16..18].copy_from_slice(&(2 * PAGE_BYTES as u16).to_be_bytes());
         readahead.after_read(&header, 0, &mut model);
         assert_eq!(model.page_counts_asked, [PAGE_BYTES, 2 * PAGE_BYTES]);
     }
@@ -2961,8 +2969,7 @@ mod tests {
         assert!(!readahead.follows_read_at(0, &header[..100]));
         assert!(!readahead.follows_read_at(u64::from(PAGE_BYTES), &header));
         // Another connection's VACUUM changed the page size: parsed again.
-        let mut vacuumed = header.clone();
-        vacuumed[16..18].copy_from_slice(&8192u16.to_be_bytes());
+        let vacuumed = header_page_claiming(8192);
         assert!(readahead.follows_read_at(0, &vacuumed));
         readahead.after_read(&vacuumed, 0, &mut Model::new(16));
         assert_eq!(readahead.page_size_bytes(), Some(8192));
@@ -2999,8 +3006,7 @@ mod tests {
         (0..2 * BURST_PAGES as u64).for_each(|n| readahead.record_burst_read(n * page, whole));
         assert_eq!(readahead.watch.burst_len as usize, BURST_PAGES);
         // Offsets in pages of another size mean nothing once the page size changed.
-        let mut vacuumed = header_page();
-        vacuumed[16..18].copy_from_slice(&8192u16.to_be_bytes());
+        let vacuumed = header_page_claiming(8192);
         readahead.after_read(&vacuumed, 0, &mut Model::new(16));
         assert_eq!(readahead.watch.burst_len, 0);
         readahead.record_burst_read(page, whole);
