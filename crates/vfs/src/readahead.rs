@@ -51,7 +51,11 @@
 //! later: the offsets of the first [`READS_RECORDED_AFTER_FORGET`] reads after a lock
 //! change are kept ([`Sample::Record`], a burst that backs off over runs of cached
 //! transactions), and a wake replays them from the page cache before the read that woke
-//! it ([`ReadAhead::after_read`]). It falls asleep
+//! it ([`ReadAhead::after_read`]). Awake, the first [`READS_DEFERRED_AWAKE`] reads after
+//! a lock change are recorded the same way and followed only if the transaction reads
+//! more (replayed before its next read): a point lookup, a transaction of a few reads,
+//! costs cold what it costs asleep, a store per read, and a scan is followed from its
+//! ninth read on with everything before it known. It falls asleep
 //! again after [`READS_TO_SLEEP`] reads with no sign of the device. Awake, before a batch,
 //! the first pages it would ask for (up to [`BATCH_CACHE_CHECKS`]) are checked with
 //! [`PageSource::is_cached`] (`cachestat(2)`, no I/O): when the kernel already has them
@@ -118,6 +122,13 @@ pub(crate) const CACHED_SAMPLES_BEFORE_STRETCH: u32 = 32;
 /// the first sampled reads, which a page the kernel's own read-ahead brought in may leave
 /// asleep.
 pub(crate) const READS_RECORDED_AFTER_FORGET: u32 = 16;
+/// Awake, this many reads after a lock change are recorded, not followed, and replayed
+/// before the next read of the transaction, if it makes one: a point lookup's descent
+/// (through an index and then its table, the levels SQLite's cache does not hold) ends
+/// within it and costs nothing to follow, where following it cost a 4 KiB copy and a
+/// header check per interior page. A scan's read-ahead starts this many reads later.
+pub(crate) const READS_DEFERRED_AWAKE: u32 = 8;
+const _: () = assert!(READS_DEFERRED_AWAKE as usize <= BURST_PAGES);
 /// Asleep, a burst (its reads recorded) is due at every lock change until this many
 /// bursts in a row saw no wake; from then on the lock changes from one burst to the next
 /// double with each burst, up to [`MAX_FORGETS_BETWEEN_BURSTS`].
@@ -516,7 +527,10 @@ struct Watch {
     /// of a file whose read-ahead sleeps, or one that read nothing (a WAL-mode read
     /// served from the WAL or from SQLite's cache), takes and drops its locks for free.
     forgotten: bool,
-    /// The offsets of the whole pages SQLite read asleep during the burst, in order,
+    /// The read being made is one of the burst ([`Sample::Record`]): awake, it is
+    /// followed at the replay before the transaction's next read, not now.
+    in_burst: bool,
+    /// The offsets of the whole pages SQLite read during the burst, in order,
     /// replayed at a wake (`replay_burst`); emptied at every lock change and geometry
     /// change.
     burst_offsets: [u64; BURST_PAGES],
@@ -545,10 +559,11 @@ pub(crate) struct ReadAhead {
     peek_page: Vec<u8>,
     /// Bytes this file has asked for and not yet read (its share of the process total).
     outstanding_bytes: u64,
-    /// Pages in the file when last asked (`PageSource::page_count`, one `fstat`): at the
-    /// first whole-page read awake after the paths were forgotten (another connection may
-    /// have made the file smaller or larger) or the page size changed, and again where a
-    /// child lies past it; 0 until then.
+    /// Pages in the file when last asked (`PageSource::page_count`, one `fstat`): when a
+    /// scan, an overflow chain or row read-ahead first needs it after the paths were
+    /// forgotten (another connection may have made the file smaller or larger) or the
+    /// page size changed ([`ReadAhead::known_page_count`]), and again where a child lies
+    /// past it; 0 until then. A point lookup's descent never asks.
     page_count: u32,
     /// The last whole page SQLite read and the page its first 4 bytes name: the next page
     /// of its overflow chain, if it is an overflow page.
@@ -629,10 +644,12 @@ impl ReadAhead {
     /// with nothing recorded, and it then follows the scan from its next interior page.
     #[inline]
     pub(crate) fn sample_this_read(&mut self) -> Sample {
-        if !self.watch.awake && self.watch.burst_reads > 0 {
+        if self.watch.burst_reads > 0 {
             self.watch.burst_reads -= 1;
+            self.watch.in_burst = true;
             return Sample::Record;
         }
+        self.watch.in_burst = false;
         if self.watch.reads_until_sample > 0 {
             self.watch.reads_until_sample -= 1;
             return Sample::No;
@@ -647,7 +664,6 @@ impl ReadAhead {
     /// comparison and a store.
     #[inline]
     pub(crate) fn record_burst_read(&mut self, offset: u64, len_bytes: usize) {
-        debug_assert!(!self.watch.awake, "a read recorded awake");
         let watch = &mut self.watch;
         if len_bytes == watch.whole_page_read_bytes as usize
             && (watch.burst_len as usize) < BURST_PAGES
@@ -686,6 +702,10 @@ impl ReadAhead {
     /// SQLite's read just now found its page uncached (it went to the device): wake up.
     pub(crate) fn note_uncached_read(&mut self) {
         self.sample_closely();
+        // A sampled read is none of the burst's; nor is one that did not ask
+        // `sample_this_read` (a read through the ring or the O_DIRECT side), which is
+        // followed at once.
+        self.watch.in_burst = false;
         self.reads_since_uncached = 0;
         self.watch.quiet_bursts = 0;
         self.watch.forgets_until_burst = 0;
@@ -721,6 +741,7 @@ impl ReadAhead {
                 forgets_until_burst: 0,
                 awake: true,
                 forgotten: false,
+                in_burst: false,
                 burst_offsets: [0; BURST_PAGES],
             },
             geometry: None,
@@ -765,9 +786,11 @@ impl ReadAhead {
         let watch = &mut self.watch;
         watch.burst_len = 0;
         if watch.awake {
-            // Awake, the data was cold a moment ago: a burst at every lock change once it
-            // falls asleep, until bursts find it cached.
-            watch.burst_reads = READS_RECORDED_AFTER_FORGET;
+            // Awake, the data was cold a moment ago: the transaction's first reads are
+            // followed only if it makes more (`READS_DEFERRED_AWAKE`); asleep again, a
+            // burst at every lock change until bursts find it cached (`note_uncached_read`
+            // cleared the count).
+            watch.burst_reads = READS_DEFERRED_AWAKE;
         } else if watch.forgotten && watch.burst_reads == READS_RECORDED_AFTER_FORGET {
             return;
         } else if watch.forgets_until_burst == 0 {
@@ -819,7 +842,7 @@ impl ReadAhead {
     /// building the call's arguments.
     #[inline]
     pub(crate) fn follows_read_at(&self, offset: u64, data: &[u8]) -> bool {
-        if self.watch.awake {
+        if self.watch.awake && !self.watch.in_burst {
             offset == 0 || self.geometry.is_some()
         } else {
             offset == 0 && header_geometry_word(data) != self.watch.header_word
@@ -838,7 +861,8 @@ impl ReadAhead {
         let Some(geometry) = self.geometry else {
             return;
         };
-        if !self.watch.awake {
+        if !self.watch.awake || self.watch.in_burst {
+            // Asleep, or a read of the burst: recorded, followed at a replay if any.
             return;
         }
         if self.watch.burst_len > 0 {
@@ -850,10 +874,11 @@ impl ReadAhead {
         self.follow(data, offset, geometry, source, false);
     }
 
-    /// Just woken in a transaction whose first reads it slept through: follows the whole
-    /// pages the burst recorded, read again from the page cache (SQLite read them a moment
-    /// ago; one that is gone is skipped), as SQLite read them, so the descents they made
-    /// and the children read since are known before the read that woke it: its scan is
+    /// Just woken in a transaction whose first reads it slept through, or awake in one that
+    /// read past the reads it defers ([`READS_DEFERRED_AWAKE`]): follows the whole pages
+    /// the burst recorded, read again from the page cache (SQLite read them a moment ago;
+    /// one that is gone is skipped), as SQLite read them, so the descents they made and
+    /// the children read since are known before the read being followed: its scan is
     /// seen at once, and an index scan's table path, whose interior pages SQLite reads
     /// once and then keeps, is learnt. Nothing is asked for while replaying: what comes
     /// after those pages was read already, cached, and a batch of it would only teach the
@@ -911,10 +936,6 @@ impl ReadAhead {
         };
         self.batch.clear();
         self.hot_wait_reads = self.hot_wait_reads.saturating_sub(1);
-        // Once per transaction (one fstat), and again only where a child lies past it.
-        if self.page_count == 0 {
-            self.page_count = source.page_count(geometry.page_size_bytes);
-        }
         if !replaying {
             self.follow_overflow_chain(data, page_number, geometry, source);
         }
@@ -963,8 +984,8 @@ impl ReadAhead {
             }
         }
         match kind {
-            Some(PageKind::TableLeaf) => {
-                let page_count = self.page_count;
+            Some(PageKind::TableLeaf) if self.rows.is_tracking() => {
+                let page_count = self.known_page_count(geometry, source);
                 let table = table_path(
                     &self.levels[..self.depth],
                     &self.parked[..self.parked_depth],
@@ -1028,7 +1049,10 @@ impl ReadAhead {
             (Some((previous, _)), _) if in_chain => page_number == previous.wrapping_add(1),
             _ => false,
         };
-        let next = btree_page::overflow_next(data, page_number, self.page_count).unwrap_or(0);
+        // Any page number may be the next: checked against the file once the chain is
+        // followed (the count costs an fstat, which a read that is no overflow page must
+        // not pay).
+        let next = btree_page::overflow_next(data, page_number, u32::MAX).unwrap_or(0);
         self.chain_candidate = (next != 0).then_some((page_number, next));
         if !in_chain {
             self.end_chain();
@@ -1051,7 +1075,10 @@ impl ReadAhead {
         } else {
             1
         };
-        let last = next.saturating_add(wanted - 1).min(self.page_count);
+        // A next page past the end of the file leaves `last` below `first`: nothing asked.
+        let last = next
+            .saturating_add(wanted - 1)
+            .min(self.known_page_count(geometry, source));
         let first = if contiguous && self.chain_asked_through >= next {
             self.chain_asked_through.saturating_add(1)
         } else {
@@ -1078,6 +1105,15 @@ impl ReadAhead {
         }
         self.chain_outstanding += (last - first + 1) as usize;
         self.chain_asked_through = last;
+    }
+
+    /// Pages in the file: the count asked for since the paths were last forgotten, or
+    /// asked for now (one `fstat`).
+    fn known_page_count(&mut self, geometry: Geometry, source: &mut impl PageSource) -> u32 {
+        if self.page_count == 0 {
+            self.page_count = source.page_count(geometry.page_size_bytes);
+        }
+        self.page_count
     }
 
     /// SQLite left the chain it was reading (or the file's state is forgotten).
@@ -1238,14 +1274,15 @@ impl ReadAhead {
         if level.unparsed.is_none() || level.malformed {
             return !level.malformed;
         }
-        // The count read last (`after_read`); read again (one fstat) only when a child lies
-        // past it.
+        // The count read last ([`ReadAhead::known_page_count`]); read again (one fstat) only
+        // when a child lies past it.
+        let page_count = self.known_page_count(geometry, source);
         let level = &mut self.levels[depth];
         let mut parsed = btree_page::interior_children(
             &level.page,
             level.page_number,
             geometry,
-            self.page_count,
+            page_count,
             &mut level.children,
         );
         if matches!(
@@ -1403,7 +1440,7 @@ impl ReadAhead {
             if self.levels.len() == self.depth {
                 self.levels.push(Level::new(geometry));
             }
-            let page_count = self.page_count;
+            let page_count = self.known_page_count(geometry, source);
             let spare = &mut self.levels[self.depth].children;
             let parsed = btree_page::interior_children(
                 &self.peek_page,
@@ -1461,6 +1498,7 @@ impl ReadAhead {
         if most == 0 {
             return;
         }
+        let page_count = self.known_page_count(geometry, source);
         let table = table_path(
             &self.levels[..self.depth],
             &self.parked[..self.parked_depth],
@@ -1473,7 +1511,7 @@ impl ReadAhead {
             next_index_leaf,
             table,
             geometry,
-            self.page_count,
+            page_count,
             source,
             &mut self.batch,
         );
@@ -1865,6 +1903,13 @@ mod tests {
 
     /// SQLite's read of `page`: it becomes cached (the read brought it in).
     fn read(readahead: &mut ReadAhead, model: &mut Model, page: u32) {
+        let data = serve(model, page);
+        readahead.after_read(&data, u64::from(page - 1) * u64::from(PAGE_BYTES), model);
+    }
+
+    /// SQLite's read of `page` from the model: prefetches due by now arrive, and the page
+    /// is cached from then on.
+    fn serve(model: &mut Model, page: u32) -> Vec<u8> {
         model.reads += 1;
         let now = model.reads;
         let cached = &mut model.cached;
@@ -1874,9 +1919,8 @@ mod tests {
             }
             at > now
         });
-        let data = model.page(page);
         model.cached.insert(page);
-        readahead.after_read(&data, u64::from(page - 1) * u64::from(PAGE_BYTES), model);
+        model.page(page)
     }
 
     /// A new read-ahead that has seen page 1, the root (page 2) and then `pages`.
@@ -2241,6 +2285,34 @@ mod tests {
     }
 
     #[test]
+    fn an_overflow_chain_is_never_followed_past_the_end_of_the_file() {
+        let mut model = Model::new(400);
+        model.pages.insert(1, header_page());
+        // A chain whose second page names a page past the end (a corrupt page, or one a
+        // writer has since cut off), then one that runs to the last page.
+        model.insert_overflow_chain(&[50, 17]);
+        model.pages.insert(17, overflow(1000));
+        let last: Vec<u32> = (395..=400).collect();
+        model.insert_overflow_chain(&last);
+        let mut readahead = ReadAhead::new();
+        read(&mut readahead, &mut model, 1);
+        for &page in [50, 17].iter().chain(&last) {
+            read(&mut readahead, &mut model, page);
+        }
+        assert!(model.prefetched.contains(&397), "{:?}", model.prefetched);
+        assert!(
+            model.prefetched.iter().all(|page| (2..=400).contains(page)),
+            "{:?}",
+            model.prefetched
+        );
+        assert_eq!(
+            model.page_counts_asked,
+            [PAGE_BYTES],
+            "asked once the chain was followed"
+        );
+    }
+
+    #[test]
     fn an_overflow_chain_below_a_path_is_followed_too() {
         // SQLite reads a root and a parent, then a leaf's overflow chain: the chain's
         // pages are not children of the path, and read-ahead must still ask for them.
@@ -2309,7 +2381,7 @@ mod tests {
     }
 
     #[test]
-    fn the_page_count_is_read_at_the_first_awake_read_of_a_transaction_and_never_asleep() {
+    fn the_page_count_is_read_once_per_transaction_only_when_a_scan_needs_it() {
         let (mut model, parents, leaves) = two_level_tree(4, 40);
         let mut readahead = ReadAhead::dormant();
         for _ in 0..5 {
@@ -2321,9 +2393,14 @@ mod tests {
         assert!(model.page_counts_asked.is_empty(), "asleep, no fstat");
         readahead.note_uncached_read();
         for transaction in 1..=3 {
-            for &page in &[2, parents[1], leaves[1][0], leaves[1][1]] {
+            // A point lookup's descent needs no count.
+            for &page in &[2, parents[transaction], leaves[transaction][0]] {
                 read(&mut readahead, &mut model, page);
             }
+            assert_eq!(model.page_counts_asked.len(), transaction - 1);
+            // The second child in order is a scan: its children are checked against it.
+            read(&mut readahead, &mut model, leaves[transaction][1]);
+            read(&mut readahead, &mut model, leaves[transaction][2]);
             assert_eq!(model.page_counts_asked.len(), transaction);
             readahead.forget();
             // A lock change with nothing read since the last reads nothing either.
@@ -2333,17 +2410,26 @@ mod tests {
 
     #[test]
     fn a_new_page_size_has_the_page_count_read_again() {
-        let mut model = Model::new(100);
-        model.pages.insert(1, header_page());
+        let (mut model, parents, leaves) = two_level_tree(4, 40);
         let mut readahead = ReadAhead::new();
-        read(&mut readahead, &mut model, 1);
-        read(&mut readahead, &mut model, 1);
+        for page in [1, 2, parents[0], leaves[0][0], leaves[0][1]] {
+            read(&mut readahead, &mut model, page);
+        }
         assert_eq!(model.page_counts_asked, [PAGE_BYTES]);
+        assert_ne!(readahead.page_count, 0);
         // Another connection changed the page size (`VACUUM`): page 1 says so.
         let mut header = header_page_claiming(2 * PAGE_BYTES as u16);
         header.resize(2 * PAGE_BYTES as usize, 0);
         readahead.after_read(&header, 0, &mut model);
-        assert_eq!(model.page_counts_asked, [PAGE_BYTES, 2 * PAGE_BYTES]);
+        assert_eq!(
+            readahead.page_count, 0,
+            "a count in pages of the old size is asked for again when next needed"
+        );
+        assert_eq!(
+            model.page_counts_asked,
+            [PAGE_BYTES],
+            "page 1 alone needs none"
+        );
     }
 
     #[test]
@@ -3084,12 +3170,71 @@ mod tests {
     /// SQLite's read of `page` as `file/rw.rs` makes it: sampled or recorded as read-ahead
     /// says, then followed.
     fn read_as_sqlite(readahead: &mut ReadAhead, model: &mut Model, page: u32) {
-        let sample = readahead.sample_this_read();
-        read(readahead, model, page);
-        if sample.is_recorded() {
-            let offset = u64::from(page - 1) * u64::from(PAGE_BYTES);
+        let offset = u64::from(page - 1) * u64::from(PAGE_BYTES);
+        if readahead.sample_this_read().is_recorded() {
             readahead.record_burst_read(offset, PAGE_BYTES as usize);
         }
+        let data = serve(model, page);
+        if readahead.follows_read_at(offset, &data) {
+            readahead.after_read(&data, offset, model);
+        }
+    }
+
+    /// A read-ahead woken by a device read, its transaction ended, and the tree it reads.
+    fn awake_after_a_lock_change() -> (ReadAhead, Model, Vec<u32>, Vec<Vec<u32>>) {
+        let (mut model, parents, leaves) = two_level_tree(6, 40);
+        let mut readahead = ReadAhead::dormant();
+        read_as_sqlite(&mut readahead, &mut model, 1);
+        readahead.note_uncached_read();
+        readahead.forget();
+        assert!(readahead.is_awake());
+        (readahead, model, parents, leaves)
+    }
+
+    #[test]
+    fn awake_a_transaction_of_few_reads_is_recorded_and_never_followed() {
+        let (mut readahead, mut model, parents, leaves) = awake_after_a_lock_change();
+        for lookup in 0..4 {
+            // Root, parent, leaf: a point lookup.
+            for page in [2, parents[lookup], leaves[lookup][lookup * 3]] {
+                read_as_sqlite(&mut readahead, &mut model, page);
+            }
+            assert_eq!(readahead.depth, 0, "no path followed");
+            assert!(readahead.watch.forgotten, "nothing learnt");
+            readahead.forget();
+        }
+        assert!(readahead.is_awake());
+        assert!(model.prefetched.is_empty(), "{:?}", model.prefetched);
+        assert!(model.page_counts_asked.is_empty(), "no fstat");
+        assert_eq!(model.peeks, 0, "nothing read again from the page cache");
+    }
+
+    #[test]
+    fn awake_a_scan_is_followed_from_the_read_after_the_deferred_ones_its_start_replayed() {
+        let (mut readahead, mut model, parents, leaves) = awake_after_a_lock_change();
+        let deferred = READS_DEFERRED_AWAKE as usize;
+        // Root, parent and the first leaves: recorded only.
+        let first: Vec<u32> = [2, parents[0]]
+            .into_iter()
+            .chain(leaves[0][..deferred - 2].iter().copied())
+            .collect();
+        for &page in &first {
+            read_as_sqlite(&mut readahead, &mut model, page);
+        }
+        assert!(model.prefetched.is_empty());
+        // The next read replays them and sees the scan: the window ahead of it is asked for.
+        let next = deferred - 2;
+        read_as_sqlite(&mut readahead, &mut model, leaves[0][next]);
+        let ahead = &leaves[0][next + 1..next + 1 + FIRST_WINDOW_PAGES];
+        assert!(
+            ahead.iter().all(|page| model.prefetched.contains(page)),
+            "{:?} lacks some of {ahead:?}",
+            model.prefetched
+        );
+        assert!(model.prefetched.iter().all(|page| leaves[0].contains(page)));
+        // A transaction ending inside the deferred reads leaves nothing to the next.
+        readahead.forget();
+        assert_eq!(readahead.watch.burst_len, 0);
     }
 
     #[test]

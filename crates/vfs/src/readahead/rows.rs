@@ -379,6 +379,13 @@ impl Rows {
         self.stopped
     }
 
+    /// Whether a table leaf SQLite reads is matched against predictions
+    /// ([`Rows::note_table_leaf`], which then needs the file's page count): an index
+    /// leaf's rows are being followed.
+    pub(super) fn is_tracking(&self) -> bool {
+        !self.stopped && self.index_page_number != 0
+    }
+
     /// Whether pages may be asked for: the predictions have matched SQLite's reads.
     pub(super) fn verified(&self) -> bool {
         self.verified && !self.stopped
