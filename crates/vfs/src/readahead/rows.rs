@@ -446,7 +446,7 @@ impl Rows {
         page_count: u32,
         source: &mut impl CachedPages,
     ) {
-        if self.stopped || self.index_page_number == 0 {
+        if !self.is_tracking() {
             return;
         }
         self.seen.allocate(page_count);

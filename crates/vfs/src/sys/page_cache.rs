@@ -157,22 +157,22 @@ pub(crate) fn open_for_prefetch(fd: RawFd) -> Option<DbFd> {
 /// kernel's read-ahead off for this open file description; `POSIX_FADV_DONTNEED`: its
 /// clean pages dropped from the page cache); 0, or the errno.
 pub(crate) fn advise(fd: RawFd, advice: libc::c_int) -> i32 {
-    // SAFETY: posix_fadvise takes no pointers.
-    unsafe { libc::posix_fadvise(fd, 0, 0, advice) }
+    advise_range(fd, 0, 0, advice)
 }
 
 /// `posix_fadvise(POSIX_FADV_WILLNEED)` of `len` bytes at `offset`: starts reading them
 /// into the page cache and returns; 0, or the errno.
+#[inline]
 pub(crate) fn prefetch(fd: RawFd, offset: u64, len: u32) -> i32 {
+    advise_range(fd, offset, u64::from(len), libc::POSIX_FADV_WILLNEED)
+}
+
+/// `posix_fadvise(advice)` of `len_bytes` at `offset` of the file open on `fd` (0 bytes:
+/// to its end); 0, or the errno.
+#[inline]
+pub(crate) fn advise_range(fd: RawFd, offset: u64, len_bytes: u64, advice: libc::c_int) -> i32 {
     // SAFETY: posix_fadvise takes no pointers.
-    unsafe {
-        libc::posix_fadvise(
-            fd,
-            offset as libc::off_t,
-            len as libc::off_t,
-            libc::POSIX_FADV_WILLNEED,
-        )
-    }
+    unsafe { libc::posix_fadvise(fd, offset as libc::off_t, len_bytes as libc::off_t, advice) }
 }
 
 /// The file's size, by `fstat(2)` outside the system-call table; 0 when it fails.
@@ -196,56 +196,6 @@ fn page_size_bytes() -> u64 {
     } else {
         4096
     }
-}
-
-/// `posix_fadvise(POSIX_FADV_DONTNEED)` of `len_bytes` at `offset`: drops those clean
-/// pages from the page cache; 0, or the errno. For tests that need a page uncached.
-#[cfg(test)]
-pub(crate) fn evict_range(fd: RawFd, offset: u64, len_bytes: u64) -> i32 {
-    // SAFETY: posix_fadvise takes no pointers.
-    unsafe {
-        libc::posix_fadvise(
-            fd,
-            offset as libc::off_t,
-            len_bytes as libc::off_t,
-            libc::POSIX_FADV_DONTNEED,
-        )
-    }
-}
-
-/// Whether each system page of the first `len_bytes` of `fd` is in the page cache
-/// (`mincore` on a mapping made for it, which reads nothing in). For tests that need to
-/// know what the kernel holds.
-#[cfg(test)]
-pub(crate) fn resident_pages(fd: RawFd, len_bytes: usize) -> std::io::Result<Vec<bool>> {
-    // SAFETY: sysconf takes no pointers.
-    let page_bytes = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
-    // SAFETY: a new shared read-only mapping of an open descriptor at an address the kernel
-    // chooses; it is only passed to mincore and unmapped below, never dereferenced.
-    let address = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len_bytes,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            fd,
-            0,
-        )
-    };
-    if address == libc::MAP_FAILED {
-        return Err(std::io::Error::last_os_error());
-    }
-    let mut vector = vec![0u8; len_bytes.div_ceil(page_bytes)];
-    // SAFETY: `address` maps `len_bytes`, and `vector` holds one byte for each of its
-    // pages, as mincore writes.
-    let rc = unsafe { libc::mincore(address, len_bytes, vector.as_mut_ptr()) };
-    let error = std::io::Error::last_os_error();
-    // SAFETY: unmaps exactly the mapping made above, which nothing refers to.
-    unsafe { libc::munmap(address, len_bytes) };
-    if rc != 0 {
-        return Err(error);
-    }
-    Ok(vector.iter().map(|byte| byte & 1 == 1).collect())
 }
 
 #[cfg(test)]
